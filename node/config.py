@@ -1,0 +1,223 @@
+"""One tree of small dataclasses configures a peer.
+
+Each field is documented once, here, in the comment beside it. Every dataclass validates itself at
+construction, so an invalid value is caught before any model is loaded and reported as a single
+`ConfigError` line naming the field (the CLI prints it and exits non-zero). Values come from, in order of
+precedence: CLI `--set section.field=value` flags, environment variables `SWARM_SECTION__FIELD`, a TOML
+file, and the defaults below.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+
+VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis")
+AGGREGATIONS = ("grpo", "dapo")
+REDUCTIONS = ("sum", "mean")
+ENV_PREFIX = "SWARM_"
+
+
+class ConfigError(ValueError):
+    """An invalid configuration value; the message names the field."""
+
+
+def _check(ok: bool, name: str, message: str, value) -> None:
+    if not ok:
+        raise ConfigError(f"{name} {message}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    name: str = "tiny-add"  # zoo name, local directory, or hub name (e.g. Qwen/Qwen2.5-0.5B-Instruct)
+    lora: bool = False  # train a LoRA adapter instead of every parameter
+    lora_rank: int = 8  # LoRA rank r
+    lora_alpha: float = 16.0  # LoRA scaling numerator (scale = alpha / r)
+    lora_dropout: float = 0.0  # dropout inside the adapter
+    dtype: str = "float32"  # parameter dtype: float32 | bfloat16
+
+    def __post_init__(self):
+        _check(bool(self.name), "model.name", "must not be empty", self.name)
+        _check(self.lora_rank >= 1, "model.lora_rank", "must be >= 1", self.lora_rank)
+        _check(self.lora_alpha > 0, "model.lora_alpha", "must be > 0", self.lora_alpha)
+        _check(0 <= self.lora_dropout < 1, "model.lora_dropout", "must be in [0, 1)", self.lora_dropout)
+        _check(self.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16", self.dtype)
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    backend: str = "transformers"  # generation backend: transformers (vllm arrives with its own issue)
+    temperature: float = 1.0  # sampling temperature; behaviour log-probs are of the tempered distribution
+    top_p: float = 1.0  # nucleus sampling mass; behaviour log-probs are renormalised over the nucleus
+    max_new_tokens: int = 8  # completion length cap; a capped completion has finish reason "length"
+    threads: int = 1  # torch threads in this process (2 threads on 2 busy cores run 20-40x slower)
+
+    def __post_init__(self):
+        _check(self.backend in ("transformers",), "generation.backend", "must be 'transformers'", self.backend)
+        _check(self.temperature > 0, "generation.temperature", "must be > 0", self.temperature)
+        _check(0 < self.top_p <= 1, "generation.top_p", "must be in (0, 1]", self.top_p)
+        _check(self.max_new_tokens >= 1, "generation.max_new_tokens", "must be >= 1", self.max_new_tokens)
+        _check(self.threads >= 1, "generation.threads", "must be >= 1", self.threads)
+
+
+@dataclass(frozen=True)
+class LossConfig:
+    variant: str = "f-tis"  # alone | nois | vis | tis | f-nois | f-vis | f-tis (ALGORITHMS.md section 1)
+    aggregation: str = "grpo"  # grpo: per-sequence token mean, then mean; dapo: token sum / total tokens
+    trunc_c: float = 2.0  # C: truncation of the learner/generator importance weight (paper: 2)
+    eps_low: float = 0.2  # PPO clip below 1 (paper: 0.2)
+    eps_high: float = 0.2  # PPO clip above 1 (paper: 0.2; DAPO clip-higher: 0.28)
+    g: float = 50.0  # filter threshold on the divergence D_i (paper: 50 with a token sum)
+    divergence: str = "sum"  # reduction of log pi_gen - log pi_theta over a completion: sum | mean
+    eps_std: float = 1e-4  # added to the group reward std in the advantage denominator
+    max_log_ratio: float = 20.0  # log-ratios are clamped to +-this before exp (defensive)
+
+    def __post_init__(self):
+        _check(self.variant in VARIANTS, "loss.variant", f"must be one of {', '.join(VARIANTS)}", self.variant)
+        _check(self.aggregation in AGGREGATIONS, "loss.aggregation", "must be grpo or dapo", self.aggregation)
+        _check(self.trunc_c > 0, "loss.trunc_c", "must be > 0", self.trunc_c)
+        _check(0 <= self.eps_low < 1, "loss.eps_low", "must be in [0, 1)", self.eps_low)
+        _check(self.eps_high >= 0, "loss.eps_high", "must be >= 0", self.eps_high)
+        _check(self.g >= 0, "loss.g", "must be >= 0", self.g)
+        _check(self.divergence in REDUCTIONS, "loss.divergence", "must be sum or mean", self.divergence)
+        _check(self.eps_std > 0, "loss.eps_std", "must be > 0", self.eps_std)
+        _check(self.max_log_ratio > 0, "loss.max_log_ratio", "must be > 0", self.max_log_ratio)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    lr: float = 3e-4  # AdamW learning rate (paper: 1e-6 for 1.5B-3B models; tiny models need far more)
+    weight_decay: float = 0.0  # AdamW weight decay
+    max_grad_norm: float = 1.0  # global gradient-norm clip (unclipped tiny-model runs collapsed)
+    prompts_per_step: int = 32  # prompts this peer generates groups for in one step
+    group_size: int = 8  # completions per prompt (G)
+    steps: int = 200  # training steps of a run
+    seed: int = 0  # seeds sampling, task order and LoRA initialisation
+
+    def __post_init__(self):
+        _check(self.lr > 0, "train.lr", "must be > 0", self.lr)
+        _check(self.weight_decay >= 0, "train.weight_decay", "must be >= 0", self.weight_decay)
+        _check(self.max_grad_norm > 0, "train.max_grad_norm", "must be > 0", self.max_grad_norm)
+        _check(self.prompts_per_step >= 1, "train.prompts_per_step", "must be >= 1", self.prompts_per_step)
+        _check(self.group_size >= 2, "train.group_size", "must be >= 2 (advantages need a group)", self.group_size)
+        _check(self.steps >= 0, "train.steps", "must be >= 0", self.steps)
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    name: str = "arith"  # task name (see `swarm tasks`): arith, gym:<reasoning-gym task>, gsm8k, math500
+    split: str = "train"  # train | test (arith's test split is harder: out of distribution)
+    data_files: str = ""  # local JSONL/parquet in the dataset's own format (gsm8k / math500 offline)
+
+    def __post_init__(self):
+        _check(bool(self.name), "task.name", "must not be empty", self.name)
+        _check(self.split in ("train", "test"), "task.split", "must be train or test", self.split)
+
+
+@dataclass(frozen=True)
+class NodeConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    generation: GenerationConfig = field(default_factory=GenerationConfig)
+    loss: LossConfig = field(default_factory=LossConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _coerce(section: str, name: str, kind: type, raw):
+    """Turns a TOML, environment or flag value into the field's type, or raises a ConfigError."""
+    where = f"{section}.{name}"
+    if isinstance(raw, str) and kind is not str:
+        text = raw.strip()
+        if kind is bool:
+            if text.lower() in ("1", "true", "yes", "on"):
+                return True
+            if text.lower() in ("0", "false", "no", "off"):
+                return False
+            raise ConfigError(f"{where} must be true or false, got {raw!r}")
+        try:
+            return kind(text)
+        except ValueError:
+            raise ConfigError(f"{where} must be a {kind.__name__}, got {raw!r}") from None
+    if kind is float and isinstance(raw, int) and not isinstance(raw, bool):
+        return float(raw)
+    if not isinstance(raw, kind) or (kind is int and isinstance(raw, bool)):
+        raise ConfigError(f"{where} must be a {kind.__name__}, got {raw!r}")
+    return raw
+
+
+def build_config(values: dict[str, dict] | None = None) -> NodeConfig:
+    """Builds a NodeConfig from {section: {field: value}}; unknown names are errors, not ignored."""
+    values = values or {}
+    sections = {f.name: f for f in dataclasses.fields(NodeConfig)}
+    built = {}
+    for section, entries in values.items():
+        if section not in sections:
+            raise ConfigError(f"unknown configuration section {section!r} (known: {', '.join(sections)})")
+        if not isinstance(entries, dict):
+            raise ConfigError(f"configuration section {section!r} must be a table")
+    for section, sfield in sections.items():
+        cls = sfield.default_factory
+        hints = typing.get_type_hints(cls)
+        known = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for name, raw in values.get(section, {}).items():
+            if name not in known:
+                raise ConfigError(f"unknown configuration field {section}.{name}")
+            kwargs[name] = _coerce(section, name, hints[name], raw)
+        built[section] = cls(**kwargs)
+    return NodeConfig(**built)
+
+
+def _merge(base: dict, extra: dict) -> dict:
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
+    for section, entries in extra.items():
+        if isinstance(entries, dict) and isinstance(out.get(section), dict):
+            out[section].update(entries)
+        else:
+            out[section] = entries
+    return out
+
+
+def parse_assignments(items: list[str]) -> dict[str, dict]:
+    """Parses ["loss.trunc_c=2", ...] into {"loss": {"trunc_c": "2"}}."""
+    out: dict[str, dict] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        section, dot, name = key.strip().partition(".")
+        if not sep or not dot or not section or not name:
+            raise ConfigError(f"--set expects section.field=value, got {item!r}")
+        out.setdefault(section, {})[name] = value
+    return out
+
+
+def env_assignments(environ: dict[str, str] | None = None) -> dict[str, dict]:
+    """Reads SWARM_SECTION__FIELD=value variables (for containers), e.g. SWARM_LOSS__TRUNC_C=2."""
+    environ = os.environ if environ is None else environ
+    out: dict[str, dict] = {}
+    for key, value in environ.items():
+        if key.startswith(ENV_PREFIX) and "__" in key:
+            section, _, name = key[len(ENV_PREFIX):].partition("__")
+            out.setdefault(section.lower(), {})[name.lower()] = value
+    return out
+
+
+def load_config(path: str | Path | None = None, overrides: dict[str, dict] | None = None,
+                environ: dict[str, str] | None = None) -> NodeConfig:
+    """File, then environment, then explicit overrides (CLI flags) win."""
+    values: dict = {}
+    if path:
+        try:
+            values = tomllib.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"configuration file {str(path)!r} does not exist") from None
+        except tomllib.TOMLDecodeError as err:
+            raise ConfigError(f"configuration file {str(path)!r} is not valid TOML: {err}") from None
+    values = _merge(values, env_assignments(environ))
+    values = _merge(values, overrides or {})
+    return build_config(values)

@@ -1,0 +1,86 @@
+"""One peer's training loop (alone, for now): task -> generate -> reward -> learn -> log.
+
+The loop reads top to bottom like DESIGN.md's list; the swarm steps (publish, gather) and the group-size
+controller plug in between generation and learning in later issues.
+"""
+from __future__ import annotations
+
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .config import NodeConfig
+from .generation import TransformersBackend
+from .learner import Learner
+from .models import encode_prompt, load_model
+from .rollouts import Group
+from .tasks import get_task
+from .threads import set_threads
+
+
+@dataclass
+class StepResult:
+    step: int
+    reward: float  # mean sampled reward of this step's own completions
+    group_size: int
+    prompts: int
+    gen_seconds: float
+    learn_seconds: float
+    tokens: int  # completion tokens generated
+    metrics: dict = field(default_factory=dict)
+
+
+def score_groups(task, groups: list[Group]) -> None:
+    """Sets each completion's reward with the task's verifier (locally: rewards are never trusted)."""
+    for group in groups:
+        for c in group.completions:
+            c.reward = task.score(group.item, c.text, c.finish_reason == "stop")
+
+
+def shuffle_rewards(groups: list[Group], rng: random.Random) -> None:
+    """Ablation control: permutes rewards across the step's completions, cutting their link to the text."""
+    completions = [c for g in groups for c in g.completions]
+    rewards = [c.reward for c in completions]
+    rng.shuffle(rewards)
+    for c, r in zip(completions, rewards):
+        c.reward = r
+
+
+class Peer:
+    def __init__(self, cfg: NodeConfig, shuffle_control: bool = False):
+        set_threads(cfg.generation.threads)
+        self.cfg = cfg
+        self.task = get_task(cfg.task.name, cfg.task.data_files)
+        self.loaded = load_model(cfg.model, seed=cfg.train.seed)
+        self.backend = TransformersBackend(self.loaded.model, self.loaded.tokenizer, cfg.generation)
+        self.learner = Learner(self.loaded.model, self.backend.pad_id, cfg.train, cfg.loss,
+                               cfg.generation.temperature)
+        self.rng = random.Random(cfg.train.seed)
+        self.shuffle_control = shuffle_control
+
+    def next_items(self, n: int):
+        return [self.task.item(self.cfg.task.split, self.rng.randrange(2**31)) for _ in range(n)]
+
+    def step(self, step: int) -> StepResult:
+        items = self.next_items(self.cfg.train.prompts_per_step)
+        group_size = self.cfg.train.group_size
+        prompts = [encode_prompt(self.loaded.tokenizer, item) for item in items]
+        outputs, gen_seconds = self.backend.generate(prompts, group_size, seed=self.cfg.train.seed * 100003 + step)
+        groups = [Group(item, p, comps, gen_seconds) for item, p, comps in zip(items, prompts, outputs)]
+        score_groups(self.task, groups)
+        reward = sum(sum(g.rewards) for g in groups) / sum(len(g.completions) for g in groups)
+        if self.shuffle_control:
+            shuffle_rewards(groups, self.rng)
+        start = time.perf_counter()
+        metrics = self.learner.step(groups)
+        learn_seconds = time.perf_counter() - start
+        tokens = sum(sum(g.lengths) for g in groups)
+        return StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, metrics)
+
+    def save(self, out: Path) -> None:
+        out.mkdir(parents=True, exist_ok=True)
+        self.loaded.model.save_pretrained(out / "model")
+        self.loaded.tokenizer.save_pretrained(out / "model")
+        (out / "config.json").write_text(json.dumps(self.cfg.to_dict(), indent=1))

@@ -1,0 +1,29 @@
+"""Task registry: a task name (plus options) -> a Task that rebuilds items from task references."""
+from __future__ import annotations
+
+from .arith import _OPS as _ARITH_NAMES
+from .arith import ArithmeticTask
+from .base import Item, Task, TaskRef, UnknownTaskError, item_seed
+from .gym import PREFIX as GYM_PREFIX
+from .hub_math import _SPECS as _HUB_NAMES
+
+__all__ = ["Item", "Task", "TaskRef", "UnknownTaskError", "get_task", "item_seed", "task_names"]
+
+
+def task_names() -> list[str]:
+    return [*_ARITH_NAMES, *_HUB_NAMES, f"{GYM_PREFIX}<reasoning-gym task, e.g. chain_sum>"]
+
+
+def get_task(name: str, data_files: str = "") -> Task:
+    """Builds a task by name; raises UnknownTaskError with the known names."""
+    if name in _ARITH_NAMES:
+        return ArithmeticTask(name)
+    if name in _HUB_NAMES:
+        from .hub_math import HubMathTask
+
+        return HubMathTask(name, data_files)
+    if name.startswith(GYM_PREFIX):
+        from .gym import GymTask
+
+        return GymTask(name)
+    raise UnknownTaskError(f"unknown task {name!r} (known: {', '.join(task_names())})")

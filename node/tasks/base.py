@@ -1,0 +1,48 @@
+"""Task references, items and the task interface.
+
+A prompt crosses the network only as a `TaskRef`; every peer rebuilds the prompt and its ground truth from
+it, so no peer ever has to trust another's answer or reward.
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Protocol
+
+
+class UnknownTaskError(ValueError):
+    """A task name (or task reference) that this peer cannot rebuild."""
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    task: str  # task name, e.g. "arith" or "gym:chain_sum"
+    version: str  # generator / dataset version; a peer refuses references of another version
+    split: str  # "train" or "test"
+    index: int  # item index within the split (procedural tasks derive the item's seed from it)
+
+
+@dataclass(frozen=True)
+class Item:
+    ref: TaskRef
+    prompt: str  # compact prompt for the project's own tiny models (no chat template), e.g. "12+7="
+    question: str  # natural-language question for instruction-tuned models (used with a chat template)
+    answer: str  # ground truth, rebuilt locally
+
+
+class Task(Protocol):
+    name: str
+    version: str
+    splits: tuple[str, ...]
+
+    def item(self, split: str, index: int) -> Item: ...
+
+    def score(self, item: Item, completion: str, finished: bool) -> float:
+        """Verifiable reward in [0, 1] of a decoded completion; `finished` is False for a length cut-off."""
+        ...
+
+
+def item_seed(*parts) -> int:
+    """A stable 63-bit seed from any printable parts (independent of PYTHONHASHSEED and platform)."""
+    digest = hashlib.sha256("/".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little") >> 1

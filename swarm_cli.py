@@ -1,0 +1,163 @@
+"""Command line of the swarm node: `swarm run | zoo | tasks`.
+
+Heavy libraries (torch, transformers) are imported inside the chosen subcommand, so `--help` is instant.
+Every user error (bad configuration, unknown model or task) is one line on stderr and exit code 2.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+
+
+def _overrides(args) -> dict:
+    """Named flags become --set assignments (they win over file and environment)."""
+    from node.config import parse_assignments
+
+    pairs = list(args.set or [])
+    named = {
+        "model.name": args.model, "model.lora": args.lora, "task.name": args.task, "task.split": args.split,
+        "train.steps": args.steps, "train.group_size": args.group_size, "train.prompts_per_step": args.prompts,
+        "train.seed": args.seed, "train.lr": args.lr, "loss.variant": args.variant,
+        "loss.aggregation": args.aggregation, "generation.threads": args.threads,
+    }
+    pairs += [f"{key}={value}" for key, value in named.items() if value is not None]
+    return parse_assignments(pairs)
+
+
+def cmd_run(args) -> int:
+    """Trains one peer alone on its task and prints a summary."""
+    from node.config import load_config
+
+    cfg = load_config(args.config, _overrides(args))
+    _quiet_libraries()
+    from node.peer import Peer
+    from node.progress import Progress, summary
+
+    print(f"peer: model {cfg.model.name} ({'LoRA' if cfg.model.lora else 'full'} by flag), task {cfg.task.name}"
+          f", {cfg.train.steps} steps x {cfg.train.prompts_per_step} prompts x G={cfg.train.group_size}"
+          f", loss {cfg.loss.variant}/{cfg.loss.aggregation}", file=sys.stderr)
+    peer = Peer(cfg, shuffle_control=args.shuffle_rewards)
+    progress = Progress(cfg.train.steps, every=args.log_every)
+    results, start = [], time.monotonic()
+    metrics_file = open(args.metrics, "w") if args.metrics else None
+    try:
+        for step in range(cfg.train.steps):
+            result = peer.step(step)
+            results.append(result)
+            progress.update(result)
+            if metrics_file:
+                import dataclasses
+                import json
+
+                metrics_file.write(json.dumps(dataclasses.asdict(result)) + "\n")
+    except KeyboardInterrupt:
+        print("\ninterrupted: summary of the steps done so far", file=sys.stderr)
+    finally:
+        if metrics_file:
+            metrics_file.close()
+    print(f"summary ({cfg.model.name}, {'LoRA' if peer.loaded.lora else 'full fine-tuning'}, {cfg.task.name}):")
+    print(summary(results, time.monotonic() - start))
+    if args.out:
+        peer.save(Path(args.out))
+        print(f"  saved model and resolved configuration to {args.out}")
+    return 0
+
+
+def cmd_zoo(args) -> int:
+    """Lists the zoo, or builds every model (cached) with progress."""
+    from node.zoo import ZOO, model_dir
+
+    if args.action == "list":
+        for spec in ZOO.values():
+            built = "built" if (model_dir(spec.name) / "config.json").exists() else "not built"
+            print(f"{spec.name:<14} {spec.about:<42} {built}")
+        return 0
+    _quiet_libraries()
+    from node.zoo import ensure_built
+
+    last = {}
+
+    def show(name, step, total, loss):
+        if step == total or step - last.get(name, 0) >= max(total // 10, 1):
+            last[name] = step
+            print(f"  {name}: step {step}/{total} loss {loss:.3f}", file=sys.stderr, flush=True)
+
+    start = time.monotonic()
+    for name in ZOO:
+        print(f"{name}: {ensure_built(name, show)}")
+    print(f"zoo ready in {time.monotonic() - start:.1f} s")
+    return 0
+
+
+def cmd_tasks(args) -> int:
+    from node.tasks import task_names
+
+    print("\n".join(task_names()))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="swarm", description=__doc__.splitlines()[0])
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="train one peer alone (no swarm)")
+    run.add_argument("--config", help="TOML file with [model], [generation], [loss], [train], [task] tables")
+    run.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override any field")
+    run.add_argument("--model", help="zoo name, local directory or hub name (default tiny-add)")
+    run.add_argument("--lora", action="store_const", const="true", help="train a LoRA adapter")
+    run.add_argument("--task", help="task name (see `swarm tasks`)")
+    run.add_argument("--split", help="train or test")
+    run.add_argument("--steps", help="training steps")
+    run.add_argument("--group-size", help="completions per prompt (G)")
+    run.add_argument("--prompts", help="prompts per step")
+    run.add_argument("--seed")
+    run.add_argument("--lr")
+    run.add_argument("--variant", help="alone | nois | vis | tis | f-nois | f-vis | f-tis")
+    run.add_argument("--aggregation", help="grpo | dapo")
+    run.add_argument("--threads", help="torch threads (default 1)")
+    run.add_argument("--shuffle-rewards", action="store_true", help="control run: permute rewards in each step")
+    run.add_argument("--metrics", help="write one JSON line of metrics per step to this file")
+    run.add_argument("--out", help="save the trained model and resolved configuration here")
+    run.add_argument("--log-every", type=int, default=10, help="steps between progress lines when not a tty")
+    run.set_defaults(func=cmd_run)
+
+    zoo = sub.add_parser("zoo", help="list or build the offline model zoo")
+    zoo.add_argument("action", choices=["list", "build"])
+    zoo.set_defaults(func=cmd_zoo)
+
+    tasks = sub.add_parser("tasks", help="list task names")
+    tasks.set_defaults(func=cmd_tasks)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from node.errors import USER_ERRORS
+
+    try:
+        return args.func(args)
+    except USER_ERRORS as err:
+        print(f"swarm: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
