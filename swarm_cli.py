@@ -48,10 +48,12 @@ def cmd_run(args) -> int:
     from node.peer import Peer
     from node.progress import Progress, summary
 
-    print(f"peer: model {cfg.model.name} ({'LoRA' if cfg.model.lora else 'full'} by flag), task {cfg.task.name}"
-          f", {cfg.train.steps} steps x {cfg.train.prompts_per_step} prompts x G={cfg.train.group_size}"
-          f", loss {cfg.loss.variant}/{cfg.loss.aggregation}", file=sys.stderr)
     peer = Peer(cfg, shuffle_control=args.shuffle_rewards)
+    n_params = sum(p.numel() for p in peer.loaded.model.parameters())
+    print(f"peer: model {cfg.model.name} ({peer.loaded.source}, {n_params / 1e6:.2f}M params, "
+          f"{'LoRA' if peer.loaded.lora else 'full fine-tuning'}), task {cfg.task.name}, {cfg.train.steps} steps"
+          f" x {cfg.train.prompts_per_step} prompts x G={cfg.train.group_size}, loss {cfg.loss.variant}"
+          f"/{cfg.loss.aggregation}", file=sys.stderr)
     progress = Progress(cfg.train.steps, every=args.log_every)
     results, start = [], time.monotonic()
     metrics_file = open(args.metrics, "w") if args.metrics else None

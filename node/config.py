@@ -89,7 +89,8 @@ class LossConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    lr: float = 3e-4  # AdamW learning rate (paper: 1e-6 for 1.5B-3B models; tiny models need far more)
+    lr: float = 1e-3  # AdamW learning rate, full fine-tuning (paper: 1e-6 at 1.5B-3B; the tiny zoo: 1e-3, 3e-3 collapsed)
+    lora_lr: float = 3e-3  # AdamW learning rate when training a LoRA adapter
     weight_decay: float = 0.0  # AdamW weight decay
     max_grad_norm: float = 1.0  # global gradient-norm clip (unclipped tiny-model runs collapsed)
     prompts_per_step: int = 32  # prompts this peer generates groups for in one step
@@ -99,6 +100,7 @@ class TrainConfig:
 
     def __post_init__(self):
         _check(self.lr > 0, "train.lr", "must be > 0", self.lr)
+        _check(self.lora_lr > 0, "train.lora_lr", "must be > 0", self.lora_lr)
         _check(self.weight_decay >= 0, "train.weight_decay", "must be >= 0", self.weight_decay)
         _check(self.max_grad_norm > 0, "train.max_grad_norm", "must be > 0", self.max_grad_norm)
         _check(self.prompts_per_step >= 1, "train.prompts_per_step", "must be >= 1", self.prompts_per_step)
@@ -108,7 +110,7 @@ class TrainConfig:
 
 @dataclass(frozen=True)
 class TaskConfig:
-    name: str = "arith"  # task name (see `swarm tasks`): arith, gym:<reasoning-gym task>, gsm8k, math500
+    name: str = "arith-add"  # task name (see `swarm tasks`): arith, gym:<reasoning-gym task>, gsm8k, math500
     split: str = "train"  # train | test (arith's test split is harder: out of distribution)
     data_files: str = ""  # local JSONL/parquet in the dataset's own format (gsm8k / math500 offline)
 
@@ -129,6 +131,9 @@ class NodeConfig:
         return dataclasses.asdict(self)
 
 
+_KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
+
+
 def _coerce(section: str, name: str, kind: type, raw):
     """Turns a TOML, environment or flag value into the field's type, or raises a ConfigError."""
     where = f"{section}.{name}"
@@ -143,11 +148,11 @@ def _coerce(section: str, name: str, kind: type, raw):
         try:
             return kind(text)
         except ValueError:
-            raise ConfigError(f"{where} must be a {kind.__name__}, got {raw!r}") from None
+            raise ConfigError(f"{where} must be {_KIND_NAMES[kind]}, got {raw!r}") from None
     if kind is float and isinstance(raw, int) and not isinstance(raw, bool):
         return float(raw)
     if not isinstance(raw, kind) or (kind is int and isinstance(raw, bool)):
-        raise ConfigError(f"{where} must be a {kind.__name__}, got {raw!r}")
+        raise ConfigError(f"{where} must be {_KIND_NAMES[kind]}, got {raw!r}")
     return raw
 
 

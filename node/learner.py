@@ -23,14 +23,16 @@ def sequence_logprobs(model, batch: Batch, temperature: float) -> torch.Tensor:
 
 
 class Learner:
-    def __init__(self, model, pad_id: int, train: TrainConfig, loss: LossConfig, temperature: float):
+    def __init__(self, model, pad_id: int, train: TrainConfig, loss: LossConfig, temperature: float,
+                 lora: bool = False):
         self.model = model
         self.pad_id = pad_id
         self.loss_cfg = loss
         self.temperature = temperature
         self.max_grad_norm = train.max_grad_norm
         self.params = [p for p in model.parameters() if p.requires_grad]
-        self.optimizer = torch.optim.AdamW(self.params, lr=train.lr, weight_decay=train.weight_decay)
+        lr = train.lora_lr if lora else train.lr
+        self.optimizer = torch.optim.AdamW(self.params, lr=lr, weight_decay=train.weight_decay)
 
     def step(self, groups: list[Group]) -> dict:
         """One optimiser step on own and received groups; returns the loss metrics."""

@@ -56,7 +56,7 @@ class Peer:
         self.loaded = load_model(cfg.model, seed=cfg.train.seed)
         self.backend = TransformersBackend(self.loaded.model, self.loaded.tokenizer, cfg.generation)
         self.learner = Learner(self.loaded.model, self.backend.pad_id, cfg.train, cfg.loss,
-                               cfg.generation.temperature)
+                               cfg.generation.temperature, lora=self.loaded.lora)
         self.rng = random.Random(cfg.train.seed)
         self.shuffle_control = shuffle_control
 

@@ -1,8 +1,10 @@
 """Seeded supervised pre-training of the zoo's tiny models on a mixture of the project's own tasks.
 
-Labels are deliberately noisy (`label_accuracy` of them correct, the rest off by a few units), so a
-pre-trained model puts real but not dominant probability on the right answer: sampled reward starts low and
-GRPO has something to sharpen, as with a real base model on a hard task.
+Labels are deliberately noisy: `label_accuracy` of them are correct and the rest carry one systematic slip
+(the answer plus one). A pre-trained model then puts real but minority probability on the right answer, so
+sampled reward starts low (~0.3) and GRPO has a habit to unlearn, as with a real base model on a hard task.
+(Noise spread over several offsets was tried first: the model then learned the arithmetic itself poorly and
+GRPO lifted reward only from 0.2 to 0.35 in 300 steps; with one slip it went 0.31 -> 0.62 in 150.)
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import torch
 
 from .tasks import get_task
 
-WRONG_OFFSETS = (-3, -2, -1, 1, 2, 3)
+WRONG_OFFSETS = (1,)
 
 
 def noisy_label(answer: str, rng: random.Random, accuracy: float) -> str:

@@ -30,8 +30,8 @@ class ZooSpec:
     heads: int = 4
     kv_heads: int = 2
     mixture: dict = field(default_factory=lambda: {"arith-add": 0.8, "arith-sub": 0.2})
-    label_accuracy: float = 0.3  # share of pre-training labels that are right (the rest are off by 1-3)
-    steps: int = 500
+    label_accuracy: float = 0.3  # share of pre-training labels that are right (the rest are off by one)
+    steps: int = 1000
     batch: int = 64
     lr: float = 3e-3
     seed: int = 0

@@ -35,6 +35,9 @@ def test_arith_answer_is_right_and_scoring_is_strict():
     assert task.score(item, item.answer, finished=False) == 0.0  # no EOS: format fails
     assert task.score(item, str(int(item.answer) + 1), finished=True) == 0.0
     assert task.score(item, item.answer + "0", finished=True) == 0.0
+    assert task.score(item, f"{a} - {b} = {item.answer}.", finished=True) == 1.0
+    assert task.score(item, f"{item.answer}, no: {int(item.answer) + 2}", finished=True) == 0.0
+    assert task.score(item, "", finished=True) == 0.0
 
 
 def test_reasoning_gym_task_uses_its_own_scorer():

@@ -14,6 +14,7 @@ from .base import Item, TaskRef, item_seed
 _OPS = {"arith": "+-", "arith-add": "+", "arith-sub": "-"}
 _RANGES = {"train": (0, 19), "test": (20, 99)}
 _BOXED = re.compile(r"\\boxed\{\s*(-?\d+)\s*\}")
+_INTEGER = re.compile(r"-?\d+")
 
 
 class ArithmeticTask:
@@ -40,11 +41,9 @@ class ArithmeticTask:
         )
 
     def score(self, item: Item, completion: str, finished: bool) -> float:
-        """1.0 when the completion ended by itself (format) and is exactly the answer (or boxes it)."""
+        """1.0 when the completion ended by itself (format) and its final answer is right: the last boxed
+        integer if any, else the last integer (tiny models write only the number; chat models a sentence)."""
         if not finished:
             return 0.0
-        text = completion.strip().rstrip(".").strip()
-        boxed = _BOXED.findall(text)
-        if boxed:
-            text = boxed[-1]
-        return 1.0 if text == item.answer else 0.0
+        found = _BOXED.findall(completion) or _INTEGER.findall(completion)
+        return 1.0 if found and found[-1] == item.answer else 0.0

@@ -1,0 +1,44 @@
+"""CLI: user errors are one line and a non-zero exit; --help does not import torch."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def swarm(*args, env=None):
+    return subprocess.run([sys.executable, str(ROOT / "swarm_cli.py"), *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300, env=env)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["run", "--model", "./no/such/model"], "model './no/such/model' is not a zoo name"),
+    (["run", "--task", "nope"], "unknown task 'nope'"),
+    (["run", "--set", "loss.trunc_c=-1"], "loss.trunc_c must be > 0"),
+    (["run", "--variant", "bogus"], "loss.variant must be one of"),
+    (["run", "--steps", "many"], "train.steps must be an integer"),
+    (["run", "--config", "/no/such.toml"], "does not exist"),
+])
+def test_bad_input_is_one_clear_line(args, message):
+    out = swarm(*args)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and lines[0].startswith("swarm: error:"), out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_help_is_light():
+    code = "import sys, swarm_cli; swarm_cli.build_parser(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert out.stdout.strip() == "False"
+
+
+def test_run_prints_a_summary(tmp_path):
+    out = swarm("run", "--steps", "3", "--prompts", "4", "--metrics", str(tmp_path / "m.jsonl"),
+                "--out", str(tmp_path / "ckpt"))
+    assert out.returncode == 0, out.stderr
+    assert "reward, last 10% of steps" in out.stdout
+    assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 3
+    assert (tmp_path / "ckpt" / "model" / "config.json").exists() and (tmp_path / "ckpt" / "config.json").exists()
