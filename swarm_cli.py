@@ -7,21 +7,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 import time
 from pathlib import Path
 
 EXIT_USAGE = 2
-
-
-def _quiet_libraries() -> None:
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
 
 
 def _overrides(args) -> dict:
@@ -44,7 +34,9 @@ def cmd_run(args) -> int:
     from node.config import load_config
 
     cfg = load_config(args.config, _overrides(args))
-    _quiet_libraries()
+    from node.quiet import quiet_libraries
+
+    quiet_libraries()
     from node.peer import Peer
     from node.progress import Progress, summary
 
@@ -89,7 +81,9 @@ def cmd_zoo(args) -> int:
             built = "built" if (model_dir(spec.name) / "config.json").exists() else "not built"
             print(f"{spec.name:<14} {spec.about:<42} {built}")
         return 0
-    _quiet_libraries()
+    from node.quiet import quiet_libraries
+
+    quiet_libraries()
     from node.zoo import ensure_built
 
     last = {}

@@ -1,4 +1,5 @@
 """CLI: user errors are one line and a non-zero exit; --help does not import torch."""
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,14 @@ def test_bad_input_is_one_clear_line(args, message):
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("swarm: error:"), out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_unreachable_hub_model_is_one_line():
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    out = swarm("run", "--model", "Qwen/Qwen2.5-0.5B-Instruct", env=env)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and "could not be loaded from the hub" in lines[0], out.stderr
 
 
 def test_help_is_light():

