@@ -67,8 +67,13 @@ def cmd_run(args) -> int:
     print(f"summary ({cfg.model.name}, {'LoRA' if peer.loaded.lora else 'full fine-tuning'}, {cfg.task.name}):")
     print(summary(results, time.monotonic() - start))
     if args.out:
-        peer.save(Path(args.out))
-        print(f"  saved model and resolved configuration to {args.out}")
+        from node.plots import plot_rewards
+
+        out = Path(args.out)
+        peer.save(out)
+        plot_rewards([r.reward for r in results], out / "reward.png",
+                     f"{cfg.model.name} on {cfg.task.name} ({cfg.loss.variant})")
+        print(f"  saved model, resolved configuration and reward plot (reward.png) to {out}")
     return 0
 
 
@@ -129,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--threads", help="torch threads (default 1)")
     run.add_argument("--shuffle-rewards", action="store_true", help="control run: permute rewards in each step")
     run.add_argument("--metrics", help="write one JSON line of metrics per step to this file")
-    run.add_argument("--out", help="save the trained model and resolved configuration here")
+    run.add_argument("--out", help="save the trained model, resolved configuration and a reward plot here")
     run.add_argument("--log-every", type=int, default=10, help="steps between progress lines when not a tty")
     run.set_defaults(func=cmd_run)
 

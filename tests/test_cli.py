@@ -51,3 +51,4 @@ def test_run_prints_a_summary(tmp_path):
     assert "reward, last 10% of steps" in out.stdout
     assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 3
     assert (tmp_path / "ckpt" / "model" / "config.json").exists() and (tmp_path / "ckpt" / "config.json").exists()
+    assert (tmp_path / "ckpt" / "reward.png").read_bytes()[:4] == b"\x89PNG"
