@@ -120,12 +120,43 @@ class TaskConfig:
 
 
 @dataclass(frozen=True)
+class SAGCConfig:
+    candidates: tuple[int, ...] = (4, 8, 12, 16)  # group sizes to choose from, ascending
+    tau: float = 2.0  # a group straggles when max length > tau * median length
+    delta: float = 0.3  # straggler-rate budget
+    eta: float = 0.2  # dual step size (0.05 was too slow to hold the budget in simulation)
+    lambda_max: float = 10.0  # upper bound of the dual variable
+    prior_alpha: float = 1.0  # Beta prior of each size's straggler probability
+    prior_beta: float = 1.0
+    gamma: float = 0.95  # forgetting factor: each step, evidence decays towards the prior by this much
+    neighbourhood: int = 1  # positions up or down the candidate list considered at each choice
+    initial: int = 0  # first group size (0: the largest candidate)
+    seed: int = 0  # Thompson-sampling generator seed
+
+    def __post_init__(self):
+        c = self.candidates
+        _check(len(c) > 0, "sagc.candidates", "must not be empty", c)
+        _check(all(isinstance(g, int) and g >= 2 for g in c), "sagc.candidates", "must be integers >= 2", c)
+        _check(list(c) == sorted(set(c)), "sagc.candidates", "must be strictly ascending", c)
+        _check(self.tau > 1, "sagc.tau", "must be > 1", self.tau)
+        _check(0 < self.delta < 1, "sagc.delta", "must be in (0, 1)", self.delta)
+        _check(self.eta > 0, "sagc.eta", "must be > 0", self.eta)
+        _check(self.lambda_max > 0, "sagc.lambda_max", "must be > 0", self.lambda_max)
+        _check(self.prior_alpha > 0, "sagc.prior_alpha", "must be > 0", self.prior_alpha)
+        _check(self.prior_beta > 0, "sagc.prior_beta", "must be > 0", self.prior_beta)
+        _check(0 < self.gamma <= 1, "sagc.gamma", "must be in (0, 1]", self.gamma)
+        _check(self.neighbourhood >= 1, "sagc.neighbourhood", "must be >= 1", self.neighbourhood)
+        _check(self.initial == 0 or self.initial in c, "sagc.initial", "must be 0 or a candidate", self.initial)
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     loss: LossConfig = field(default_factory=LossConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
+    sagc: SAGCConfig = field(default_factory=SAGCConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -137,6 +168,11 @@ _KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false", str:
 def _coerce(section: str, name: str, kind: type, raw):
     """Turns a TOML, environment or flag value into the field's type, or raises a ConfigError."""
     where = f"{section}.{name}"
+    if kind == tuple[int, ...]:
+        items = raw.split(",") if isinstance(raw, str) else raw
+        if not isinstance(items, (list, tuple)):
+            raise ConfigError(f"{where} must be a list of integers, got {raw!r}")
+        return tuple(_coerce(section, name, int, item) for item in items)
     if isinstance(raw, str) and kind is not str:
         text = raw.strip()
         if kind is bool:

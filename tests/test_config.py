@@ -18,10 +18,23 @@ def test_defaults_are_the_documented_ones():
     ("train", "group_size", 1, "train.group_size"),
     ("train", "lr", "fast", "train.lr"),
     ("model", "lora", "maybe", "model.lora"),
+    ("sagc", "tau", 1.0, "sagc.tau"),
+    ("sagc", "delta", 0.0, "sagc.delta"),
+    ("sagc", "delta", 1.0, "sagc.delta"),
+    ("sagc", "candidates", [], "sagc.candidates"),
+    ("sagc", "candidates", [16, 8], "sagc.candidates"),
+    ("sagc", "candidates", "4,x", "sagc.candidates"),
+    ("sagc", "gamma", 0.0, "sagc.gamma"),
+    ("sagc", "gamma", 1.01, "sagc.gamma"),
 ])
 def test_invalid_values_name_the_field(section, name, value, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
         build_config({section: {name: value}})
+
+
+def test_candidate_lists_from_toml_or_flags():
+    assert build_config({"sagc": {"candidates": [2, 6]}}).sagc.candidates == (2, 6)
+    assert build_config({"sagc": {"candidates": "4, 8,16"}}).sagc.candidates == (4, 8, 16)
 
 
 def test_unknown_names_are_refused():

@@ -1,0 +1,103 @@
+"""SAGC: straggler-aware group control (ALGORITHMS.md section 2), a small pure controller.
+
+It picks each step's group size G from a candidate list to maximise the long-run mean of log2(G) subject to
+a straggler rate <= delta, where a group straggles when max(lengths) / median(lengths) > tau.
+
+- Risk model: a Beta(alpha_G, beta_G) posterior over the straggler probability of every candidate size,
+  with forgetting: each step, old evidence decays towards the prior by gamma (rollout lengths drift).
+- Dual ascent: lambda <- clip(lambda + eta * (S_t - delta), 0, lambda_max), S_t the step's straggler rate.
+- Thompson sampling: draw p~ from each posterior in the neighbourhood of the current size and pick the
+  size maximising log2(G) - lambda * p~.
+
+No clock reads and no I/O: lengths come in, sizes go out; the random generator is seeded and its state is
+part of `state_dict()` (plain JSON-able data) so a restored controller continues exactly.
+"""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Posterior:
+    alpha: float
+    beta: float
+
+    @property
+    def mean(self) -> float:
+        return self.alpha / (self.alpha + self.beta)
+
+
+def is_straggler(lengths: list[int], tau: float) -> bool:
+    """A group straggles when its longest completion exceeds tau times its median length."""
+    median = statistics.median(lengths)
+    return max(lengths) > tau * max(median, 1)
+
+
+def decay(post: Posterior, prior: Posterior, gamma: float) -> Posterior:
+    """Old evidence shrinks towards the prior by the forgetting factor gamma."""
+    return Posterior(prior.alpha + gamma * (post.alpha - prior.alpha), prior.beta + gamma * (post.beta - prior.beta))
+
+
+def dual_step(lam: float, rate: float, delta: float, eta: float, lam_max: float) -> float:
+    """Projected dual ascent on the straggler budget."""
+    return min(max(lam + eta * (rate - delta), 0.0), lam_max)
+
+
+class SAGC:
+    def __init__(self, cfg):
+        """cfg: a node.config.SAGCConfig (validated there)."""
+        self.cfg = cfg
+        self.prior = Posterior(cfg.prior_alpha, cfg.prior_beta)
+        self.posteriors = {g: self.prior for g in cfg.candidates}
+        self.lam = 0.0
+        self.current = cfg.initial if cfg.initial else cfg.candidates[-1]
+        self.rng = random.Random(cfg.seed)
+
+    def neighbourhood(self) -> list[int]:
+        sizes = list(self.cfg.candidates)
+        i = sizes.index(self.current)
+        return sizes[max(0, i - self.cfg.neighbourhood): i + self.cfg.neighbourhood + 1]
+
+    def choose(self) -> int:
+        """Thompson sampling of log2(G) - lambda * p~_G over the neighbourhood of the current size."""
+        best, best_score = self.current, -math.inf
+        for g in self.neighbourhood():
+            post = self.posteriors[g]
+            score = math.log2(g) - self.lam * self.rng.betavariate(post.alpha, post.beta)
+            if score > best_score:
+                best, best_score = g, score
+        self.current = best
+        return best
+
+    def observe(self, size: int, straggled: bool, weight: float = 1.0) -> None:
+        """Adds one group's outcome (weight < 1 for other peers' groups) to the posterior of its size."""
+        if size not in self.posteriors or weight <= 0:
+            return
+        post = self.posteriors[size]
+        self.posteriors[size] = Posterior(post.alpha + weight * straggled, post.beta + weight * (not straggled))
+
+    def end_step(self, own_straggler_rate: float) -> None:
+        """After a training step: dual update from this peer's own rate, then forgetting."""
+        c = self.cfg
+        self.lam = dual_step(self.lam, own_straggler_rate, c.delta, c.eta, c.lambda_max)
+        self.posteriors = {g: decay(p, self.prior, c.gamma) for g, p in self.posteriors.items()}
+
+    def metrics(self) -> dict:
+        return {"G": self.current, "lambda": self.lam,
+                "p_mean": {str(g): round(p.mean, 4) for g, p in self.posteriors.items()}}
+
+    def state_dict(self) -> dict:
+        version, internal, gauss = self.rng.getstate()
+        return {"lambda": self.lam, "current": self.current,
+                "posteriors": {str(g): [p.alpha, p.beta] for g, p in self.posteriors.items()},
+                "rng": [version, list(internal), gauss]}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.lam = float(state["lambda"])
+        self.current = int(state["current"])
+        self.posteriors = {int(g): Posterior(a, b) for g, (a, b) in state["posteriors"].items()}
+        version, internal, gauss = state["rng"]
+        self.rng.setstate((version, tuple(internal), gauss))
