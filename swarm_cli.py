@@ -6,6 +6,9 @@ Every user error (bad configuration, unknown model or task) is one line on stder
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
+import json
 import logging
 import sys
 import time
@@ -29,6 +32,21 @@ def _overrides(args) -> dict:
     return parse_assignments(pairs)
 
 
+def _zoo_progress():
+    """A progress callback for zoo pre-training: a line every tenth of the steps."""
+    last = {}
+
+    def show(name, step, total, loss):
+        if name not in last:
+            last[name] = 0
+            print(f"building zoo model {name} ({total} pre-training steps; cached afterwards)", file=sys.stderr)
+        if step == total or step - last.get(name, 0) >= max(total // 10, 1):
+            last[name] = step
+            print(f"  pre-training {name}: step {step}/{total} loss {loss:.3f}", file=sys.stderr, flush=True)
+
+    return show
+
+
 def cmd_run(args) -> int:
     """Trains one peer alone on its task and prints a summary."""
     from node.config import load_config
@@ -39,7 +57,10 @@ def cmd_run(args) -> int:
     quiet_libraries()
     from node.peer import Peer
     from node.progress import Progress, summary
+    from node.zoo import ZOO, ensure_built
 
+    if cfg.model.name in ZOO:  # first use builds the model: show it
+        ensure_built(cfg.model.name, _zoo_progress())
     peer = Peer(cfg, shuffle_control=args.shuffle_rewards)
     n_params = sum(p.numel() for p in peer.loaded.model.parameters())
     print(f"peer: model {cfg.model.name} ({peer.loaded.source}, {n_params / 1e6:.2f}M params, "
@@ -48,22 +69,17 @@ def cmd_run(args) -> int:
           f"/{cfg.loss.aggregation}", file=sys.stderr)
     progress = Progress(cfg.train.steps, every=args.log_every)
     results, start = [], time.monotonic()
-    metrics_file = open(args.metrics, "w") if args.metrics else None
-    try:
-        for step in range(cfg.train.steps):
-            result = peer.step(step)
-            results.append(result)
-            progress.update(result)
-            if metrics_file:
-                import dataclasses
-                import json
-
-                metrics_file.write(json.dumps(dataclasses.asdict(result)) + "\n")
-    except KeyboardInterrupt:
-        print("\ninterrupted: summary of the steps done so far", file=sys.stderr)
-    finally:
-        if metrics_file:
-            metrics_file.close()
+    with contextlib.ExitStack() as stack:
+        metrics_file = stack.enter_context(open(args.metrics, "w")) if args.metrics else None
+        try:
+            for step in range(cfg.train.steps):
+                result = peer.step(step)
+                results.append(result)
+                progress.update(result)
+                if metrics_file:
+                    metrics_file.write(json.dumps(dataclasses.asdict(result)) + "\n")
+        except KeyboardInterrupt:
+            print("\ninterrupted: summary of the steps done so far", file=sys.stderr)
     print(f"summary ({cfg.model.name}, {'LoRA' if peer.loaded.lora else 'full fine-tuning'}, {cfg.task.name}):")
     print(summary(results, time.monotonic() - start))
     if args.out:
@@ -91,16 +107,9 @@ def cmd_zoo(args) -> int:
     quiet_libraries()
     from node.zoo import ensure_built
 
-    last = {}
-
-    def show(name, step, total, loss):
-        if step == total or step - last.get(name, 0) >= max(total // 10, 1):
-            last[name] = step
-            print(f"  {name}: step {step}/{total} loss {loss:.3f}", file=sys.stderr, flush=True)
-
     start = time.monotonic()
     for name in ZOO:
-        print(f"{name}: {ensure_built(name, show)}")
+        print(f"{name}: {ensure_built(name, _zoo_progress())}")
     print(f"zoo ready in {time.monotonic() - start:.1f} s")
     return 0
 

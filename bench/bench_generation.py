@@ -16,8 +16,8 @@ from transformers import GenerationConfig as HFGenerationConfig
 
 from node.config import GenerationConfig, ModelConfig
 from node.generation import TransformersBackend, left_pad
-from node.quiet import quiet_libraries
 from node.models import SMOLLM2, encode_prompt, load_model
+from node.quiet import quiet_libraries
 from node.tasks import get_task
 
 

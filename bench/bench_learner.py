@@ -19,9 +19,9 @@ from node.batching import build_batch
 from node.config import GenerationConfig, LossConfig, ModelConfig, TrainConfig
 from node.generation import TransformersBackend
 from node.learner import Learner, sequence_logprobs
-from node.quiet import quiet_libraries
 from node.models import encode_prompt, load_model
 from node.peer import score_groups
+from node.quiet import quiet_libraries
 from node.rollouts import Group
 from node.tasks import get_task
 

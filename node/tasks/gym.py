@@ -24,7 +24,7 @@ class GymTask:
         self._rg = reasoning_gym
         try:
             reasoning_gym.create_dataset(self.gym_name, size=1, seed=0)
-        except Exception as err:  # reasoning-gym raises plain errors for unknown names
+        except ValueError as err:  # reasoning-gym's error for an unknown name
             raise UnknownTaskError(f"unknown reasoning-gym task {self.gym_name!r} ({err})") from None
         self._entries: dict[tuple[str, int], tuple[object, dict]] = {}
 
