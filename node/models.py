@@ -53,29 +53,41 @@ def _from_pretrained(where, dtype: str, **kwargs):
     return model, tokenizer
 
 
+def _first_line(err: Exception) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__
+
+
+def _load_files(where, dtype: str, what: str, **kwargs):
+    """from_pretrained with unreadable or corrupt files reported as one ModelLoadError line."""
+    from safetensors import SafetensorError
+
+    try:
+        return _from_pretrained(where, dtype, **kwargs)
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as err:
+        raise ModelLoadError(f"{what} could not be loaded: {_first_line(err)}") from None
+
+
 def load_base(name: str, dtype: str = "float32"):
     """(model, tokenizer, source) for a zoo name, local directory, hub name or 'smollm2-135m'."""
     from .zoo import ZOO, ensure_built
 
     if name in ZOO:
-        model, tokenizer = _from_pretrained(ensure_built(name), dtype)
+        where = ensure_built(name)
+        model, tokenizer = _load_files(where, dtype, f"zoo model {name!r} (delete {where} to rebuild it)")
         return model, tokenizer, "zoo"
     if name == SMOLLM2:
         folder, gguf = _smollm2_location()
-        model, tokenizer = _from_pretrained(folder, dtype, gguf_file=gguf)
+        model, tokenizer = _load_files(folder, dtype, f"model {name!r}", gguf_file=gguf)
         return model, tokenizer, "gguf"
     if _looks_like_path(name):
         path = Path(name).expanduser()
         if not (path / "config.json").exists():
             raise ModelLoadError(f"model {name!r} is not a zoo name ({', '.join(ZOO)}, {SMOLLM2}) "
                                  f"and not a directory with a config.json")
-        model, tokenizer = _from_pretrained(path, dtype)
+        model, tokenizer = _load_files(path, dtype, f"model directory {name!r}")
         return model, tokenizer, "local"
-    try:
-        model, tokenizer = _from_pretrained(name, dtype)
-    except OSError as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ModelLoadError(f"model {name!r} could not be loaded from the hub: {first}") from None
+    model, tokenizer = _load_files(name, dtype, f"model {name!r} from the hub")
     return model, tokenizer, "hub"
 
 

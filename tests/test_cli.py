@@ -35,7 +35,21 @@ def test_unreachable_hub_model_is_one_line():
     out = swarm("run", "--model", "Qwen/Qwen2.5-0.5B-Instruct", env=env)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "could not be loaded from the hub" in lines[0], out.stderr
+    assert len(lines) == 1 and "from the hub could not be loaded" in lines[0], out.stderr
+
+
+def test_corrupt_checkpoint_is_one_line(tmp_path, tiny):
+    model, tok = tiny
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])  # truncated file
+    out = swarm("run", "--model", str(tmp_path))
+    lines = out.stderr.strip().splitlines()
+    assert out.returncode == 2 and len(lines) == 1 and "could not be loaded" in lines[0], out.stderr
+    (tmp_path / "config.json").write_text("{not json")
+    out = swarm("run", "--model", str(tmp_path))
+    assert out.returncode == 2 and "not a valid JSON" in out.stderr and "Traceback" not in out.stderr
 
 
 def test_help_is_light():
