@@ -25,7 +25,7 @@ def _overrides(args) -> dict:
     named = {
         "model.name": args.model, "model.lora": args.lora, "task.name": args.task, "task.split": args.split,
         "train.steps": args.steps, "train.group_size": args.group_size, "train.prompts_per_step": args.prompts,
-        "train.seed": args.seed, "train.lr": args.lr, "loss.variant": args.variant,
+        "train.seed": args.seed, "train.group_policy": args.group_policy, "train.batch_mode": args.batch_mode, "train.lr": args.lr, "loss.variant": args.variant,
         "loss.aggregation": args.aggregation, "generation.threads": args.threads,
     }
     pairs += [f"{key}={value}" for key, value in named.items() if value is not None]
@@ -63,9 +63,11 @@ def cmd_run(args) -> int:
         ensure_built(cfg.model.name, _zoo_progress())
     peer = Peer(cfg, shuffle_control=args.shuffle_rewards)
     n_params = sum(p.numel() for p in peer.loaded.model.parameters())
+    group_text = (f"by SAGC from {list(cfg.sagc.candidates)}" if cfg.train.group_policy == "sagc"
+                  else f"fixed {cfg.train.group_size}") + f" ({cfg.train.batch_mode})"
     print(f"peer: model {cfg.model.name} ({peer.loaded.source}, {n_params / 1e6:.2f}M params, "
           f"{'LoRA' if peer.loaded.lora else 'full fine-tuning'}), task {cfg.task.name}, {cfg.train.steps} steps"
-          f" x {cfg.train.prompts_per_step} prompts x G={cfg.train.group_size}, loss {cfg.loss.variant}"
+          f", G {group_text}, loss {cfg.loss.variant}"
           f"/{cfg.loss.aggregation}", file=sys.stderr)
     progress = Progress(cfg.train.steps, every=args.log_every)
     results, start = [], time.monotonic()
@@ -134,7 +136,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--task", help="task name (see `swarm tasks`)")
     run.add_argument("--split", help="train or test")
     run.add_argument("--steps", help="training steps")
-    run.add_argument("--group-size", help="completions per prompt (G)")
+    run.add_argument("--group-policy", help="sagc (default) or fixed")
+    run.add_argument("--group-size", help="completions per prompt (G) under --group-policy fixed")
+    run.add_argument("--batch-mode", help="fixed_prompts (default) or fixed_completions")
     run.add_argument("--prompts", help="prompts per step")
     run.add_argument("--seed")
     run.add_argument("--lr")

@@ -95,7 +95,11 @@ class TrainConfig:
     weight_decay: float = 0.0  # AdamW weight decay
     max_grad_norm: float = 1.0  # global gradient-norm clip (unclipped tiny-model runs collapsed)
     prompts_per_step: int = 32  # prompts this peer generates groups for in one step
-    group_size: int = 8  # completions per prompt (G)
+    group_size: int = 8  # completions per prompt (G) under the fixed group policy
+    group_policy: str = "sagc"  # sagc: the straggler-aware controller picks G each step; fixed: group_size
+    batch_mode: str = "fixed_prompts"  # fixed_prompts: prompts_per_step, G varies the completions;
+    #                                    fixed_completions: about completions_per_step, prompts = that / G
+    completions_per_step: int = 256  # target completions per step in fixed_completions mode
     steps: int = 200  # training steps of a run
     seed: int = 0  # seeds sampling, task order and LoRA initialisation
 
@@ -107,6 +111,12 @@ class TrainConfig:
         _check(self.prompts_per_step >= 1, "train.prompts_per_step", "must be >= 1", self.prompts_per_step)
         _check(self.group_size >= 2, "train.group_size", "must be >= 2 (advantages need a group)", self.group_size)
         _check(self.steps >= 0, "train.steps", "must be >= 0", self.steps)
+        _check(self.group_policy in ("sagc", "fixed"), "train.group_policy", "must be sagc or fixed",
+               self.group_policy)
+        _check(self.batch_mode in ("fixed_prompts", "fixed_completions"), "train.batch_mode",
+               "must be fixed_prompts or fixed_completions", self.batch_mode)
+        _check(self.completions_per_step >= 2, "train.completions_per_step", "must be >= 2",
+               self.completions_per_step)
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,8 @@ class SAGCConfig:
     neighbourhood: int = 1  # positions up or down the candidate list considered at each choice
     initial: int = 0  # first group size (0: the largest candidate)
     seed: int = 0  # Thompson-sampling generator seed
+    peer_weight: float = 0.5  # evidence weight of another peer's group summary, same model family
+    other_family_weight: float = 0.2  # evidence weight of a summary from another model family
 
     def __post_init__(self):
         c = self.candidates
@@ -148,6 +160,9 @@ class SAGCConfig:
         _check(0 < self.gamma <= 1, "sagc.gamma", "must be in (0, 1]", self.gamma)
         _check(self.neighbourhood >= 1, "sagc.neighbourhood", "must be >= 1", self.neighbourhood)
         _check(self.initial == 0 or self.initial in c, "sagc.initial", "must be 0 or a candidate", self.initial)
+        _check(0 <= self.peer_weight <= 1, "sagc.peer_weight", "must be in [0, 1]", self.peer_weight)
+        _check(0 <= self.other_family_weight <= 1, "sagc.other_family_weight", "must be in [0, 1]",
+               self.other_family_weight)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
-"""One peer's training loop (alone, for now): task -> generate -> reward -> learn -> log.
+"""One peer's training loop (alone, for now): group size -> task -> generate -> reward -> learn -> control.
 
-The loop reads top to bottom like DESIGN.md's list; the swarm steps (publish, gather) and the group-size
-controller plug in between generation and learning in later issues.
+The loop reads top to bottom like DESIGN.md's list; the swarm steps (publish, gather) plug in between
+reward and learning in a later issue.
 """
 from __future__ import annotations
 
@@ -13,9 +13,11 @@ from pathlib import Path
 
 from .config import NodeConfig
 from .generation import TransformersBackend
+from .group_policy import make_group_policy, prompts_for
 from .learner import Learner
 from .models import encode_prompt, load_model
 from .rollouts import Group
+from .summaries import summarize
 from .tasks import get_task
 from .threads import set_threads
 
@@ -57,6 +59,8 @@ class Peer:
         self.backend = TransformersBackend(self.loaded.model, self.loaded.tokenizer, cfg.generation)
         self.learner = Learner(self.loaded.model, self.backend.pad_id, cfg.train, cfg.loss,
                                cfg.generation.temperature, lora=self.loaded.lora)
+        self.policy = make_group_policy(cfg)
+        self.family = getattr(self.loaded.model.config, "model_type", "unknown")
         self.rng = random.Random(cfg.train.seed)
         self.shuffle_control = shuffle_control
 
@@ -64,8 +68,10 @@ class Peer:
         return [self.task.item(self.cfg.task.split, self.rng.randrange(2**31)) for _ in range(n)]
 
     def step(self, step: int) -> StepResult:
-        items = self.next_items(self.cfg.train.prompts_per_step)
-        group_size = self.cfg.train.group_size
+        train = self.cfg.train
+        group_size = self.policy.choose()
+        n_prompts = prompts_for(train.batch_mode, group_size, train.prompts_per_step, train.completions_per_step)
+        items = self.next_items(n_prompts)
         prompts = [encode_prompt(self.loaded.tokenizer, item) for item in items]
         outputs, gen_seconds = self.backend.generate(prompts, group_size, seed=self.cfg.train.seed * 100003 + step)
         groups = [Group(item, p, comps, gen_seconds) for item, p, comps in zip(items, prompts, outputs)]
@@ -76,6 +82,7 @@ class Peer:
         start = time.perf_counter()
         metrics = self.learner.step(groups)
         learn_seconds = time.perf_counter() - start
+        metrics.update(self.policy.after_step([summarize(g, self.family) for g in groups], [], self.family))
         tokens = sum(sum(g.lengths) for g in groups)
         return StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, metrics)
 

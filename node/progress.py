@@ -19,7 +19,7 @@ def format_step(result, total: int, elapsed: float, recent: list[float]) -> str:
     avg = sum(recent) / len(recent) if recent else 0.0
     m = result.metrics
     return (f"step {result.step + 1:>4}/{total}  reward {result.reward:.3f} (avg{len(recent):>3} {avg:.3f})  "
-            f"G {result.group_size}  |grad| {m.get('grad_norm', 0.0):.3f}  w {m.get('mean_weight', 1.0):.3f}  "
+            f"G {result.group_size:>2} strag {m.get('straggler_rate', 0.0):.2f} lam {m.get('lambda', 0.0):.2f}  |grad| {m.get('grad_norm', 0.0):.3f}  w {m.get('mean_weight', 1.0):.3f}  "
             f"gen {result.gen_seconds:.2f}s learn {result.learn_seconds:.2f}s  {elapsed:.0f}s")
 
 

@@ -7,7 +7,7 @@ from node.peer import Peer
 
 def run(steps, lora=False, shuffle=False, seed=0):
     cfg = build_config({"model": {"name": "tiny-add", "lora": lora}, "task": {"name": "arith-add"},
-                        "train": {"steps": steps, "seed": seed}})
+                        "train": {"steps": steps, "seed": seed, "group_policy": "fixed"}})
     peer = Peer(cfg, shuffle_control=shuffle)
     return [peer.step(s).reward for s in range(steps)]
 
