@@ -53,7 +53,7 @@ def test_sizes_outside_the_candidates_are_ignored_and_rates_are_own():
     policy = SAGCGroups(SAGCConfig())
     m = policy.after_step([summary(16, True), summary(16, False)], [summary(6, True)], family="qwen2")
     assert m["straggler_rate"] == 0.5 and m["summaries_used"] == 2
-    assert m["lambda"] == pytest.approx(0.2 * (0.5 - 0.3))
+    assert m["lambda"] == pytest.approx(SAGCConfig().eta * (0.5 - 0.3))
     fixed = FixedGroups(8, tau=2.0)
     assert fixed.choose() == 8 and fixed.after_step([summary(8, True)] * 3 + [summary(8, False)], [], "x") == {
         "straggler_rate": 0.75}

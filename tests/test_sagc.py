@@ -53,7 +53,7 @@ def test_only_the_largest_straggling_keeps_the_budget():
 
 
 def test_lambda_stays_within_bounds():
-    ctrl = SAGC(SAGCConfig())
+    ctrl = SAGC(SAGCConfig(eta=0.2))
     lams = []
     for _ in range(100):
         ctrl.choose()
