@@ -109,8 +109,9 @@ def frontier_check(rows: dict, delta: float, slack: float = 0.05) -> tuple[bool,
     ok = sagc["rate"] <= budget and sagc["rate2"] <= budget
     best = max(rows[name]["log2g"] for name in meeting)
     ok = ok and sagc["log2g"] > best
-    return ok, f"fixed sizes within budget: {', '.join(meeting)} (best mean log2 G {best:.2f}); " \
-               f"SAGC {sagc['log2g']:.2f} at rates {sagc['rate']:.3f} / {sagc['rate2']:.3f}"
+    text = (f"fixed sizes within budget: {', '.join(meeting)} (best mean log2 G {best:.2f}); "
+            f"SAGC {sagc['log2g']:.2f} at rates {sagc['rate']:.3f} / {sagc['rate2']:.3f}")
+    return ok, text
 
 
 def plot(results: dict, path: Path) -> None:

@@ -84,6 +84,8 @@ class Peer:
         learn_seconds = time.perf_counter() - start
         metrics.update(self.policy.after_step([summarize(g, self.family) for g in groups], [], self.family))
         tokens = sum(sum(g.lengths) for g in groups)
+        # the step is decoded as one padded batch: every sequence runs as long as the longest
+        metrics["padded_tokens"] = sum(len(g.completions) for g in groups) * max(max(g.lengths) for g in groups)
         return StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, metrics)
 
     def save(self, out: Path) -> None:

@@ -14,14 +14,27 @@ from collections.abc import Callable
 import torch
 
 from .tasks import get_task
+from .tasks.count import count_answer
 
 WRONG_OFFSETS = (1,)
 
 
-def noisy_label(answer: str, rng: random.Random, accuracy: float) -> str:
+def noisy_label(task: str, answer: str, rng: random.Random, accuracy: float) -> str:
+    """The right answer with probability `accuracy`, else the task's typical mistake."""
+    if task == "count":
+        return counting_label(answer, rng, accuracy)
     if rng.random() < accuracy:
         return answer
     return str(int(answer) + rng.choice(WRONG_OFFSETS))
+
+
+def counting_label(answer: str, rng: random.Random, accuracy: float) -> str:
+    """Counting overshoots by a digit or two when wrong; a third of the labels add a remark after a full stop
+    whose length is heavy-tailed (exponential, mean 6, up to 24 characters)."""
+    label = answer if rng.random() < accuracy else count_answer(len(answer) + rng.choice((1, 2)))
+    if rng.random() < 1 / 3:
+        label += "." + "~" * min(int(rng.expovariate(1 / 6)) + 1, 24)
+    return label
 
 
 def make_batch(tokenizer, mixture: dict[str, float], accuracy: float, batch: int, rng: random.Random):
@@ -29,10 +42,10 @@ def make_batch(tokenizer, mixture: dict[str, float], accuracy: float, batch: int
     names, weights = list(mixture), list(mixture.values())
     rows = []
     for _ in range(batch):
-        task = get_task(rng.choices(names, weights)[0])
-        item = task.item("train", rng.randrange(2**31))
+        name = rng.choices(names, weights)[0]
+        item = get_task(name).item("train", rng.randrange(2**31))
         prompt = tokenizer(item.prompt).input_ids
-        target = tokenizer(noisy_label(item.answer, rng, accuracy)).input_ids + [tokenizer.eos_token_id]
+        target = tokenizer(noisy_label(name, item.answer, rng, accuracy)).input_ids + [tokenizer.eos_token_id]
         rows.append((prompt + target, [-100] * len(prompt) + target))
     width = max(len(ids) for ids, _ in rows)
     pad = tokenizer.pad_token_id

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ZOO_FORMAT = 1  # bump when the build recipe changes
+ZOO_FORMAT = 2  # bump when the build recipe (pretrain.py, tokenizer) changes
 
 
 @dataclass(frozen=True)
@@ -47,8 +47,10 @@ ZOO = {
         ZooSpec("tiny-add", "0.3M params, mostly addition", mixture=_ADD, seed=1),
         ZooSpec("tiny-sub", "0.3M params, mostly subtraction", mixture=_SUB, seed=2),
         ZooSpec("small-add", "3M params, mostly addition", layers=4, hidden=256, intermediate=704, heads=8,
-                kv_heads=4, mixture=_ADD, steps=400, lr=1.5e-3, seed=3),
+                kv_heads=4, mixture=_ADD, steps=300, lr=1.5e-3, seed=3),
         ZooSpec("tiny-add-lora", "tiny-add trained through a LoRA adapter", base="tiny-add", lora=True),
+        ZooSpec("tiny-count", "0.3M params, counting with run-on habits", mixture={"count": 1.0},
+                label_accuracy=0.5, steps=350, batch=48, seed=4),
     )
 }
 

@@ -74,3 +74,16 @@ def test_math500_fixture_accepts_equivalent_forms(tmp_path):
     assert item.answer == "\\frac{1}{2}"
     assert task.score(item, "So the sum is \\boxed{0.5}.", True) == 1.0
     assert task.score(item, "So the sum is \\boxed{\\frac{1}{3}}.", True) == 0.0
+
+
+def test_count_task_lengths_vary_and_scoring_is_exact():
+    task = get_task("count")
+    items = [task.item("train", i) for i in range(100)]
+    assert {len(it.answer) for it in items} == set(range(1, 10))
+    item = next(it for it in items if len(it.answer) == 4)
+    assert item.prompt == "to 4:" and item.answer == "1234"
+    assert task.score(item, "1234", True) == 1.0
+    assert task.score(item, "12345", True) == 0.0 and task.score(item, "1234", False) == 0.0
+    assert task.score(item, "1234.~~~~~~~", True) == 1.0 and task.score(item, "12345.~", True) == 0.0
+    assert all(10 <= len(task.item("test", i).answer) <= 15 for i in range(50))
+    assert task.item("test", 0).answer.startswith("1234567890")

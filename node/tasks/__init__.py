@@ -4,6 +4,7 @@ from __future__ import annotations
 from .arith import _OPS as _ARITH_NAMES
 from .arith import ArithmeticTask
 from .base import Item, Task, TaskRef, UnknownTaskError, item_seed
+from .count import CountTask
 from .gym import PREFIX as GYM_PREFIX
 from .hub_math import _SPECS as _HUB_NAMES
 
@@ -11,13 +12,15 @@ __all__ = ["Item", "Task", "TaskRef", "UnknownTaskError", "get_task", "item_seed
 
 
 def task_names() -> list[str]:
-    return [*_ARITH_NAMES, *_HUB_NAMES, f"{GYM_PREFIX}<reasoning-gym task, e.g. chain_sum>"]
+    return [*_ARITH_NAMES, "count", *_HUB_NAMES, f"{GYM_PREFIX}<reasoning-gym task, e.g. chain_sum>"]
 
 
 def get_task(name: str, data_files: str = "") -> Task:
     """Builds a task by name; raises UnknownTaskError with the known names."""
     if name in _ARITH_NAMES:
         return ArithmeticTask(name)
+    if name == "count":
+        return CountTask()
     if name in _HUB_NAMES:
         from .hub_math import HubMathTask
 
