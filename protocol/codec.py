@@ -1,0 +1,234 @@
+"""Encoding and strict validation of wire records (no torch, nothing from node/).
+
+Everything decoded here comes from the network and is hostile until checked: the byte budget is enforced
+before parsing; version, sizes, types, vocabulary range, log-probs (finite, <= 0) and length consistency are
+checked after. A failure raises `RecordError` whose `reason` is a short stable word for counting.
+
+Compact form: token ids in the smallest little-endian width that holds the sender's vocabulary (1-4 bytes),
+behaviour log-probs as float16 (2 bytes). Values below float16's range (< -65504) cannot occur for sane
+models and are refused; tiny magnitudes keep their relative precision (float16 subnormals reach 6e-8).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from . import PROTOCOL_VERSION
+from . import swarm_pb2 as pb
+
+FINISH = {"stop": pb.FINISH_STOP, "length": pb.FINISH_LENGTH}
+FINISH_NAMES = {v: k for k, v in FINISH.items()}
+
+
+class RecordError(ValueError):
+    """A record that failed validation; `reason` is a short word for per-reason counters."""
+
+    def __init__(self, reason: str, detail: str):
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The receiver's bounds on what it accepts."""
+
+    max_bytes: int = 3 * 1024 * 1024  # whole record (hivemind's message limit is 4 MiB)
+    max_completions: int = 64
+    max_tokens: int = 8192  # per completion
+    max_prompt_tokens: int = 8192
+    max_text: int = 128  # any string field
+
+
+@dataclass
+class WireCompletion:
+    token_ids: list[int]
+    logprobs: list[float]
+    finish_reason: str  # "stop" | "length"
+    reward: float = 0.0  # sender's, informational
+
+
+@dataclass
+class WireCard:
+    family: str
+    n_params: int
+    lora: bool
+    tokenizer: str
+    vocab_size: int
+    backend: str
+    temperature: float
+    top_p: float
+    software: str
+
+
+@dataclass
+class WireGroup:
+    task: str
+    task_version: str
+    split: str
+    index: int
+    prompt_ids: list[int]
+    completions: list[WireCompletion]
+    card: WireCard
+    step: int = 0
+    created: float = 0.0
+    meta: dict = field(default_factory=dict)
+
+
+def id_dtype(vocab_size: int) -> np.dtype:
+    """Smallest little-endian unsigned width for ids below vocab_size (3-byte ids use 4 bytes + trim)."""
+    if vocab_size <= 1 << 8:
+        return np.dtype("<u1")
+    if vocab_size <= 1 << 16:
+        return np.dtype("<u2")
+    return np.dtype("<u4")
+
+
+def id_width(vocab_size: int) -> int:
+    return 3 if (1 << 16) < vocab_size <= (1 << 24) else id_dtype(vocab_size).itemsize
+
+
+def pack_ids(ids, vocab_size: int) -> bytes:
+    arr = np.asarray(ids, dtype=np.int64)
+    if arr.size and (arr.min() < 0 or arr.max() >= vocab_size):
+        raise RecordError("vocab", f"token id outside [0, {vocab_size})")
+    if id_width(vocab_size) == 3:
+        return arr.astype("<u4").view(np.uint8).reshape(-1, 4)[:, :3].tobytes()
+    return arr.astype(id_dtype(vocab_size)).tobytes()
+
+
+def unpack_ids(data: bytes, vocab_size: int) -> np.ndarray:
+    width = id_width(vocab_size)
+    if len(data) % width:
+        raise RecordError("shape", f"{len(data)} id bytes are not a multiple of {width}")
+    if width == 3:
+        raw = np.frombuffer(data, dtype=np.uint8).reshape(-1, 3)
+        return (raw[:, 0].astype(np.int64) | (raw[:, 1].astype(np.int64) << 8) | (raw[:, 2].astype(np.int64) << 16))
+    return np.frombuffer(data, dtype=id_dtype(vocab_size)).astype(np.int64)
+
+
+def pack_logprobs(logprobs) -> bytes:
+    return np.asarray(logprobs, dtype=np.float32).astype("<f2").tobytes()
+
+
+def unpack_logprobs(data: bytes) -> np.ndarray:
+    if len(data) % 2:
+        raise RecordError("shape", "odd number of log-prob bytes")
+    return np.frombuffer(data, dtype="<f2").astype(np.float32)
+
+
+def encode_group(group: WireGroup) -> bytes:
+    card = group.card
+    msg = pb.Group(
+        version=PROTOCOL_VERSION, step=group.step, created=group.created,
+        task=pb.TaskRef(task=group.task, version=group.task_version, split=group.split, index=group.index),
+        prompt_ids=pack_ids(group.prompt_ids, card.vocab_size),
+        card=pb.ModelCard(family=card.family, n_params=card.n_params, lora=card.lora, tokenizer=card.tokenizer,
+                          vocab_size=card.vocab_size, backend=card.backend, temperature=card.temperature,
+                          top_p=card.top_p, software=card.software),
+    )
+    for c in group.completions:
+        msg.completions.add(token_ids=pack_ids(c.token_ids, card.vocab_size), logprobs=pack_logprobs(c.logprobs),
+                            finish=FINISH[c.finish_reason], reward=c.reward)
+    return msg.SerializeToString()
+
+
+def _check_text(name: str, value: str, limits: Limits) -> str:
+    if len(value) > limits.max_text:
+        raise RecordError("oversize", f"{name} longer than {limits.max_text} characters")
+    return value
+
+
+def _parse(data: bytes, limits: Limits, message_type):
+    if not isinstance(data, (bytes, bytearray)):
+        raise RecordError("type", f"expected bytes, got {type(data).__name__}")
+    if len(data) > limits.max_bytes:
+        raise RecordError("oversize", f"{len(data)} bytes > budget {limits.max_bytes}")
+    msg = message_type()
+    try:
+        msg.ParseFromString(bytes(data))
+    except DecodeError as err:
+        raise RecordError("malformed", str(err) or "protobuf decode error") from None
+    if msg.version != PROTOCOL_VERSION:
+        raise RecordError("version", f"protocol version {msg.version}, this peer speaks {PROTOCOL_VERSION}")
+    return msg
+
+
+def _decode_completion(c, vocab_size: int, limits: Limits) -> WireCompletion:
+    ids = unpack_ids(c.token_ids, vocab_size)
+    lps = unpack_logprobs(c.logprobs)
+    if not 1 <= ids.size <= limits.max_tokens:
+        raise RecordError("shape", f"completion of {ids.size} tokens (1..{limits.max_tokens} allowed)")
+    if lps.size != ids.size:
+        raise RecordError("shape", f"{ids.size} tokens but {lps.size} log-probs")
+    if ids.max() >= vocab_size:
+        raise RecordError("vocab", f"token id {int(ids.max())} >= vocabulary {vocab_size}")
+    if not np.isfinite(lps).all():
+        raise RecordError("logprob", "non-finite behaviour log-prob")
+    if (lps > 0).any():
+        raise RecordError("logprob", f"positive behaviour log-prob {float(lps.max())}")
+    if c.finish not in FINISH_NAMES:
+        raise RecordError("shape", f"unknown finish reason {c.finish}")
+    if not np.isfinite(c.reward):
+        raise RecordError("shape", "non-finite reward")
+    return WireCompletion(ids.tolist(), lps.tolist(), FINISH_NAMES[c.finish], float(c.reward))
+
+
+def decode_group(data: bytes, receiver_vocab: int, limits: Limits = Limits()) -> WireGroup:
+    """Parses and validates a group; token ids must fall inside the receiver's vocabulary too."""
+    msg = _parse(data, limits, pb.Group)
+    card = msg.card
+    if not 2 <= card.vocab_size <= 1 << 24:
+        raise RecordError("shape", f"vocabulary size {card.vocab_size}")
+    vocab = min(card.vocab_size, receiver_vocab)
+    if not 2 <= len(msg.completions) <= limits.max_completions:
+        raise RecordError("shape", f"group of {len(msg.completions)} completions (2..{limits.max_completions})")
+    prompt = unpack_ids(msg.prompt_ids, card.vocab_size)
+    if not 1 <= prompt.size <= limits.max_prompt_tokens or prompt.max() >= vocab:
+        raise RecordError("vocab" if prompt.size else "shape", "prompt ids empty, too long or out of vocabulary")
+    if msg.task.split not in ("train", "test") or not msg.task.task:
+        raise RecordError("task", f"task {msg.task.task!r} split {msg.task.split!r}")
+    if not (np.isfinite(msg.created) and np.isfinite(card.temperature) and np.isfinite(card.top_p)):
+        raise RecordError("shape", "non-finite number in header")
+    completions = [_decode_completion(c, vocab, limits) for c in msg.completions]
+    wire_card = WireCard(
+        family=_check_text("family", card.family, limits), n_params=card.n_params, lora=card.lora,
+        tokenizer=_check_text("tokenizer", card.tokenizer, limits), vocab_size=card.vocab_size,
+        backend=_check_text("backend", card.backend, limits), temperature=card.temperature, top_p=card.top_p,
+        software=_check_text("software", card.software, limits))
+    return WireGroup(task=_check_text("task", msg.task.task, limits),
+                     task_version=_check_text("task version", msg.task.version, limits), split=msg.task.split,
+                     index=msg.task.index, prompt_ids=prompt.tolist(), completions=completions, card=wire_card,
+                     step=msg.step, created=msg.created)
+
+
+@dataclass(frozen=True)
+class WireSummary:
+    group_size: int
+    max_len: int
+    median_len: float
+    mean_len: float
+    total_tokens: int
+    gen_seconds: float
+    family: str
+    step: int = 0
+
+
+def encode_summary(s: WireSummary) -> bytes:
+    return pb.LengthSummary(version=PROTOCOL_VERSION, group_size=s.group_size, max_len=s.max_len,
+                            median_len=s.median_len, mean_len=s.mean_len, total_tokens=s.total_tokens,
+                            gen_seconds=s.gen_seconds, family=s.family, step=s.step).SerializeToString()
+
+
+def decode_summary(data: bytes, limits: Limits = Limits()) -> WireSummary:
+    msg = _parse(data, Limits(max_bytes=min(limits.max_bytes, 1024)), pb.LengthSummary)
+    numbers = (msg.median_len, msg.mean_len, msg.gen_seconds)
+    if not all(np.isfinite(x) and x >= 0 for x in numbers):
+        raise RecordError("shape", "negative or non-finite summary statistic")
+    if not 1 <= msg.group_size <= limits.max_completions or msg.max_len > limits.max_tokens:
+        raise RecordError("shape", f"group size {msg.group_size}, max length {msg.max_len}")
+    if not msg.median_len <= msg.max_len or msg.total_tokens > msg.group_size * msg.max_len:
+        raise RecordError("shape", "inconsistent lengths")
+    return WireSummary(msg.group_size, msg.max_len, msg.median_len, msg.mean_len, msg.total_tokens,
+                       msg.gen_seconds, _check_text("family", msg.family, limits), msg.step)

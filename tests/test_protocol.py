@@ -1,0 +1,129 @@
+"""Wire protocol: schema in sync, exact round trips, compact size, and hostile records refused."""
+import math
+
+import numpy as np
+import pytest
+
+from protocol import PROTOCOL_VERSION
+from protocol import swarm_pb2 as pb
+from protocol.codec import (
+    Limits,
+    RecordError,
+    WireCard,
+    WireCompletion,
+    WireGroup,
+    WireSummary,
+    decode_group,
+    decode_summary,
+    encode_group,
+    encode_summary,
+    pack_ids,
+    unpack_ids,
+)
+
+
+def card(vocab=99):
+    return WireCard("qwen2", 310000, False, "abc123", vocab, "transformers", 1.0, 1.0, "0.1.0")
+
+
+def group(g=4, t=5, vocab=99, seed=0):
+    rng = np.random.default_rng(seed)
+    comps = [WireCompletion(rng.integers(0, vocab, t).tolist(), (-rng.exponential(1.0, t)).tolist(), "stop", 1.0)
+             for _ in range(g)]
+    return WireGroup("arith", "1", "train", 7, [5, 6, 7], comps, card(vocab), step=3, created=1000.5)
+
+
+def test_schema_and_generated_code_agree(tmp_path):
+    from google.protobuf import descriptor_pb2
+    from grpc_tools import protoc
+
+    from protocol.build import HERE
+
+    out = tmp_path / "set.pb"
+    assert protoc.main(["protoc", f"-I{HERE}", f"--descriptor_set_out={out}", str(HERE / "swarm.proto")]) == 0
+    fresh = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]
+    for message in fresh.message_type:  # descriptor sets carry json names; generated modules do not
+        for f in message.field:
+            f.ClearField("json_name")
+    assert fresh == descriptor_pb2.FileDescriptorProto.FromString(pb.DESCRIPTOR.serialized_pb)
+
+
+@pytest.mark.parametrize("vocab, width", [(99, 1), (49152, 2), (151646, 3), (1 << 24, 3)])
+def test_ids_round_trip_in_the_smallest_width(vocab, width):
+    ids = [0, 1, vocab - 1, vocab // 2]
+    data = pack_ids(ids, vocab)
+    assert len(data) == width * len(ids) and unpack_ids(data, vocab).tolist() == ids
+
+
+def test_group_round_trip():
+    g = group()
+    back = decode_group(encode_group(g), receiver_vocab=99)
+    assert back.prompt_ids == g.prompt_ids and (back.task, back.split, back.index) == ("arith", "train", 7)
+    assert back.card == g.card and back.step == 3 and back.created == 1000.5
+    for a, b in zip(g.completions, back.completions):
+        assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
+        # float16: relative error below 2^-11
+        assert all(abs(x - y) <= 2 ** -11 * abs(x) + 1e-7 for x, y in zip(a.logprobs, b.logprobs))
+
+
+@pytest.mark.parametrize("vocab, bound", [(99, 3.02), (49152, 4.02), (151646, 5.02)])
+def test_bytes_per_shared_token(vocab, bound):
+    g = group(g=16, t=2048, vocab=vocab)
+    per_token = len(encode_group(g)) / (16 * 2048)
+    assert per_token <= bound  # the F-TIS paper sends 8 (int32 + float32)
+
+
+def hostile(mutate):
+    msg = pb.Group.FromString(encode_group(group()))
+    mutate(msg)
+    return msg.SerializeToString()
+
+
+@pytest.mark.parametrize("mutate, reason", [
+    (lambda m: setattr(m, "version", PROTOCOL_VERSION + 1), "version"),
+    (lambda m: setattr(m.completions[0], "logprobs", np.array([np.nan] * 5, "<f2").tobytes()), "logprob"),
+    (lambda m: setattr(m.completions[1], "logprobs", np.array([0.5] * 5, "<f2").tobytes()), "logprob"),
+    (lambda m: setattr(m.completions[0], "logprobs", np.array([-1.0] * 4, "<f2").tobytes()), "shape"),
+    (lambda m: setattr(m.completions[0], "token_ids", bytes([98, 99, 120, 1, 2])), "vocab"),
+    (lambda m: setattr(m, "prompt_ids", b""), "shape"),
+    (lambda m: setattr(m.task, "split", "dev"), "task"),
+    (lambda m: setattr(m.card, "family", "x" * 1000), "oversize"),
+    (lambda m: setattr(m.completions[0], "finish", 0), "shape"),
+    (lambda m: [m.completions.pop() for _ in range(3)], "shape"),
+])
+def test_hostile_records_are_refused_with_a_reason(mutate, reason):
+    with pytest.raises(RecordError) as err:
+        decode_group(hostile(mutate), receiver_vocab=99)
+    assert err.value.reason == reason
+
+
+def test_oversize_and_garbage_are_refused_before_parsing():
+    data = encode_group(group(g=16, t=2048))
+    with pytest.raises(RecordError, match="oversize"):
+        decode_group(data, receiver_vocab=99, limits=Limits(max_bytes=len(data) - 1))
+    with pytest.raises(RecordError, match="malformed"):
+        decode_group(b"\xff\xff\xff\xff", receiver_vocab=99)
+    with pytest.raises(RecordError, match="type"):
+        decode_group("text", receiver_vocab=99)
+
+
+def test_receiver_vocabulary_bounds_ids():
+    with pytest.raises(RecordError, match="vocab"):
+        decode_group(encode_group(group(vocab=99)), receiver_vocab=50)
+
+
+def test_unknown_fields_are_ignored():
+    data = encode_group(group()) + bytes([0xF8, 0x01, 0x05])  # field 31, varint 5: from a later version
+    assert decode_group(data, receiver_vocab=99).index == 7
+
+
+def test_summary_round_trip_and_checks():
+    s = WireSummary(8, 40, 10.0, 12.5, 100, 0.25, "qwen2", 4)
+    assert decode_summary(encode_summary(s)) == s
+    bad = pb.LengthSummary.FromString(encode_summary(s))
+    bad.total_tokens = 10_000
+    with pytest.raises(RecordError, match="inconsistent"):
+        decode_summary(bad.SerializeToString())
+    bad.total_tokens, bad.mean_len = 100, math.inf
+    with pytest.raises(RecordError, match="non-finite"):
+        decode_summary(bad.SerializeToString())
