@@ -59,6 +59,9 @@ def cmd_run(args) -> int:
     from node.progress import Progress, summary
     from node.zoo import ZOO, ensure_built
 
+    from node.tasks import get_task
+
+    get_task(cfg.task.name, cfg.task.data_files)  # an unknown task fails before any model is built
     if cfg.model.name in ZOO:  # first use builds the model: show it
         ensure_built(cfg.model.name, _zoo_progress())
     peer = Peer(cfg, shuffle_control=args.shuffle_rewards)
