@@ -57,9 +57,8 @@ def cmd_run(args) -> int:
     quiet_libraries()
     from node.peer import Peer
     from node.progress import Progress, summary
-    from node.zoo import ZOO, ensure_built
-
     from node.tasks import get_task
+    from node.zoo import ZOO, ensure_built
 
     get_task(cfg.task.name, cfg.task.data_files)  # an unknown task fails before any model is built
     if cfg.model.name in ZOO:  # first use builds the model: show it
