@@ -166,6 +166,32 @@ class SAGCConfig:
 
 
 @dataclass(frozen=True)
+class SwarmConfig:
+    name: str = "default"  # swarm name: peers of different swarms never see each other's records
+    initial_peers: tuple[str, ...] = ()  # bootstrap multiaddrs (empty: alone, or the first node)
+    host: str = "127.0.0.1"  # interface the DHT listens on (0.0.0.0 in containers)
+    port: int = 0  # DHT TCP port (0: any free port)
+    announce: tuple[str, ...] = ()  # multiaddrs announced to others (public hosts behind NAT or docker)
+    identity: str = ""  # identity file: a stable peer id (and record-signing key) across restarts
+    startup_timeout: float = 30.0  # p2pd start-up time-out, seconds
+    received_groups: int = 32  # budget: other peers' groups trained on per step (SAPO used 4 local + 4 received)
+    local_groups: int = 0  # own groups trained on per step (0: all generated)
+    gather_deadline: float = 0.5  # seconds a step waits for fresh groups at most (no barrier)
+    max_age: float = 120.0  # received groups older than this (seconds, sender's publish time) are stale
+    record_ttl: float = 120.0  # expiration of our published records, seconds
+
+    def __post_init__(self):
+        _check(bool(self.name) and "/" not in self.name, "swarm.name", "must be non-empty without '/'", self.name)
+        _check(0 <= self.port < 65536, "swarm.port", "must be in [0, 65535]", self.port)
+        _check(self.startup_timeout > 0, "swarm.startup_timeout", "must be > 0", self.startup_timeout)
+        _check(self.received_groups >= 0, "swarm.received_groups", "must be >= 0", self.received_groups)
+        _check(self.local_groups >= 0, "swarm.local_groups", "must be >= 0", self.local_groups)
+        _check(self.gather_deadline >= 0, "swarm.gather_deadline", "must be >= 0", self.gather_deadline)
+        _check(self.max_age > 0, "swarm.max_age", "must be > 0", self.max_age)
+        _check(self.record_ttl > 0, "swarm.record_ttl", "must be > 0", self.record_ttl)
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
@@ -173,6 +199,7 @@ class NodeConfig:
     train: TrainConfig = field(default_factory=TrainConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     sagc: SAGCConfig = field(default_factory=SAGCConfig)
+    swarm: SwarmConfig = field(default_factory=SwarmConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -184,11 +211,12 @@ _KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false", str:
 def _coerce(section: str, name: str, kind: type, raw):
     """Turns a TOML, environment or flag value into the field's type, or raises a ConfigError."""
     where = f"{section}.{name}"
-    if kind == tuple[int, ...]:
-        items = raw.split(",") if isinstance(raw, str) else raw
+    if kind in (tuple[int, ...], tuple[str, ...]):
+        inner = typing.get_args(kind)[0]
+        items = [x.strip() for x in raw.split(",") if x.strip()] if isinstance(raw, str) else raw
         if not isinstance(items, (list, tuple)):
-            raise ConfigError(f"{where} must be a list of integers, got {raw!r}")
-        return tuple(_coerce(section, name, int, item) for item in items)
+            raise ConfigError(f"{where} must be a list of {_KIND_NAMES[inner]}s, got {raw!r}")
+        return tuple(_coerce(section, name, inner, item) for item in items)
     if isinstance(raw, str) and kind is not str:
         text = raw.strip()
         if kind is bool:

@@ -1,7 +1,7 @@
-"""One peer's training loop (alone, for now): group size -> task -> generate -> reward -> learn -> control.
+"""One peer's training step: group size -> task -> generate -> reward -> share -> learn -> control.
 
-The loop reads top to bottom like DESIGN.md's list; the swarm steps (publish, gather) plug in between
-reward and learning in a later issue.
+The loop reads top to bottom like DESIGN.md's list. Sharing (publish ours, gather others') happens only with
+a transport; received groups arrive already validated and re-scored by node/exchange.py.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .config import NodeConfig
+from .exchange import GatherResult, GroupExchange, make_card
 from .generation import TransformersBackend
 from .group_policy import make_group_policy, prompts_for
 from .learner import Learner
@@ -51,7 +52,8 @@ def shuffle_rewards(groups: list[Group], rng: random.Random) -> None:
 
 
 class Peer:
-    def __init__(self, cfg: NodeConfig, shuffle_control: bool = False):
+    def __init__(self, cfg: NodeConfig, shuffle_control: bool = False, transport=None):
+        """transport: None for a peer alone, else a swarm transport (node/swarm_dht.py or MemorySwarm)."""
         set_threads(cfg.generation.threads)
         self.cfg = cfg
         self.task = get_task(cfg.task.name, cfg.task.data_files)
@@ -63,6 +65,11 @@ class Peer:
         self.family = getattr(self.loaded.model.config, "model_type", "unknown")
         self.rng = random.Random(cfg.train.seed)
         self.shuffle_control = shuffle_control
+        self.exchange = None
+        if transport is not None and cfg.loss.variant != "alone":  # Alone: no sharing at all
+            card = make_card(self.loaded.model, self.loaded.tokenizer, self.backend.name,
+                             cfg.generation.temperature, cfg.generation.top_p, self.loaded.lora)
+            self.exchange = GroupExchange(transport, cfg.swarm, self.loaded.tokenizer, card, self.backend.eos_ids)
 
     def next_items(self, n: int):
         return [self.task.item(self.cfg.task.split, self.rng.randrange(2**31)) for _ in range(n)]
@@ -79,14 +86,37 @@ class Peer:
         reward = sum(sum(g.rewards) for g in groups) / sum(len(g.completions) for g in groups)
         if self.shuffle_control:
             shuffle_rewards(groups, self.rng)
+        own_summaries = [summarize(g, self.family) for g in groups]
+        received, swarm_metrics = self.share(groups, own_summaries, step)
+        local = groups[: self.cfg.swarm.local_groups] if self.cfg.swarm.local_groups else groups
         start = time.perf_counter()
-        metrics = self.learner.step(groups)
+        metrics = self.learner.step(local + received.groups)
         learn_seconds = time.perf_counter() - start
-        metrics.update(self.policy.after_step([summarize(g, self.family) for g in groups], [], self.family))
+        metrics.update(swarm_metrics)
+        metrics.update(self.policy.after_step(own_summaries, received.summaries, self.family))
         tokens = sum(sum(g.lengths) for g in groups)
         # the step is decoded as one padded batch: every sequence runs as long as the longest
         metrics["padded_tokens"] = sum(len(g.completions) for g in groups) * max(max(g.lengths) for g in groups)
         return StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, metrics)
+
+    def share(self, groups: list[Group], summaries, step: int) -> tuple[GatherResult, dict]:
+        """Publishes this step's groups and gathers other peers' (nothing when alone)."""
+        if self.exchange is None:
+            return GatherResult(), {}
+        start = time.perf_counter()
+        published = self.exchange.publish(groups, summaries, step)
+        received = self.exchange.gather(self.cfg.swarm.received_groups)
+        return received, {
+            **published, "groups_received": received.received, "groups_used": len(received.groups),
+            "rejected": dict(received.rejected), "bytes_in": received.bytes_in, "polls": received.polls,
+            "swarm_seconds": time.perf_counter() - start,
+            "received_reward": (sum(sum(g.rewards) for g in received.groups)
+                                / max(sum(len(g.completions) for g in received.groups), 1)),
+        }
+
+    def close(self) -> None:
+        if self.exchange is not None:
+            self.exchange.close()
 
     def save(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)

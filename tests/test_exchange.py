@@ -1,0 +1,136 @@
+"""Sharing through an in-memory swarm: groups flow, hostile records are dropped and counted, peers go on."""
+import msgpack
+import numpy as np
+import pytest
+
+from node.config import build_config
+from node.exchange import MemorySwarm, pack_bundle
+from node.peer import Peer
+from protocol import swarm_pb2 as pb
+from protocol.codec import encode_group
+
+
+def peer(hub, name, model="tiny-add", **swarm):
+    cfg = build_config({"model": {"name": model}, "task": {"name": "arith"},
+                        "train": {"group_policy": "fixed", "group_size": 4, "prompts_per_step": 4},
+                        "swarm": {"gather_deadline": 0.2, **swarm}})
+    return Peer(cfg, transport=hub.transport(name))
+
+
+@pytest.fixture(scope="module")
+def hub_and_peers():
+    hub = MemorySwarm()
+    return hub, peer(hub, "a"), peer(hub, "b", model="tiny-sub")
+
+
+def test_groups_flow_between_heterogeneous_peers(hub_and_peers):
+    hub, a, b = hub_and_peers
+    a.step(0)  # a publishes; b not yet
+    rb = b.step(0)
+    assert rb.metrics["groups_used"] == 4 and rb.metrics["rejected"] == {}
+    assert rb.metrics["sequences"] == 32  # 4 own groups x 4 + 4 received x 4
+    ra = a.step(1)
+    assert ra.metrics["groups_used"] == 4 and ra.metrics["bytes_in"] > 0 and ra.metrics["bytes_out"] > 0
+    again = a.step(2)  # b has not published anything new: its step-0 groups are not used twice
+    assert again.metrics["groups_used"] == 0
+
+
+def test_received_rewards_are_rescored_locally(hub_and_peers):
+    hub, a, b = hub_and_peers
+    record = a.exchange  # publish a group whose sender claims every completion is right
+    step = b.step(10)
+    claimed = pb.Group.FromString(msgpack.unpackb(hub.records["groups"][b"b"][0], raw=True)[0])
+    for c in claimed.completions:
+        c.reward = 1.0
+    hub.records["groups"][b"liar"] = (pack_bundle([claimed.SerializeToString()], 10**6)[0], hub.clock() + 60)
+    result = record.gather(budget=100)
+    lied = [g for g in result.groups if g.item.ref.index == claimed.task.index]
+    assert lied and all(c.reward == a.task.score(g.item, c.text, c.finish_reason == "stop")
+                        for g in lied for c in g.completions)
+    assert step.reward < 1.0 and sum(c.reward for g in lied for c in g.completions) < 4 * len(lied)
+    del hub.records["groups"][b"liar"]
+
+
+def tamper(hub, mutate):
+    """A copy of b's latest record, changed by `mutate`, published by 'mallory'."""
+    raw = msgpack.unpackb(hub.records["groups"][b"b"][0], raw=True)[0]
+    msg = pb.Group.FromString(raw)
+    mutate(msg)
+    msg.step += 1000 + np.random.randint(10**6)  # a new record, not a replay
+    return msg.SerializeToString()
+
+
+@pytest.mark.parametrize("mutate, reason", [
+    (lambda m: setattr(m, "version", 99), "version"),
+    (lambda m: setattr(m.completions[0], "logprobs", np.full(len(m.completions[0].logprobs) // 2, np.nan,
+                                                             "<f2").tobytes()), "logprob"),
+    (lambda m: setattr(m.completions[0], "logprobs", np.full(len(m.completions[0].logprobs) // 2, 0.7,
+                                                             "<f2").tobytes()), "logprob"),
+    (lambda m: setattr(m.completions[0], "token_ids", bytes([250]) * len(m.completions[0].token_ids)), "vocab"),
+    (lambda m: setattr(m.card, "tokenizer", "other-tokenizer"), "tokenizer"),
+    (lambda m: setattr(m.task, "task", "no-such-task"), "task"),
+    (lambda m: setattr(m, "prompt_ids", bytes([20, 21, 22])), "prompt"),
+    (lambda m: setattr(m, "created", 1.0), "stale"),
+])
+def test_hostile_records_are_rejected_counted_and_the_peer_keeps_training(hub_and_peers, mutate, reason):
+    hub, a, b = hub_and_peers
+    b.step(20)
+    bad = tamper(hub, mutate)
+    hub.records["groups"][b"mallory"] = (pack_bundle([bad], 10**6)[0], hub.clock() + 60)
+    result = a.step(21)
+    assert result.metrics["rejected"].get(reason, 0) >= 1, result.metrics["rejected"]
+    assert result.metrics["groups_used"] >= 1  # b's honest groups still arrive
+    assert np.isfinite(result.metrics["loss"])
+    del hub.records["groups"][b"mallory"]
+
+
+def test_garbage_and_oversize_bundles(hub_and_peers):
+    hub, a, b = hub_and_peers
+    hub.records["groups"][b"mallory"] = (b"\xc1\xff not msgpack", hub.clock() + 60)
+    hub.records["summaries"][b"mallory"] = (msgpack.packb([b"\x00\x01"]), hub.clock() + 60)
+    result = a.step(30)
+    assert result.metrics["rejected"].get("malformed", 0) >= 1 and result.metrics["rejected"].get("summary")
+    hub.records["groups"][b"mallory"] = (msgpack.packb([b"x" * (4 * 1024 * 1024)]), hub.clock() + 60)
+    result = a.step(31)
+    assert sum(result.metrics["rejected"].values()) >= 1 and np.isfinite(result.metrics["loss"])
+    del hub.records["groups"][b"mallory"], hub.records["summaries"][b"mallory"]
+
+
+def test_gathering_waits_boundedly_and_never_spins():
+    hub = MemorySwarm()
+    lone = peer(hub, "lone", gather_deadline=5.0)
+    assert lone.step(0).metrics["polls"] == 1  # nobody else in the swarm: no waiting at all
+    other = peer(hub, "other")
+    other.step(0)
+    lone.step(1)
+    slept = []
+    lone.exchange.sleep = slept.append  # nothing new arrives: poll with growing intervals until the deadline
+    clock = iter(range(1000))
+    hub.clock = lambda: 1e9 + next(clock) * 0.5
+    result = lone.exchange.gather(budget=10)
+    assert result.polls <= 12 and slept == sorted(slept) and slept[-1] <= 1.0
+
+
+def test_summaries_of_other_peers_reach_the_controller():
+    hub = MemorySwarm()
+    cfg_extra = {"train": {"group_policy": "sagc", "prompts_per_step": 2}}
+    a = peer(hub, "a")
+    b = Peer(build_config({"model": {"name": "tiny-add"}, "task": {"name": "arith"}, **cfg_extra,
+                           "swarm": {"gather_deadline": 0.1}}), transport=hub.transport("b"))
+    a.step(0)
+    metrics = b.step(0).metrics
+    assert metrics["summaries_used"] == 2 + 4  # own 2 groups + a's 4 summaries (G=4 is a candidate)
+
+
+def test_a_bundle_respects_the_size_budget():
+    records = [encode_group_stub(i) for i in range(10)]
+    bundle, left = pack_bundle(records, max_bytes=3 * len(records[0]) + 60)
+    assert left == 7 and len(msgpack.unpackb(bundle)) == 3
+
+
+def encode_group_stub(i):
+    from protocol.codec import WireCard, WireCompletion, WireGroup
+
+    card = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0")
+    comps = [WireCompletion([1, 2, 3], [-0.5, -0.5, -0.5], "length") for _ in range(2)]
+    return encode_group(WireGroup("arith", "1", "train", i, [4, 5], comps, card))
