@@ -1,4 +1,5 @@
-"""Regenerates protocol/swarm_pb2.py from protocol/swarm.proto (needs grpcio-tools).
+"""Regenerates the generated modules of protocol/*.proto (needs grpcio-tools): swarm_pb2.py, control_pb2.py
+and control_pb2_grpc.py.
 
     python -m protocol.build
 """
@@ -10,16 +11,29 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def generate(out_dir: Path) -> Path:
-    """Runs protoc on swarm.proto into out_dir; returns the generated module's path."""
+PROTOS = ("swarm.proto", "control.proto")
+
+
+def generate(out_dir: Path) -> None:
+    """Runs protoc (with the gRPC plugin) on every .proto into out_dir."""
     from grpc_tools import protoc
 
-    code = protoc.main(["protoc", f"-I{HERE}", f"--python_out={out_dir}", str(HERE / "swarm.proto")])
-    if code != 0:
-        raise RuntimeError(f"protoc failed with exit code {code}")
-    return out_dir / "swarm_pb2.py"
+    for proto in PROTOS:
+        code = protoc.main(["protoc", f"-I{HERE}", f"--python_out={out_dir}", f"--grpc_python_out={out_dir}",
+                            str(HERE / proto)])
+        if code != 0:
+            raise RuntimeError(f"protoc failed on {proto} with exit code {code}")
+    (out_dir / "swarm_pb2_grpc.py").unlink(missing_ok=True)  # swarm.proto has no service
+    fix_grpc_import(out_dir / "control_pb2_grpc.py")
+
+
+def fix_grpc_import(path: Path) -> None:
+    """protoc writes `import control_pb2`; inside this package it must be relative."""
+    text = path.read_text()
+    path.write_text(text.replace("import control_pb2 as", "from . import control_pb2 as"))
 
 
 if __name__ == "__main__":
-    print(generate(HERE))
+    generate(HERE)
+    print("regenerated", ", ".join(PROTOS))
     sys.exit(0)

@@ -24,7 +24,7 @@ def hub_and_peers():
 
 
 def test_groups_flow_between_heterogeneous_peers(hub_and_peers):
-    hub, a, b = hub_and_peers
+    _, a, b = hub_and_peers
     a.step(0)  # a publishes; b not yet
     rb = b.step(0)
     assert rb.metrics["groups_used"] == 4 and rb.metrics["rejected"] == {}
@@ -85,7 +85,7 @@ def test_hostile_records_are_rejected_counted_and_the_peer_keeps_training(hub_an
 
 
 def test_garbage_and_oversize_bundles(hub_and_peers):
-    hub, a, b = hub_and_peers
+    hub, a, _ = hub_and_peers
     hub.records["groups"][b"mallory"] = (b"\xc1\xff not msgpack", hub.clock() + 60)
     hub.records["summaries"][b"mallory"] = (msgpack.packb([b"\x00\x01"]), hub.clock() + 60)
     result = a.step(30)

@@ -33,19 +33,26 @@ def group(g=4, t=5, vocab=99, seed=0):
     return WireGroup("arith", "1", "train", 7, [5, 6, 7], comps, card(vocab), step=3, created=1000.5)
 
 
-def test_schema_and_generated_code_agree(tmp_path):
+@pytest.mark.parametrize("proto, module", [("swarm.proto", "swarm_pb2"), ("control.proto", "control_pb2")])
+def test_schema_and_generated_code_agree(tmp_path, proto, module):
+    import importlib
+
     from google.protobuf import descriptor_pb2
     from grpc_tools import protoc
 
     from protocol.build import HERE
 
     out = tmp_path / "set.pb"
-    assert protoc.main(["protoc", f"-I{HERE}", f"--descriptor_set_out={out}", str(HERE / "swarm.proto")]) == 0
+    assert protoc.main(["protoc", f"-I{HERE}", f"--descriptor_set_out={out}", str(HERE / proto)]) == 0
     fresh = descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file[0]
     for message in fresh.message_type:  # descriptor sets carry json names; generated modules do not
         for f in message.field:
             f.ClearField("json_name")
-    assert fresh == descriptor_pb2.FileDescriptorProto.FromString(pb.DESCRIPTOR.serialized_pb)
+        for nested in message.nested_type:
+            for f in nested.field:
+                f.ClearField("json_name")
+    generated = importlib.import_module(f"protocol.{module}").DESCRIPTOR.serialized_pb
+    assert fresh == descriptor_pb2.FileDescriptorProto.FromString(generated)
 
 
 @pytest.mark.parametrize("vocab, width", [(99, 1), (49152, 2), (151646, 3), (1 << 24, 3)])
