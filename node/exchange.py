@@ -17,8 +17,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import msgpack
-
 from protocol.codec import (
     Limits,
     RecordError,
@@ -30,6 +28,8 @@ from protocol.codec import (
     decode_summary,
     encode_group,
     encode_summary,
+    pack_bundle,
+    unpack_bundle,
 )
 
 from .config import SwarmConfig
@@ -39,7 +39,6 @@ from .summaries import LengthSummary
 from .tasks import UnknownTaskError, get_task
 
 log = logging.getLogger(__name__)
-MAX_BUNDLE = 256  # records in one peer's bundle
 
 
 class MemorySwarm:
@@ -81,28 +80,6 @@ class GatherResult:
     received: int = 0  # groups seen for the first time this step
     bytes_in: int = 0
     polls: int = 0
-
-
-def pack_bundle(records: list[bytes], max_bytes: int) -> tuple[bytes, int]:
-    """The longest prefix of records that fits max_bytes, msgpack'd; returns (bundle, records left out)."""
-    kept, size = [], 16
-    for record in records[:MAX_BUNDLE]:
-        if size + len(record) + 8 > max_bytes:
-            break
-        kept.append(record)
-        size += len(record) + 8
-    return msgpack.packb(kept, use_bin_type=True), len(records) - len(kept)
-
-
-def unpack_bundle(data: bytes, max_bytes: int) -> list[bytes]:
-    try:
-        items = msgpack.unpackb(data, raw=True, max_bin_len=max_bytes, max_array_len=MAX_BUNDLE, max_map_len=0,
-                                max_str_len=0, max_ext_len=0)
-    except (ValueError, msgpack.UnpackException, TypeError) as err:
-        raise RecordError("malformed", f"bundle: {err}") from None
-    if not isinstance(items, list) or not all(isinstance(x, bytes) for x in items):
-        raise RecordError("malformed", "bundle is not a list of byte strings")
-    return items
 
 
 def make_card(model, tokenizer, backend: str, temperature: float, top_p: float, lora: bool) -> WireCard:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import msgpack
 import numpy as np
 from google.protobuf.message import DecodeError
 
 from . import PROTOCOL_VERSION
 from . import swarm_pb2 as pb
 
+MAX_BUNDLE = 256  # records in one peer's bundle (a DHT value holds a msgpack list of encoded records)
 FINISH = {"stop": pb.FINISH_STOP, "length": pb.FINISH_LENGTH}
 FINISH_NAMES = {v: k for k, v in FINISH.items()}
 
@@ -232,3 +234,25 @@ def decode_summary(data: bytes, limits: Limits = Limits()) -> WireSummary:
         raise RecordError("shape", "inconsistent lengths")
     return WireSummary(msg.group_size, msg.max_len, msg.median_len, msg.mean_len, msg.total_tokens,
                        msg.gen_seconds, _check_text("family", msg.family, limits), msg.step)
+
+
+def pack_bundle(records: list[bytes], max_bytes: int) -> tuple[bytes, int]:
+    """The longest prefix of records that fits max_bytes, msgpack'd; returns (bundle, records left out)."""
+    kept, size = [], 16
+    for record in records[:MAX_BUNDLE]:
+        if size + len(record) + 8 > max_bytes:
+            break
+        kept.append(record)
+        size += len(record) + 8
+    return msgpack.packb(kept, use_bin_type=True), len(records) - len(kept)
+
+
+def unpack_bundle(data: bytes, max_bytes: int) -> list[bytes]:
+    try:
+        items = msgpack.unpackb(data, raw=True, max_bin_len=max_bytes, max_array_len=MAX_BUNDLE, max_map_len=0,
+                                max_str_len=0, max_ext_len=0)
+    except (ValueError, msgpack.UnpackException, TypeError) as err:
+        raise RecordError("malformed", f"bundle: {err}") from None
+    if not isinstance(items, list) or not all(isinstance(x, bytes) for x in items):
+        raise RecordError("malformed", "bundle is not a list of byte strings")
+    return items

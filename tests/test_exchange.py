@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from node.config import build_config
-from node.exchange import MemorySwarm, pack_bundle
+from node.exchange import MemorySwarm
 from node.peer import Peer
 from protocol import swarm_pb2 as pb
-from protocol.codec import encode_group
+from protocol.codec import encode_group, pack_bundle
 
 
 def peer(hub, name, model="tiny-add", **swarm):
