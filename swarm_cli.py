@@ -1,20 +1,19 @@
-"""Command line of the swarm node: `swarm run | zoo | tasks`.
+"""Command line of the swarm node: `swarm run | join | bootstrap | local | status | zoo | tasks`.
 
-Heavy libraries (torch, transformers) are imported inside the chosen subcommand, so `--help` is instant.
-Every user error (bad configuration, unknown model or task) is one line on stderr and exit code 2.
+Heavy libraries (torch, transformers, hivemind) are imported inside the chosen subcommand, so `--help` is
+instant. Every user error (bad configuration, unknown model or task, unreachable swarm) is one line on stderr
+and a non-zero exit code (2 for bad input, 3 for an unreachable swarm or node).
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
-import dataclasses
-import json
 import logging
 import sys
 import time
 from pathlib import Path
 
 EXIT_USAGE = 2
+EXIT_UNREACHABLE = 3
 
 
 def _overrides(args) -> dict:
@@ -25,9 +24,15 @@ def _overrides(args) -> dict:
     named = {
         "model.name": args.model, "model.lora": args.lora, "task.name": args.task, "task.split": args.split,
         "train.steps": args.steps, "train.group_size": args.group_size, "train.prompts_per_step": args.prompts,
-        "train.seed": args.seed, "train.group_policy": args.group_policy, "train.batch_mode": args.batch_mode, "train.lr": args.lr, "loss.variant": args.variant,
-        "loss.aggregation": args.aggregation, "generation.threads": args.threads,
+        "train.seed": args.seed, "train.group_policy": args.group_policy, "train.batch_mode": args.batch_mode,
+        "train.lr": args.lr, "loss.variant": args.variant, "loss.aggregation": args.aggregation,
+        "generation.threads": args.threads,
     }
+    for key in ("initial_peers", "swarm", "identity", "host", "port", "announce", "startup_timeout"):
+        value = getattr(args, key, None)
+        if value is not None:
+            value = ",".join(value) if isinstance(value, list) else value
+            named["swarm.name" if key == "swarm" else f"swarm.{key}"] = value
     pairs += [f"{key}={value}" for key, value in named.items() if value is not None]
     return parse_assignments(pairs)
 
@@ -47,53 +52,151 @@ def _zoo_progress():
     return show
 
 
-def cmd_run(args) -> int:
-    """Trains one peer alone on its task and prints a summary."""
-    from node.config import load_config
-
-    cfg = load_config(args.config, _overrides(args))
+def _prepare(cfg) -> None:
+    """Checks the task, then builds the zoo model if needed, with progress (before any network)."""
     from node.quiet import quiet_libraries
-
-    quiet_libraries()
-    from node.peer import Peer
-    from node.progress import Progress, summary
     from node.tasks import get_task
     from node.zoo import ZOO, ensure_built
 
+    quiet_libraries()
     get_task(cfg.task.name, cfg.task.data_files)  # an unknown task fails before any model is built
-    if cfg.model.name in ZOO:  # first use builds the model: show it
+    if cfg.model.name in ZOO:
         ensure_built(cfg.model.name, _zoo_progress())
-    peer = Peer(cfg, shuffle_control=args.shuffle_rewards)
+
+
+def _describe(cfg, peer) -> str:
     n_params = sum(p.numel() for p in peer.loaded.model.parameters())
-    group_text = (f"by SAGC from {list(cfg.sagc.candidates)}" if cfg.train.group_policy == "sagc"
-                  else f"fixed {cfg.train.group_size}") + f" ({cfg.train.batch_mode})"
-    print(f"peer: model {cfg.model.name} ({peer.loaded.source}, {n_params / 1e6:.2f}M params, "
-          f"{'LoRA' if peer.loaded.lora else 'full fine-tuning'}), task {cfg.task.name}, {cfg.train.steps} steps"
-          f", G {group_text}, loss {cfg.loss.variant}"
-          f"/{cfg.loss.aggregation}", file=sys.stderr)
+    group = (f"by SAGC from {list(cfg.sagc.candidates)}" if cfg.train.group_policy == "sagc"
+             else f"fixed {cfg.train.group_size}")
+    return (f"peer: model {cfg.model.name} ({peer.loaded.source}, {n_params / 1e6:.2f}M params, "
+            f"{'LoRA' if peer.loaded.lora else 'full fine-tuning'}), task {cfg.task.name}, "
+            f"{cfg.train.steps or 'unbounded'} steps, G {group} ({cfg.train.batch_mode}), "
+            f"loss {cfg.loss.variant}/{cfg.loss.aggregation}")
+
+
+def _train(args, cfg, peer, stop, status=None) -> int:
+    """The step loop shared by `run` and `join`: progress, metrics file, summary, saved outputs."""
+    from node.plots import plot_rewards
+    from node.progress import Progress, summary
+    from node.runner import metrics_writer, train_loop
+
     progress = Progress(cfg.train.steps, every=args.log_every)
-    results, start = [], time.monotonic()
-    with contextlib.ExitStack() as stack:
-        metrics_file = stack.enter_context(open(args.metrics, "w")) if args.metrics else None
-        try:
-            for step in range(cfg.train.steps):
-                result = peer.step(step)
-                results.append(result)
-                progress.update(result)
-                if metrics_file:
-                    metrics_file.write(json.dumps(dataclasses.asdict(result)) + "\n")
-        except KeyboardInterrupt:
-            print("\ninterrupted: summary of the steps done so far", file=sys.stderr)
+    write = metrics_writer(args.metrics)
+
+    def on_step(result):
+        progress.update(result)
+        write(result)
+
+    start = time.monotonic()
+    results = train_loop(peer, cfg.train.steps, stop, on_step, status)
+    if stop.is_set():
+        print("\nstopped: summary of the steps done so far", file=sys.stderr)
     print(f"summary ({cfg.model.name}, {'LoRA' if peer.loaded.lora else 'full fine-tuning'}, {cfg.task.name}):")
     print(summary(results, time.monotonic() - start))
     if args.out:
-        from node.plots import plot_rewards
-
         out = Path(args.out)
         peer.save(out)
         plot_rewards([r.reward for r in results], out / "reward.png",
                      f"{cfg.model.name} on {cfg.task.name} ({cfg.loss.variant})")
         print(f"  saved model, resolved configuration and reward plot (reward.png) to {out}")
+    return 0
+
+
+def cmd_run(args) -> int:
+    """Trains one peer alone on its task and prints a summary."""
+    import threading
+
+    from node.config import load_config
+
+    cfg = load_config(args.config, _overrides(args))
+    _prepare(cfg)
+    from node.peer import Peer
+
+    peer = Peer(cfg, shuffle_control=args.shuffle_rewards)
+    print(_describe(cfg, peer), file=sys.stderr)
+    stop = threading.Event()
+    try:
+        return _train(args, cfg, peer, stop)
+    except KeyboardInterrupt:
+        return 130
+
+
+def cmd_join(args) -> int:
+    """Joins a swarm: trains on own and received groups until stopped (or --steps)."""
+    from node.config import load_config
+
+    overrides = _overrides(args)
+    if args.steps is None:
+        overrides.setdefault("train", {})["steps"] = "0"  # a volunteer runs until stopped
+    cfg = load_config(args.config, overrides)
+    _prepare(cfg)
+    from node.control import ControlServer, NodeStatus
+    from node.peer import Peer
+    from node.runner import connect, dht_settings, stop_on_signals
+
+    stop = stop_on_signals()
+    dht = connect(dht_settings(cfg.swarm), args.join_attempts, stop)
+    server = None
+    peer = None
+    try:
+        status = NodeStatus(peer_id=dht.peer_id, role="peer", maddrs=dht.visible_maddrs(), model=cfg.model.name)
+        if args.control_port >= 0:
+            server = ControlServer(lambda: status, host=args.control_host, port=args.control_port)
+            print(f"control API on {args.control_host}:{server.port}", file=sys.stderr, flush=True)
+        peer = Peer(cfg, transport=dht)
+        print(_describe(cfg, peer), file=sys.stderr)
+        print(f"joined swarm {cfg.swarm.name!r} as {dht.peer_id}", file=sys.stderr, flush=True)
+        return _train(args, cfg, peer, stop, status)
+    finally:
+        if peer is not None:
+            peer.close()
+        if server is not None:
+            server.stop()
+        dht.shutdown()
+
+
+def cmd_bootstrap(args) -> int:
+    """A DHT-only daemon that peers join through."""
+    from node.runner import run_bootstrap, stop_on_signals
+    from node.swarm_dht import DHTSettings
+
+    identity = args.identity if args.identity is not None else str(
+        Path.home() / ".local" / "share" / "swarm-node" / "bootstrap.id")
+    settings = DHTSettings(swarm=args.swarm, host=args.host, port=args.port, announce=tuple(args.announce or ()),
+                           identity_path=identity, startup_timeout=args.startup_timeout,
+                           initial_peers=tuple(args.initial_peers or ()))
+    return run_bootstrap(settings, args.status_every, args.control_port, stop_on_signals(),
+                         lambda line: print(line, flush=True))
+
+
+def cmd_local(args) -> int:
+    """A bootstrap and N heterogeneous zoo peers as separate processes on loopback."""
+    from node.local_swarm import run_local
+
+    return run_local(args)
+
+
+def cmd_status(args) -> int:
+    """Asks a running node (peer or bootstrap) through its control API."""
+    import grpc
+
+    from node.control import query_status
+
+    try:
+        reply = query_status(args.address, timeout=args.timeout)
+    except grpc.RpcError as err:
+        print(f"swarm: error: no node answers at {args.address} ({err.code().name})", file=sys.stderr)
+        return EXIT_UNREACHABLE
+    rejected = ", ".join(f"{k} {v}" for k, v in sorted(reply.rejected.items())) or "none"
+    lines = [f"{reply.role} {reply.peer_id} (up {reply.uptime:.0f} s)"]
+    if reply.role == "peer":
+        lines.append(f"model {reply.model}, step {reply.step}, G {reply.group_size}, reward {reply.reward:.3f}, "
+                     f"lambda {getattr(reply, 'lambda'):.2f}")
+    lines.append(f"peers {reply.peers}, groups out {reply.groups_out}, in {reply.groups_in}, "
+                 f"rejected: {rejected}" + (f", {reply.groups_per_minute:.0f} groups/min"
+                                            if reply.role == "bootstrap" else ""))
+    lines += [f"address {m}" for m in reply.maddrs]
+    print("\n".join(lines))
     return 0
 
 
@@ -104,13 +207,12 @@ def cmd_zoo(args) -> int:
     if args.action == "list":
         for spec in ZOO.values():
             built = "built" if (model_dir(spec.name) / "config.json").exists() else "not built"
-            print(f"{spec.name:<14} {spec.about:<42} {built}")
+            print(f"{spec.name:<14} {spec.about:<48} {built}")
         return 0
     from node.quiet import quiet_libraries
-
-    quiet_libraries()
     from node.zoo import ensure_built
 
+    quiet_libraries()
     start = time.monotonic()
     for name in ZOO:
         print(f"{name}: {ensure_built(name, _zoo_progress())}")
@@ -125,33 +227,79 @@ def cmd_tasks(args) -> int:
     return 0
 
 
+def _peer_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="TOML file with [model] [generation] [loss] [train] [task] [sagc] [swarm]")
+    p.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override any field")
+    p.add_argument("--model", help="zoo name, local directory or hub name (default tiny-add)")
+    p.add_argument("--lora", action="store_const", const="true", help="train a LoRA adapter")
+    p.add_argument("--task", help="task name (see `swarm tasks`)")
+    p.add_argument("--split", help="train or test")
+    p.add_argument("--steps", help="training steps (join: default 0, i.e. until stopped)")
+    p.add_argument("--group-policy", help="sagc (default) or fixed")
+    p.add_argument("--group-size", help="completions per prompt (G) under --group-policy fixed")
+    p.add_argument("--batch-mode", help="fixed_prompts (default) or fixed_completions")
+    p.add_argument("--prompts", help="prompts per step")
+    p.add_argument("--seed")
+    p.add_argument("--lr")
+    p.add_argument("--variant", help="alone | nois | vis | tis | f-nois | f-vis | f-tis")
+    p.add_argument("--aggregation", help="grpo | dapo")
+    p.add_argument("--threads", help="torch threads (default 1)")
+    p.add_argument("--metrics", help="append one JSON line of metrics per step to this file")
+    p.add_argument("--out", help="save the trained model, resolved configuration and a reward plot here")
+    p.add_argument("--log-every", type=int, default=10, help="steps between progress lines when not a tty")
+
+
+def _network_arguments(p: argparse.ArgumentParser, default_port: int | None) -> None:
+    p.add_argument("--initial-peers", action="append", metavar="MULTIADDR",
+                   help="bootstrap or peer multiaddr (repeat, or comma-separate)")
+    p.add_argument("--swarm", default=None if default_port is None else "default", help="swarm name")
+    p.add_argument("--identity", help="identity file (stable peer id across restarts)")
+    p.add_argument("--host", default=None if default_port is None else "127.0.0.1",
+                   help="interface to listen on (0.0.0.0 in containers)")
+    p.add_argument("--port", type=int, default=default_port, help="DHT TCP port (0: any free port)")
+    p.add_argument("--announce", action="append", metavar="MULTIADDR", help="address to announce (public hosts)")
+    p.add_argument("--startup-timeout", type=float, default=None if default_port is None else 30.0,
+                   help="p2pd start-up time-out, seconds")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="swarm", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="train one peer alone (no swarm)")
-    run.add_argument("--config", help="TOML file with [model], [generation], [loss], [train], [task] tables")
-    run.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override any field")
-    run.add_argument("--model", help="zoo name, local directory or hub name (default tiny-add)")
-    run.add_argument("--lora", action="store_const", const="true", help="train a LoRA adapter")
-    run.add_argument("--task", help="task name (see `swarm tasks`)")
-    run.add_argument("--split", help="train or test")
-    run.add_argument("--steps", help="training steps")
-    run.add_argument("--group-policy", help="sagc (default) or fixed")
-    run.add_argument("--group-size", help="completions per prompt (G) under --group-policy fixed")
-    run.add_argument("--batch-mode", help="fixed_prompts (default) or fixed_completions")
-    run.add_argument("--prompts", help="prompts per step")
-    run.add_argument("--seed")
-    run.add_argument("--lr")
-    run.add_argument("--variant", help="alone | nois | vis | tis | f-nois | f-vis | f-tis")
-    run.add_argument("--aggregation", help="grpo | dapo")
-    run.add_argument("--threads", help="torch threads (default 1)")
+    _peer_arguments(run)
     run.add_argument("--shuffle-rewards", action="store_true", help="control run: permute rewards in each step")
-    run.add_argument("--metrics", help="write one JSON line of metrics per step to this file")
-    run.add_argument("--out", help="save the trained model, resolved configuration and a reward plot here")
-    run.add_argument("--log-every", type=int, default=10, help="steps between progress lines when not a tty")
     run.set_defaults(func=cmd_run)
+
+    join = sub.add_parser("join", help="join a swarm and train with it until stopped")
+    _peer_arguments(join)
+    _network_arguments(join, default_port=None)
+    join.add_argument("--join-attempts", type=int, default=0, help="tries to reach the swarm (0: until stopped)")
+    join.add_argument("--control-port", type=int, default=0, help="control API port (0: any free, -1: off)")
+    join.add_argument("--control-host", default="127.0.0.1", help="control API interface")
+    join.set_defaults(func=cmd_join)
+
+    boot = sub.add_parser("bootstrap", help="run a DHT-only bootstrap node")
+    _network_arguments(boot, default_port=31330)
+    boot.add_argument("--status-every", type=float, default=30.0, help="seconds between status lines")
+    boot.add_argument("--control-port", type=int, default=-1, help="control API port (0: any free, -1: off)")
+    boot.set_defaults(func=cmd_bootstrap)
+
+    local = sub.add_parser("local", help="a local swarm: bootstrap + heterogeneous zoo peers as processes")
+    local.add_argument("--peers", type=int, default=4, help="number of peers (models cycle through the zoo)")
+    local.add_argument("--models", help="comma-separated zoo models to cycle through")
+    local.add_argument("--steps", type=int, default=150, help="training steps per peer")
+    local.add_argument("--task", default="arith", help="task all peers train on")
+    local.add_argument("--variant", default="f-tis", help="loss variant of every peer")
+    local.add_argument("--out", default="runs/local", help="logs, metrics, summary and plot go here")
+    local.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="passed to every peer")
+    local.set_defaults(func=cmd_local)
+
+    status = sub.add_parser("status", help="ask a running node through its control API")
+    status.add_argument("address", help="host:port of the node's control API")
+    status.add_argument("--timeout", type=float, default=5.0)
+    status.set_defaults(func=cmd_status)
 
     zoo = sub.add_parser("zoo", help="list or build the offline model zoo")
     zoo.add_argument("action", choices=["list", "build"])
@@ -166,13 +314,16 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from node.errors import USER_ERRORS
+    from node.errors import UNREACHABLE_ERRORS, USER_ERRORS
 
     try:
         return args.func(args)
     except USER_ERRORS as err:
         print(f"swarm: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    except UNREACHABLE_ERRORS as err:
+        print(f"swarm: error: {err}", file=sys.stderr)
+        return EXIT_UNREACHABLE
 
 
 if __name__ == "__main__":

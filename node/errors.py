@@ -1,8 +1,10 @@
-"""The user errors the CLI reports as one line (no traceback): bad configuration, model or task."""
+"""The errors the CLI reports as one line (no traceback)."""
 from __future__ import annotations
 
 from .config import ConfigError
 from .models import ModelLoadError
+from .swarm_dht import SwarmUnreachable  # light: hivemind is imported only when a DHT starts
 from .tasks import UnknownTaskError
 
-USER_ERRORS = (ConfigError, ModelLoadError, UnknownTaskError)
+USER_ERRORS = (ConfigError, ModelLoadError, UnknownTaskError)  # exit 2
+UNREACHABLE_ERRORS = (SwarmUnreachable,)  # exit 3

@@ -80,6 +80,7 @@ class GatherResult:
     received: int = 0  # groups seen for the first time this step
     bytes_in: int = 0
     polls: int = 0
+    peers: int = 0  # other peers with a live group record at the last poll
 
 
 def make_card(model, tokenizer, backend: str, temperature: float, top_p: float, lora: bool) -> WireCard:
@@ -154,6 +155,7 @@ class GroupExchange:
 
     def _poll(self, result: GatherResult, budget: int) -> int:
         records = self._fetch("groups", result)
+        result.peers = len(records)
         for sender, (value, _) in records.items():
             if len(result.groups) >= budget:
                 break

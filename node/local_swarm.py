@@ -1,0 +1,178 @@
+"""`swarm local`: a bootstrap node and N heterogeneous zoo peers as separate processes on loopback.
+
+The same entry points as the docker compose swarm (`swarm bootstrap`, `swarm join`), as local processes.
+Shows one progress line per peer while they train, stops everything on Ctrl-C (SIGTERM to each child by
+PID), and writes a summary of each peer's reward (summary.json and rewards.png) into the output folder.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from .config import ConfigError
+
+DEFAULT_MODELS = ("tiny-add", "tiny-sub", "tiny-add-lora", "small-add")
+CLI = str(Path(__file__).resolve().parents[1] / "swarm_cli.py")
+
+
+def read_metrics(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a line being written
+    return rows
+
+
+def peer_summary(rows: list[dict]) -> dict:
+    rewards = [r["reward"] for r in rows]
+    k = max(1, len(rows) // 10)
+    rejected: dict[str, int] = {}
+    for r in rows:
+        for reason, n in r["metrics"].get("rejected", {}).items():
+            rejected[reason] = rejected.get(reason, 0) + n
+    return {
+        "steps": len(rows),
+        "reward_first": sum(rewards[:k]) / k if rows else 0.0,
+        "reward_last": sum(rewards[-k:]) / k if rows else 0.0,
+        "groups_received": sum(r["metrics"].get("groups_used", 0) for r in rows),
+        "steps_with_received": sum(1 for r in rows if r["metrics"].get("groups_used", 0) > 0),
+        "rejected": rejected,
+        "mean_group_size": sum(r["group_size"] for r in rows) / len(rows) if rows else 0.0,
+    }
+
+
+def wait_for_address(proc: subprocess.Popen, timeout: float) -> str:
+    """The first 'bootstrap address:' line the bootstrap prints (its stdout is a pipe)."""
+    found: list[str] = []
+
+    def reader():
+        for line in proc.stdout:
+            if line.startswith("bootstrap address:") and not found:
+                found.append(line.split(":", 1)[1].strip())
+
+    threading.Thread(target=reader, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while not found and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.1)
+    if not found:
+        raise ConfigError("the local bootstrap node did not start (see its log)")
+    return found[0]
+
+
+def stop_all(procs: list[subprocess.Popen], grace: float = 30.0) -> None:
+    """SIGTERM to each child we started (by PID), then SIGKILL to those still running after `grace`."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def progress_line(name: str, rows: list[dict]) -> str:
+    if not rows:
+        return f"  {name:<22} starting"
+    last = rows[-1]
+    recent = [r["reward"] for r in rows[-10:]]
+    m = last["metrics"]
+    return (f"  {name:<22} step {last['step'] + 1:>4}  reward {sum(recent) / len(recent):.3f}  G {last['group_size']:>2}"
+            f"  received {m.get('groups_used', 0):>3}  peers {m.get('peers', 0)}  rejected {sum(m.get('rejected', {}).values())}")
+
+
+def plot_all(curves: dict[str, list[float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .plots import moving_average
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, rewards in curves.items():
+        ax.plot(range(1, len(rewards) + 1), moving_average(rewards, 10), lw=2, label=name)
+    ax.set(xlabel="step", ylabel="sampled reward (moving average 10)", ylim=(0, 1), title="local swarm")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def run_local(args) -> int:
+    from .quiet import quiet_libraries
+    from .zoo import ZOO, ensure_built
+
+    models = [m.strip() for m in args.models.split(",")] if args.models else list(DEFAULT_MODELS)
+    for model in models:
+        if model not in ZOO:
+            raise ConfigError(f"local: {model!r} is not a zoo model (known: {', '.join(ZOO)})")
+    if args.peers < 1:
+        raise ConfigError(f"local: --peers must be >= 1, got {args.peers}")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    quiet_libraries()
+    for model in dict.fromkeys(models):  # build each model once, here, before the peers start
+        ensure_built(model, lambda name, step, total, loss: None if step % max(total // 5, 1) else print(
+            f"  pre-training {name}: step {step}/{total}", file=sys.stderr, flush=True))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    procs: list[subprocess.Popen] = []
+    names = [f"peer{i}-{models[i % len(models)]}" for i in range(args.peers)]
+    started = time.monotonic()
+    try:
+        with open(out / "bootstrap.log", "w") as boot_log:
+            boot = subprocess.Popen([sys.executable, CLI, "bootstrap", "--port", "0", "--status-every", "10",
+                                     "--identity", str(out / "bootstrap.id")],
+                                    stdout=subprocess.PIPE, stderr=boot_log, text=True, env=env)
+        procs.append(boot)
+        address = wait_for_address(boot, timeout=90)
+        print(f"bootstrap at {address}", file=sys.stderr, flush=True)
+        for i, name in enumerate(names):
+            (out / f"{name}.jsonl").unlink(missing_ok=True)
+            cmd = [sys.executable, CLI, "join", "--initial-peers", address, "--model", models[i % len(models)],
+                   "--task", args.task, "--variant", args.variant, "--steps", str(args.steps), "--seed", str(i),
+                   "--metrics", str(out / f"{name}.jsonl"), "--identity", str(out / f"{name}.id"),
+                   "--log-every", "1000000", "--join-attempts", "5"]
+            cmd += [f"--set={s}" for s in args.set or []]
+            with open(out / f"{name}.log", "w") as log:
+                procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env))
+        print(f"{len(names)} peers started; logs and metrics in {out}/ (Ctrl-C stops everything)",
+              file=sys.stderr, flush=True)
+        while any(p.poll() is None for p in procs[1:]):
+            time.sleep(5)
+            print(f"[{time.monotonic() - started:.0f} s]", file=sys.stderr)
+            for name in names:
+                print(progress_line(name, read_metrics(out / f"{name}.jsonl")), file=sys.stderr, flush=True)
+    except KeyboardInterrupt:
+        print("\nstopping the local swarm", file=sys.stderr)
+    finally:
+        stop_all(procs[1:])
+        stop_all(procs[:1])
+    curves, summary = {}, {}
+    for name in names:
+        rows = read_metrics(out / f"{name}.jsonl")
+        summary[name] = peer_summary(rows)
+        curves[name] = [r["reward"] for r in rows]
+    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+    if any(curves.values()):
+        plot_all(curves, out / "rewards.png")
+    print(f"local swarm summary ({time.monotonic() - started:.0f} s):")
+    for name, s in summary.items():
+        print(f"  {name:<22} steps {s['steps']:>4}  reward {s['reward_first']:.3f} -> {s['reward_last']:.3f}  "
+              f"groups received {s['groups_received']}  rejected {sum(s['rejected'].values())}")
+    print(f"  written: {out / 'summary.json'}, {out / 'rewards.png'}")
+    codes = [p.returncode for p in procs[1:]]
+    return 0 if all(code == 0 for code in codes) else 1

@@ -1,0 +1,168 @@
+"""Long-running loops behind the CLI: a training peer (alone or in a swarm) and the bootstrap daemon.
+
+Both stop cleanly on SIGTERM / Ctrl-C: the current step finishes, records are withdrawn, the DHT and the
+control server shut down. Joining retries an unreachable bootstrap with exponential back-off.
+"""
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import json
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable
+
+from .control import ControlServer, NodeStatus
+
+log = logging.getLogger(__name__)
+
+
+def stop_on_signals() -> threading.Event:
+    """An event set by SIGTERM or SIGINT (the second Ctrl-C interrupts as usual)."""
+    stop = threading.Event()
+
+    def handler(signum, frame):
+        if stop.is_set() and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+def backoff_delays(first: float = 2.0, factor: float = 2.0, cap: float = 60.0):
+    delay = first
+    while True:
+        yield delay
+        delay = min(delay * factor, cap)
+
+
+def connect(settings, attempts: int, stop: threading.Event, sleep: Callable[[float], bool] | None = None):
+    """A SwarmDHT, retrying an unreachable swarm `attempts` times (0: until stopped) with back-off."""
+    from .swarm_dht import SwarmDHT, SwarmUnreachable
+
+    wait = sleep or stop.wait
+    for attempt, delay in enumerate(backoff_delays(), start=1):
+        try:
+            return SwarmDHT(settings)
+        except SwarmUnreachable as err:
+            if attempts and attempt >= attempts:
+                raise
+            log.warning("%s; retrying in %.0f s (attempt %d%s)", err, delay, attempt,
+                        f"/{attempts}" if attempts else "")
+            if wait(delay) and stop.is_set():
+                raise SwarmUnreachable(f"{err} (stopped while retrying)") from None
+    raise AssertionError("unreachable")
+
+
+def dht_settings(swarm_cfg):
+    from .swarm_dht import DHTSettings
+
+    return DHTSettings(swarm=swarm_cfg.name, initial_peers=swarm_cfg.initial_peers, host=swarm_cfg.host,
+                       port=swarm_cfg.port, announce=swarm_cfg.announce, identity_path=swarm_cfg.identity,
+                       startup_timeout=swarm_cfg.startup_timeout)
+
+
+def train_loop(peer, steps: int, stop: threading.Event, on_step: Callable, status: NodeStatus | None = None):
+    """Runs steps until `steps` (0: forever) or stop; returns the step results."""
+    results, recent = [], collections.deque(maxlen=20)
+    step = 0
+    while not stop.is_set() and (steps == 0 or step < steps):
+        result = peer.step(step)
+        results.append(result)
+        recent.append(result.reward)
+        if status is not None:
+            update_status(status, result, recent)
+        on_step(result)
+        step += 1
+    return results
+
+
+def update_status(status: NodeStatus, result, recent) -> None:
+    m = result.metrics
+    status.step = result.step + 1
+    status.group_size = result.group_size
+    status.reward = sum(recent) / len(recent)
+    status.lam = float(m.get("lambda", 0.0))
+    status.peers = int(m.get("peers", status.peers))
+    status.groups_out += int(m.get("published", 0))
+    status.groups_in += int(m.get("groups_used", 0))
+    for reason, count in m.get("rejected", {}).items():
+        status.rejected[reason] = status.rejected.get(reason, 0) + count
+
+
+def metrics_writer(path: str | None):
+    """A callable writing one JSON line per step (flushed, so `local` can follow it), or a no-op."""
+    if not path:
+        return lambda result: None
+    handle = open(path, "a")  # noqa: SIM115 (kept open for the run, closed at exit)
+
+    def write(result):
+        handle.write(json.dumps(dataclasses.asdict(result)) + "\n")
+        handle.flush()
+
+    return write
+
+
+class SwarmWatch:
+    """What the bootstrap daemon sees: live peers and group records per minute (no decoding needed)."""
+
+    def __init__(self, window: float = 60.0):
+        self.window = window
+        self.seen: dict[bytes, str] = {}  # subkey -> digest of its last bundle
+        self.events: collections.deque = collections.deque()  # (time, groups in a new bundle)
+
+    def observe(self, records: dict, now: float) -> None:
+        from protocol.codec import RecordError, unpack_bundle
+
+        for subkey, (value, _) in records.items():
+            digest = hashlib.sha256(value).hexdigest()
+            if self.seen.get(subkey) != digest:
+                self.seen[subkey] = digest
+                try:
+                    self.events.append((now, len(unpack_bundle(value, len(value)))))
+                except RecordError:
+                    continue
+        while self.events and self.events[0][0] < now - self.window:
+            self.events.popleft()
+        for subkey in [k for k in self.seen if k not in records]:
+            del self.seen[subkey]
+
+    def groups_per_minute(self) -> float:
+        return sum(n for _, n in self.events) * 60.0 / self.window
+
+
+def run_bootstrap(settings, status_every: float, control_port: int, stop: threading.Event,
+                  say: Callable[[str], None]) -> int:
+    """A DHT-only node that others join through; prints its addresses, then a status line periodically."""
+    from .swarm_dht import SwarmDHT
+
+    dht = SwarmDHT(settings)
+    status = NodeStatus(peer_id=dht.peer_id, role="bootstrap", maddrs=dht.visible_maddrs())
+    server = ControlServer(lambda: status, port=control_port) if control_port >= 0 else None
+    for maddr in status.maddrs:
+        say(f"bootstrap address: {maddr}")
+    if server:
+        say(f"control API on 127.0.0.1:{server.port}")
+    watch = SwarmWatch()
+    try:
+        while not stop.wait(status_every):
+            try:
+                records = dht.fetch("groups")
+            except (TimeoutError, OSError, RuntimeError) as err:
+                log.warning("status fetch failed: %s", err)
+                continue
+            watch.observe(records, time.monotonic())
+            status.peers, status.groups_per_minute = len(watch.seen), watch.groups_per_minute()
+            say(f"status: {status.peers} peers publishing, {status.groups_per_minute:.0f} groups/min, "
+                f"up {time.monotonic() - status.started:.0f} s")
+    finally:
+        if server:
+            server.stop()
+        dht.shutdown()
+    say("bootstrap stopped")
+    return 0
