@@ -90,8 +90,9 @@ class LossConfig:
 
 @dataclass(frozen=True)
 class TrainConfig:
-    lr: float = 1e-3  # AdamW learning rate, full fine-tuning (paper: 1e-6 at 1.5B-3B; the tiny zoo: 1e-3, 3e-3 collapsed)
-    lora_lr: float = 3e-3  # AdamW learning rate when training a LoRA adapter
+    lr: float = 0.0  # AdamW learning rate, full fine-tuning; 0: the model's recommended rate (zoo entry, else
+    #                  the paper's 1e-6 for real models; 1e-3 for tiny-add, where 3e-3 collapsed)
+    lora_lr: float = 0.0  # AdamW learning rate through a LoRA adapter; 0: recommended (zoo 3e-3, else 1e-5)
     weight_decay: float = 0.0  # AdamW weight decay
     max_grad_norm: float = 1.0  # global gradient-norm clip (unclipped tiny-model runs collapsed)
     prompts_per_step: int = 32  # prompts this peer generates groups for in one step
@@ -104,8 +105,8 @@ class TrainConfig:
     seed: int = 0  # seeds sampling, task order and LoRA initialisation
 
     def __post_init__(self):
-        _check(self.lr > 0, "train.lr", "must be > 0", self.lr)
-        _check(self.lora_lr > 0, "train.lora_lr", "must be > 0", self.lora_lr)
+        _check(self.lr >= 0, "train.lr", "must be >= 0 (0: recommended)", self.lr)
+        _check(self.lora_lr >= 0, "train.lora_lr", "must be >= 0 (0: recommended)", self.lora_lr)
         _check(self.weight_decay >= 0, "train.weight_decay", "must be >= 0", self.weight_decay)
         _check(self.max_grad_norm > 0, "train.max_grad_norm", "must be > 0", self.max_grad_norm)
         _check(self.prompts_per_step >= 1, "train.prompts_per_step", "must be >= 1", self.prompts_per_step)

@@ -48,6 +48,7 @@ def peer_summary(rows: list[dict]) -> dict:
         "steps_with_received": sum(1 for r in rows if r["metrics"].get("groups_used", 0) > 0),
         "rejected": rejected,
         "mean_group_size": sum(r["group_size"] for r in rows) / len(rows) if rows else 0.0,
+        "max_peers_seen": max((r["metrics"].get("peers", 0) for r in rows), default=0),
     }
 
 

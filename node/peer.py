@@ -21,6 +21,7 @@ from .rollouts import Group
 from .summaries import summarize
 from .tasks import get_task
 from .threads import set_threads
+from .zoo import recommended_lr
 
 
 @dataclass
@@ -60,7 +61,7 @@ class Peer:
         self.loaded = load_model(cfg.model, seed=cfg.train.seed)
         self.backend = TransformersBackend(self.loaded.model, self.loaded.tokenizer, cfg.generation)
         self.learner = Learner(self.loaded.model, self.backend.pad_id, cfg.train, cfg.loss,
-                               cfg.generation.temperature, lora=self.loaded.lora)
+                               cfg.generation.temperature, lora=self.loaded.lora, lr=self.learning_rate())
         self.policy = make_group_policy(cfg)
         self.family = getattr(self.loaded.model.config, "model_type", "unknown")
         self.rng = random.Random(cfg.train.seed)
@@ -70,6 +71,11 @@ class Peer:
             card = make_card(self.loaded.model, self.loaded.tokenizer, self.backend.name,
                              cfg.generation.temperature, cfg.generation.top_p, self.loaded.lora)
             self.exchange = GroupExchange(transport, cfg.swarm, self.loaded.tokenizer, card, self.backend.eos_ids)
+
+    def learning_rate(self) -> float:
+        train, lora = self.cfg.train, self.loaded.lora
+        chosen = train.lora_lr if lora else train.lr
+        return chosen if chosen > 0 else recommended_lr(self.cfg.model.name, lora)
 
     def next_items(self, n: int):
         return [self.task.item(self.cfg.task.split, self.rng.randrange(2**31)) for _ in range(n)]

@@ -37,6 +37,8 @@ class ZooSpec:
     seed: int = 0
     base: str = ""  # a LoRA entry names the zoo model whose weights it starts from
     lora: bool = False  # train this entry with a LoRA adapter
+    rl_lr: float = 1e-3  # recommended RL learning rate, full fine-tuning (train.lr = 0 picks it)
+    rl_lora_lr: float = 3e-3  # recommended RL learning rate through LoRA (train.lora_lr = 0 picks it)
 
 
 _ADD = {"arith-add": 0.8, "arith-sub": 0.2}
@@ -45,9 +47,9 @@ ZOO = {
     spec.name: spec
     for spec in (
         ZooSpec("tiny-add", "0.3M params, mostly addition", mixture=_ADD, seed=1),
-        ZooSpec("tiny-sub", "0.3M params, mostly subtraction", mixture=_SUB, seed=2),
+        ZooSpec("tiny-sub", "0.3M params, mostly subtraction", mixture=_SUB, seed=2, rl_lr=3e-4),
         ZooSpec("small-add", "3M params, mostly addition", layers=4, hidden=256, intermediate=704, heads=8,
-                kv_heads=4, mixture=_ADD, steps=300, lr=1.5e-3, seed=3),
+                kv_heads=4, mixture=_ADD, steps=300, lr=1e-3, seed=3, rl_lr=1e-4, rl_lora_lr=1e-3),
         ZooSpec("tiny-add-lora", "tiny-add trained through a LoRA adapter", base="tiny-add", lora=True),
         ZooSpec("tiny-count", "0.3M params, counting with run-on habits", mixture={"count": 1.0},
                 label_accuracy=0.5, steps=350, batch=48, seed=4),
@@ -66,9 +68,22 @@ def _spec_hash(spec: ZooSpec) -> str:
 
     from .tokenizer import CHARACTERS, SPECIAL_TOKENS
 
-    blob = json.dumps([ZOO_FORMAT, dataclasses.asdict(spec), SPECIAL_TOKENS, CHARACTERS, torch.__version__],
-                      sort_keys=True)
+    recipe = {k: v for k, v in dataclasses.asdict(spec).items() if k in _BUILD_FIELDS}
+    blob = json.dumps([ZOO_FORMAT, recipe, SPECIAL_TOKENS, CHARACTERS, torch.__version__], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+_BUILD_FIELDS = ("name", "layers", "hidden", "intermediate", "heads", "kv_heads", "mixture", "label_accuracy",
+                 "steps", "batch", "lr", "seed")  # what the weights depend on (the cache key)
+
+
+def recommended_lr(name: str, lora: bool) -> float:
+    """The RL learning rate for a model: the zoo entry's, else the F-TIS paper's 1e-6 (1e-5 for LoRA) for
+    real models (learning rates that suit a 0.3M model would wreck a 1.5B one)."""
+    if name in ZOO:
+        spec = ZOO[name]
+        return spec.rl_lora_lr if lora else spec.rl_lr
+    return 1e-5 if lora else 1e-6
 
 
 def weights_spec(name: str) -> ZooSpec:

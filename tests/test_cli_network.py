@@ -1,0 +1,77 @@
+"""bootstrap / join / status as real processes on loopback."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, str(ROOT / "swarm_cli.py")]
+SOME_PEER_ID = "12D3KooWRqLQJmN9WhyZ4YdbM3kEiY4J2TMgnchPKQty6eFJuiGx"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_bootstrap(tmp_path, port, control_port):
+    proc = subprocess.Popen([*CLI, "bootstrap", "--port", str(port), "--identity", str(tmp_path / "boot.id"),
+                             "--status-every", "1", "--control-port", str(control_port)],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT,
+                            env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines = []
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        lines.append(line.strip())
+        if line.startswith("status:"):
+            return proc, lines
+    proc.kill()
+    raise AssertionError(f"bootstrap printed no status line: {lines}")
+
+
+def stop(proc):
+    proc.send_signal(signal.SIGTERM)
+    return proc.wait(timeout=30)
+
+
+def test_bootstrap_prints_addresses_keeps_identity_answers_status_and_exits_cleanly(tmp_path):
+    port, control = free_port(), free_port()
+    proc, lines = start_bootstrap(tmp_path, port, control)
+    try:
+        addresses = [ln.split(": ", 1)[1] for ln in lines if ln.startswith("bootstrap address:")]
+        assert addresses and all(f"/tcp/{port}/p2p/" in a for a in addresses)
+        assert any(ln.startswith("status: 0 peers publishing") for ln in lines)
+        out = subprocess.run([*CLI, "status", f"127.0.0.1:{control}"], capture_output=True, text=True,
+                             timeout=60, check=False)
+        peer_id = addresses[0].rsplit("/p2p/", 1)[1]
+        assert out.returncode == 0 and out.stdout.startswith(f"bootstrap {peer_id}") and addresses[0] in out.stdout
+    finally:
+        assert stop(proc) == 0
+    again, lines2 = start_bootstrap(tmp_path, port, control)  # restart: the same address
+    try:
+        assert next(ln for ln in lines2 if ln.startswith("bootstrap address:")) == f"bootstrap address: {addresses[0]}"
+    finally:
+        assert stop(again) == 0
+
+
+def test_unreachable_bootstrap_retries_with_backoff_then_one_clear_error(tmp_path):
+    dead = f"/ip4/127.0.0.1/tcp/{free_port()}/p2p/{SOME_PEER_ID}"
+    out = subprocess.run([*CLI, "join", "--initial-peers", dead, "--join-attempts", "2", "--startup-timeout", "5",
+                          "--steps", "1"], capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
+    assert out.returncode == 3, out.stderr
+    assert "retrying in 2 s (attempt 1/2)" in out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith("swarm: error: could not join the swarm") and dead in last
+    assert "Traceback" not in out.stderr
+
+
+def test_status_of_nobody_is_one_line():
+    out = subprocess.run([*CLI, "status", f"127.0.0.1:{free_port()}", "--timeout", "1"], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert out.returncode == 3 and out.stderr.strip().startswith("swarm: error: no node answers at")
+    assert len(out.stderr.strip().splitlines()) == 1
