@@ -125,6 +125,11 @@ def cmd_join(args) -> int:
     """Joins a swarm: trains on own and received groups until stopped (or --steps)."""
     from node.config import load_config
 
+    if args.initial_peers_file:
+        from node.runner import read_address_file
+
+        args.initial_peers = (args.initial_peers or []) + read_address_file(args.initial_peers_file,
+                                                                            args.startup_timeout or 30.0)
     overrides = _overrides(args)
     if args.steps is None:
         overrides.setdefault("train", {})["steps"] = "0"  # a volunteer runs until stopped
@@ -166,7 +171,7 @@ def cmd_bootstrap(args) -> int:
                            identity_path=identity, startup_timeout=args.startup_timeout,
                            initial_peers=tuple(args.initial_peers or ()))
     return run_bootstrap(settings, args.status_every, args.control_port, stop_on_signals(),
-                         lambda line: print(line, flush=True))
+                         lambda line: print(line, flush=True), address_file=args.address_file)
 
 
 def cmd_local(args) -> int:
@@ -180,8 +185,16 @@ def cmd_status(args) -> int:
     """Asks a running node (peer or bootstrap) through its control API."""
     import grpc
 
-    from node.control import query_status
+    from node.control import query_health, query_status
 
+    if args.health:  # the standard grpc.health.v1 check (docker health checks use this)
+        try:
+            state = query_health(args.address, timeout=args.timeout)
+        except grpc.RpcError as err:
+            print(f"swarm: error: no node answers at {args.address} ({err.code().name})", file=sys.stderr)
+            return EXIT_UNREACHABLE
+        print(state)
+        return 0 if state == "SERVING" else 1
     try:
         reply = query_status(args.address, timeout=args.timeout)
     except grpc.RpcError as err:
@@ -276,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
     _peer_arguments(join)
     _network_arguments(join, default_port=None)
     join.add_argument("--join-attempts", type=int, default=0, help="tries to reach the swarm (0: until stopped)")
+    join.add_argument("--initial-peers-file", help="read initial peers from this file (one multiaddr a line; "
+                      "waits up to --startup-timeout for it to appear)")
     join.add_argument("--control-port", type=int, default=0, help="control API port (0: any free, -1: off)")
     join.add_argument("--control-host", default="127.0.0.1", help="control API interface")
     join.set_defaults(func=cmd_join)
@@ -283,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     boot = sub.add_parser("bootstrap", help="run a DHT-only bootstrap node")
     _network_arguments(boot, default_port=31330)
     boot.add_argument("--status-every", type=float, default=30.0, help="seconds between status lines")
+    boot.add_argument("--address-file", help="also write the multiaddrs here (peers read it: --initial-peers-file)")
     boot.add_argument("--control-port", type=int, default=-1, help="control API port (0: any free, -1: off)")
     boot.set_defaults(func=cmd_bootstrap)
 
@@ -299,6 +315,7 @@ def build_parser() -> argparse.ArgumentParser:
     status = sub.add_parser("status", help="ask a running node through its control API")
     status.add_argument("address", help="host:port of the node's control API")
     status.add_argument("--timeout", type=float, default=5.0)
+    status.add_argument("--health", action="store_true", help="only the gRPC health check (exit 0 if SERVING)")
     status.set_defaults(func=cmd_status)
 
     zoo = sub.add_parser("zoo", help="list or build the offline model zoo")

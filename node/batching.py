@@ -1,6 +1,7 @@
 """Turns groups into padded training tensors (pure: no model, no I/O)."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -18,6 +19,9 @@ class Batch:
     logp_gen: torch.Tensor  # [N, T] behaviour log-probs (0 where padded)
     advantages: torch.Tensor  # [N]
     own: torch.Tensor  # [N] bool
+
+    def to(self, device) -> Batch:
+        return Batch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
 
 
 def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_variance: bool) -> Batch | None:

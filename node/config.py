@@ -39,6 +39,7 @@ class ModelConfig:
     lora_alpha: float = 16.0  # LoRA scaling numerator (scale = alpha / r)
     lora_dropout: float = 0.0  # dropout inside the adapter
     dtype: str = "float32"  # parameter dtype: float32 | bfloat16
+    device: str = "auto"  # auto (cuda when available, else cpu) | cpu | cuda | cuda:N
 
     def __post_init__(self):
         _check(bool(self.name), "model.name", "must not be empty", self.name)
@@ -46,6 +47,8 @@ class ModelConfig:
         _check(self.lora_alpha > 0, "model.lora_alpha", "must be > 0", self.lora_alpha)
         _check(0 <= self.lora_dropout < 1, "model.lora_dropout", "must be in [0, 1)", self.lora_dropout)
         _check(self.dtype in ("float32", "bfloat16"), "model.dtype", "must be float32 or bfloat16", self.dtype)
+        _check(self.device in ("auto", "cpu", "cuda") or self.device.startswith("cuda:"), "model.device",
+               "must be auto, cpu, cuda or cuda:N", self.device)
 
 
 @dataclass(frozen=True)

@@ -81,6 +81,7 @@ class GatherResult:
     bytes_in: int = 0
     polls: int = 0
     peers: int = 0  # other peers with a live group record at the last poll
+    waited: float = 0.0  # seconds slept between polls (waiting for fresh groups, not work)
 
 
 def make_card(model, tokenizer, backend: str, temperature: float, top_p: float, lora: bool) -> WireCard:
@@ -140,7 +141,9 @@ class GroupExchange:
             peers = self._poll(result, budget)
             if len(result.groups) >= budget or peers == 0 or self.transport.now() >= deadline:
                 break
-            self.sleep(min(interval, max(deadline - self.transport.now(), 0.0)))
+            pause = min(interval, max(deadline - self.transport.now(), 0.0))
+            self.sleep(pause)
+            result.waited += pause
             interval = min(interval * 2, 1.0)  # adaptive back-off between polls
         self._gather_summaries(result)
         return result

@@ -76,7 +76,7 @@ class TransformersBackend:
     def generate(self, prompts: list[list[int]], group_size: int, seed: int) -> tuple[list[list[Completion]], float]:
         """G completions for each prompt (one batched generate call); returns groups and wall seconds."""
         batch = [p for p in prompts for _ in range(group_size)]
-        input_ids, attention = left_pad(batch, self.pad_id)
+        input_ids, attention = (t.to(self.model.device) for t in left_pad(batch, self.pad_id))
         recorder = _BehaviourRecorder()
         processors = LogitsProcessorList([TemperatureLogitsWarper(self.sampling.temperature)])
         if self.sampling.top_p < 1.0:

@@ -43,6 +43,7 @@ class Learner:
                             drop_zero_variance=self.loss_cfg.aggregation == "dapo")
         if batch is None:
             return {"skipped": 1}
+        batch = batch.to(self.model.device)
         self.model.train()
         logp = sequence_logprobs(self.model, batch, self.temperature)
         inputs = LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=batch.logp_gen, mask=batch.mask,

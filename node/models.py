@@ -91,6 +91,16 @@ def load_base(name: str, dtype: str = "float32"):
     return model, tokenizer, "hub"
 
 
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"model.device {device!r} asked for, but torch sees no CUDA device")
+    return device
+
+
 def wrap_lora(model, cfg: ModelConfig, seed: int):
     """A peft LoRA model over every linear layer except the output head; base weights are frozen."""
     import torch
@@ -107,6 +117,7 @@ def load_model(cfg: ModelConfig, seed: int = 0) -> LoadedModel:
 
     use_lora = cfg.lora or (cfg.name in ZOO and ZOO[cfg.name].lora)
     model, tokenizer, source = load_base(cfg.name, cfg.dtype)
+    model.to(resolve_device(cfg.device))
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
     if use_lora:

@@ -81,6 +81,7 @@ class Peer:
         return [self.task.item(self.cfg.task.split, self.rng.randrange(2**31)) for _ in range(n)]
 
     def step(self, step: int) -> StepResult:
+        step_start = time.perf_counter()
         train = self.cfg.train
         group_size = self.policy.choose()
         n_prompts = prompts_for(train.batch_mode, group_size, train.prompts_per_step, train.completions_per_step)
@@ -102,6 +103,7 @@ class Peer:
         metrics.update(self.policy.after_step(own_summaries, received.summaries, self.family))
         tokens = sum(sum(g.lengths) for g in groups)
         # the step is decoded as one padded batch: every sequence runs as long as the longest
+        metrics["step_seconds"] = time.perf_counter() - step_start
         metrics["padded_tokens"] = sum(len(g.completions) for g in groups) * max(max(g.lengths) for g in groups)
         return StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, metrics)
 
@@ -115,7 +117,7 @@ class Peer:
         return received, {
             **published, "groups_received": received.received, "groups_used": len(received.groups),
             "rejected": dict(received.rejected), "bytes_in": received.bytes_in, "polls": received.polls, "peers": received.peers,
-            "swarm_seconds": time.perf_counter() - start,
+            "swarm_seconds": time.perf_counter() - start, "swarm_wait_seconds": received.waited,
             "received_reward": (sum(sum(g.rewards) for g in received.groups)
                                 / max(sum(len(g.completions) for g in received.groups), 1)),
         }

@@ -14,6 +14,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from .control import ControlServer, NodeStatus
 
@@ -136,8 +137,21 @@ class SwarmWatch:
         return sum(n for _, n in self.events) * 60.0 / self.window
 
 
+def read_address_file(path: str, timeout: float) -> list[str]:
+    """Multiaddrs from a file a bootstrap wrote, waiting up to `timeout` seconds for it to appear."""
+    from .swarm_dht import SwarmUnreachable
+
+    deadline = time.monotonic() + timeout
+    file = Path(path)
+    while not file.exists() or not file.read_text().strip():
+        if time.monotonic() >= deadline:
+            raise SwarmUnreachable(f"no bootstrap address file at {path} after {timeout:.0f} s")
+        time.sleep(0.5)
+    return [line.strip() for line in file.read_text().splitlines() if line.strip()]
+
+
 def run_bootstrap(settings, status_every: float, control_port: int, stop: threading.Event,
-                  say: Callable[[str], None]) -> int:
+                  say: Callable[[str], None], address_file: str | None = None) -> int:
     """A DHT-only node that others join through; prints its addresses, then a status line periodically."""
     from .swarm_dht import SwarmDHT
 
@@ -146,6 +160,11 @@ def run_bootstrap(settings, status_every: float, control_port: int, stop: thread
     server = ControlServer(lambda: status, port=control_port) if control_port >= 0 else None
     for maddr in status.maddrs:
         say(f"bootstrap address: {maddr}")
+    if address_file:
+        Path(address_file).parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(address_file + ".tmp")
+        tmp.write_text("".join(m + "\n" for m in status.maddrs))
+        tmp.replace(address_file)  # atomic: a reader never sees half a file
     if server:
         say(f"control API on 127.0.0.1:{server.port}")
     watch = SwarmWatch()

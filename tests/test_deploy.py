@@ -1,0 +1,55 @@
+"""deploy/: the compose file's entrypoints are real CLI invocations, and the file validates."""
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+import swarm_cli
+
+ROOT = Path(__file__).resolve().parents[1]
+COMPOSE = ROOT / "deploy" / "docker-compose.yml"
+
+
+def services():
+    return yaml.safe_load(COMPOSE.read_text())["services"]
+
+
+def test_every_service_command_parses_with_the_cli():
+    parser = swarm_cli.build_parser()
+    commands = {name: svc["command"] for name, svc in services().items()}
+    assert set(commands) >= {"bootstrap", "peer-add", "peer-sub", "peer-lora", "peer-gpu"}
+    for name, command in commands.items():
+        try:
+            args = parser.parse_args(command)
+        except SystemExit:
+            pytest.fail(f"{name}: {command} is not a valid swarm command")
+        assert args.command == ("bootstrap" if name == "bootstrap" else "join")
+
+
+def test_peers_are_heterogeneous_with_health_checks_and_volumes():
+    svc = services()
+    models = {name: s["command"][s["command"].index("--model") + 1] for name, s in svc.items() if name != "bootstrap"}
+    assert {"tiny-add", "tiny-sub", "tiny-add-lora"} <= set(models.values())
+    for name, s in svc.items():
+        test = s["healthcheck"]["test"]
+        assert test[1:3] == ["swarm", "status"] and "--health" in test, name
+        assert any(v.startswith("identities:") for v in s["volumes"]), name
+    assert svc["peer-gpu"]["profiles"] == ["gpu"]
+    assert all(any(v.startswith("checkpoints:") for v in svc[n]["volumes"]) for n in models)
+
+
+@pytest.mark.skipif(shutil.which("docker-compose") is None, reason="Debian's docker-compose is not installed")
+def test_compose_file_validates(tmp_path):
+    out = subprocess.run(["docker-compose", "-f", str(COMPOSE), "config"], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode == 0, out.stderr
+    assert "peer-lora" in out.stdout
+    doc = yaml.safe_load(COMPOSE.read_text())
+    doc["services"]["peer-add"]["bogus_key"] = 1
+    bad = tmp_path / "docker-compose.yml"
+    bad.write_text(yaml.safe_dump(doc))
+    out = subprocess.run(["docker-compose", "-f", str(bad), "config"], capture_output=True, text=True,
+                         timeout=120, check=False)
+    assert out.returncode != 0 and "bogus_key" in out.stderr
