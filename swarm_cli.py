@@ -306,7 +306,7 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--peers", type=int, default=4, help="number of peers (models cycle through the zoo)")
     local.add_argument("--models", help="comma-separated zoo models to cycle through")
     local.add_argument("--steps", type=int, default=150, help="training steps per peer")
-    local.add_argument("--task", default="arith", help="task all peers train on")
+    local.add_argument("--task", default="arith-add", help="task all peers train on")
     local.add_argument("--variant", default="f-tis", help="loss variant of every peer")
     local.add_argument("--out", default="runs/local", help="logs, metrics, summary and plot go here")
     local.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="passed to every peer")

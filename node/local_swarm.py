@@ -18,6 +18,8 @@ from pathlib import Path
 from .config import ConfigError
 
 DEFAULT_MODELS = ("tiny-add", "tiny-sub", "tiny-add-lora", "small-add")
+# several processes share 2 cores here: half the default prompts and received groups per step
+LIGHT_DEFAULTS = ("train.prompts_per_step=16", "swarm.received_groups=16")
 CLI = str(Path(__file__).resolve().parents[1] / "swarm_cli.py")
 
 
@@ -44,6 +46,8 @@ def peer_summary(rows: list[dict]) -> dict:
         "steps": len(rows),
         "reward_first": sum(rewards[:k]) / k if rows else 0.0,
         "reward_last": sum(rewards[-k:]) / k if rows else 0.0,
+        "reward_start": sum(rewards[:3]) / len(rewards[:3]) if rows else 0.0,  # (nearly) before any update
+        "reward_end": sum(rewards[-25:]) / len(rewards[-25:]) if rows else 0.0,
         "groups_received": sum(r["metrics"].get("groups_used", 0) for r in rows),
         "steps_with_received": sum(1 for r in rows if r["metrics"].get("groups_used", 0) > 0),
         "rejected": rejected,
@@ -147,7 +151,7 @@ def run_local(args) -> int:
                    "--task", args.task, "--variant", args.variant, "--steps", str(args.steps), "--seed", str(i),
                    "--metrics", str(out / f"{name}.jsonl"), "--identity", str(out / f"{name}.id"),
                    "--log-every", "1000000", "--join-attempts", "5"]
-            cmd += [f"--set={s}" for s in args.set or []]
+            cmd += [f"--set={s}" for s in (*LIGHT_DEFAULTS, *(args.set or []))]  # the user's --set wins
             with open(out / f"{name}.log", "w") as log:
                 procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env))
         print(f"{len(names)} peers started; logs and metrics in {out}/ (Ctrl-C stops everything)",
