@@ -108,6 +108,7 @@ class GroupExchange:
         self.seen: collections.OrderedDict = collections.OrderedDict()  # used-once memory, bounded
         self.tasks: dict[str, object] = {}
         self.bytes_out = 0
+        self.pending: list = []  # futures of asynchronous publishes not yet collected
         self.logged: set[tuple[bytes, str]] = set()  # (sender, reason) already logged once
 
     # ---- publishing -------------------------------------------------------------------------------------
@@ -119,16 +120,32 @@ class GroupExchange:
         sums = [encode_summary(WireSummary(s.group_size, s.max_len, s.median_len, s.mean_len, s.total_tokens,
                                            s.gen_seconds, s.family, step)) for s in summaries]
         sum_bundle, _ = pack_bundle(sums, 256 * 1024)
-        ok = True
+        ok = self._previous_publish_ok()
         for kind, value in (("groups", bundle), ("summaries", sum_bundle)):
             try:
-                ok &= self.transport.publish(kind, value, self.cfg.record_ttl)
+                if hasattr(self.transport, "publish_async"):  # do not wait: training goes on meanwhile
+                    self.pending.append(self.transport.publish_async(kind, value, self.cfg.record_ttl))
+                else:
+                    ok &= self.transport.publish(kind, value, self.cfg.record_ttl)
             except (TimeoutError, OSError, RuntimeError) as err:
                 log.warning("publishing %s failed (%s); training goes on", kind, err)
                 ok = False
         self.bytes_out += len(bundle) + len(sum_bundle)
         return {"published": len(records) - unsent, "unsent": unsent, "publish_ok": ok,
                 "bytes_out": len(bundle) + len(sum_bundle)}
+
+    def _previous_publish_ok(self) -> bool:
+        """Collects the outcome of earlier asynchronous publishes that have finished (never waits)."""
+        ok, still = True, []
+        for future in self.pending:
+            if not future.done():
+                still.append(future)
+            elif future.cancelled() or future.exception() is not None or not future.result():
+                ok = False
+                if future.exception() is not None:
+                    log.warning("an earlier publish failed: %s", future.exception())
+        self.pending = still
+        return ok
 
     # ---- gathering --------------------------------------------------------------------------------------
     def gather(self, budget: int) -> GatherResult:
@@ -247,6 +264,13 @@ class GroupExchange:
                 self._reject(result, sender, "summary", str(err))
 
     def close(self) -> None:
+        for future in self.pending:  # let the last publishes land before the tombstones
+            try:
+                error = future.exception(timeout=5)
+            except TimeoutError:
+                error = "timed out"
+            if error is not None:
+                log.warning("a last publish did not finish: %s", error)
         try:
             self.transport.withdraw()
         except (TimeoutError, OSError, RuntimeError) as err:

@@ -134,6 +134,16 @@ class SwarmDHT:
             self._published[kind] = expiration
         return bool(ok)
 
+    def publish_async(self, kind: str, value: bytes, ttl: float):
+        """Like publish, without waiting: returns a concurrent future (result True when stored)."""
+        if len(value) > self.settings.max_value_bytes:
+            raise ValueError(f"{kind} record of {len(value)} bytes exceeds max_value_bytes "
+                             f"{self.settings.max_value_bytes} (hivemind drops values above 4 MiB silently)")
+        expiration = max(self.now() + ttl, self._published.get(kind, 0.0) + 1e-3)
+        self._published[kind] = expiration
+        coro = self._node.store(record_key(self.settings.swarm, kind), value, expiration, subkey=self.own_subkey)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
     def fetch(self, kind: str, timeout: float = 10.0) -> dict[bytes, tuple[bytes, float]]:
         """Other peers' live records of this kind: {subkey: (value, expiration)}; tombstones skipped."""
         found = self._call(self._node.get(record_key(self.settings.swarm, kind), latest=True), timeout=timeout)

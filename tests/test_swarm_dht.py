@@ -37,6 +37,13 @@ def test_large_groups_round_trip_30_times(pair):
         assert got.step == step and got.completions[3].token_ids == big_group(step).completions[3].token_ids
 
 
+def test_asynchronous_publish_lands(pair):
+    a, b = pair
+    future = a.publish_async("groups", b"async record", ttl=30)
+    assert future.result(timeout=10)
+    assert b.fetch("groups")[a.own_subkey][0] == b"async record"
+
+
 def test_no_peer_can_overwrite_another_peers_record(pair):
     a, b = pair
     assert a.publish("groups", b"from a", ttl=30)
