@@ -109,6 +109,7 @@ class GroupExchange:
         self.tasks: dict[str, object] = {}
         self.bytes_out = 0
         self.pending: list = []  # futures of asynchronous publishes not yet collected
+        self.prefetched: dict = {}  # kind -> future of a fetch started at the beginning of the step
         self.logged: set[tuple[bytes, str]] = set()  # (sender, reason) already logged once
 
     # ---- publishing -------------------------------------------------------------------------------------
@@ -148,6 +149,11 @@ class GroupExchange:
         return ok
 
     # ---- gathering --------------------------------------------------------------------------------------
+    def prefetch(self) -> None:
+        """Starts fetching other peers' records now (the DHT works while we generate); gather uses them."""
+        if hasattr(self.transport, "fetch_async"):
+            self.prefetched = {kind: self.transport.fetch_async(kind) for kind in ("groups", "summaries")}
+
     def gather(self, budget: int) -> GatherResult:
         """Fresh groups of other peers, up to `budget`, waiting at most gather_deadline; never spins."""
         result = GatherResult()
@@ -166,9 +172,12 @@ class GroupExchange:
         return result
 
     def _fetch(self, kind: str, result: GatherResult) -> dict:
+        future = self.prefetched.pop(kind, None)
         try:
+            if future is not None:  # started at the beginning of the step
+                return future.result(timeout=max(self.cfg.gather_deadline, 10.0))
             return self.transport.fetch(kind)
-        except (TimeoutError, OSError, RuntimeError) as err:
+        except Exception as err:  # noqa: BLE001 (the network layer's failures must never stop training)
             log.warning("fetching %s failed (%s); this step trains on what it has", kind, err)
             result.rejected["fetch"] += 1
             return {}

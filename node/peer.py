@@ -82,6 +82,8 @@ class Peer:
 
     def step(self, step: int) -> StepResult:
         step_start = time.perf_counter()
+        if self.exchange is not None:
+            self.exchange.prefetch()  # other peers' records arrive while we generate
         train = self.cfg.train
         group_size = self.policy.choose()
         n_prompts = prompts_for(train.batch_mode, group_size, train.prompts_per_step, train.completions_per_step)

@@ -146,7 +146,14 @@ class SwarmDHT:
 
     def fetch(self, kind: str, timeout: float = 10.0) -> dict[bytes, tuple[bytes, float]]:
         """Other peers' live records of this kind: {subkey: (value, expiration)}; tombstones skipped."""
-        found = self._call(self._node.get(record_key(self.settings.swarm, kind), latest=True), timeout=timeout)
+        return self.fetch_async(kind).result(timeout)
+
+    def fetch_async(self, kind: str):
+        """Starts a fetch in the DHT's loop; returns a concurrent future of fetch()'s result."""
+        return asyncio.run_coroutine_threadsafe(self._fetch(kind), self._loop)
+
+    async def _fetch(self, kind: str) -> dict[bytes, tuple[bytes, float]]:
+        found = await self._node.get(record_key(self.settings.swarm, kind), latest=True)
         if found is None or not isinstance(found.value, dict):
             return {}
         out = {}
