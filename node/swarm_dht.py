@@ -9,7 +9,8 @@ Two hivemind traps are avoided by construction:
 
 Records: for each kind (e.g. "groups", "summaries") one DHT key per swarm and protocol version; each peer
 writes only under its own subkey, which RSASignatureValidator binds to the peer's RSA public key (a forged
-subkey or an overwrite of another peer's record is refused by every honest node). Values expire; on clean
+subkey or an overwrite of another peer's record is refused by every honest node), and a schema validator
+refuses other keys and values that are not byte strings within the size budget. Values expire; on clean
 shutdown a peer overwrites its records with an empty tombstone, which readers skip.
 """
 from __future__ import annotations
@@ -46,6 +47,35 @@ def record_key(swarm: str, kind: str) -> str:
     return f"{swarm}/v{PROTOCOL_VERSION}/{kind}"
 
 
+KINDS = ("groups", "summaries")
+
+
+def _schema_validator(swarm: str, max_bytes: int):
+    """Every honest node refuses records outside our schema: only our keys, values byte strings under the
+    size budget. (Content is validated again, strictly, by every receiver's codec.)"""
+    from hivemind.dht.protocol import DHTProtocol
+    from hivemind.dht.routing import DHTID
+    from hivemind.dht.validation import RecordValidatorBase
+
+    key_ids = {DHTID.generate(source=record_key(swarm, kind)).to_bytes() for kind in KINDS}
+
+    class SwarmSchemaValidator(RecordValidatorBase):
+        def validate(self, record) -> bool:
+            if record.key not in key_ids or record.subkey in DHTProtocol.RESERVED_SUBKEYS:
+                return False
+            try:
+                value = DHTProtocol.serializer.loads(record.value)
+            except Exception:  # noqa: BLE001 (anything undecodable is simply invalid)
+                return False
+            return isinstance(value, bytes) and len(value) <= max_bytes
+
+        @property
+        def priority(self) -> int:
+            return 0  # after the signature validator has stripped the signature
+
+    return SwarmSchemaValidator()
+
+
 def _load_or_create_signing_key(path: str):
     """An RSA key for record signatures, kept beside the libp2p identity so the subkey survives restarts."""
     from cryptography.hazmat.primitives import serialization
@@ -72,7 +102,11 @@ class SwarmDHT:
         from hivemind.dht.crypto import RSASignatureValidator
 
         self.settings = settings
+        from hivemind.dht.validation import CompositeValidator
+
         self.validator = RSASignatureValidator(_load_or_create_signing_key(settings.identity_path))
+        self.record_validator = CompositeValidator(
+            [self.validator, _schema_validator(settings.swarm, settings.max_value_bytes)])
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="swarm-dht", daemon=True)
         self._thread.start()
@@ -100,7 +134,7 @@ class SwarmDHT:
         if s.identity_path:
             Path(s.identity_path).parent.mkdir(parents=True, exist_ok=True)
             kwargs["identity_path"] = s.identity_path
-        return await DHTNode.create(initial_peers=list(s.initial_peers), record_validator=self.validator,
+        return await DHTNode.create(initial_peers=list(s.initial_peers), record_validator=self.record_validator,
                                     client_mode=s.client_mode, **kwargs)
 
     def _call(self, coro, timeout: float):

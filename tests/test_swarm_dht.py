@@ -53,6 +53,16 @@ def test_no_peer_can_overwrite_another_peers_record(pair):
     assert b.fetch("groups")[a.own_subkey][0] == b"from a"
 
 
+def test_records_outside_the_schema_are_refused(pair):
+    a, b = pair
+    store = b._node.store
+    assert not b._call(store("t/v1/other-key", b"x", b.now() + 60, subkey=b.own_subkey), timeout=10)
+    assert not b._call(store(record_key("t", "groups"), {"not": "bytes"}, b.now() + 60, subkey=b.own_subkey),
+                       timeout=10)
+    assert b._call(store(record_key("t", "groups"), b"fine", b.now() + 60, subkey=b.own_subkey), timeout=10)
+    assert a.fetch("groups")[b.own_subkey][0] == b"fine"
+
+
 def test_withdrawal_and_size_budget(pair):
     a, b = pair
     assert a.publish("summaries", b"x" * 100, ttl=30)
