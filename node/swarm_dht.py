@@ -158,15 +158,7 @@ class SwarmDHT:
 
     def publish(self, kind: str, value: bytes, ttl: float, timeout: float = 10.0) -> bool:
         """Stores our record of this kind (replacing our previous one); False when no replica took it."""
-        if len(value) > self.settings.max_value_bytes:
-            raise ValueError(f"{kind} record of {len(value)} bytes exceeds max_value_bytes "
-                             f"{self.settings.max_value_bytes} (hivemind drops values above 4 MiB silently)")
-        expiration = max(self.now() + ttl, self._published.get(kind, 0.0) + 1e-3)
-        ok = self._call(self._node.store(record_key(self.settings.swarm, kind), value, expiration,
-                                         subkey=self.own_subkey), timeout=timeout)
-        if ok:
-            self._published[kind] = expiration
-        return bool(ok)
+        return bool(self.publish_async(kind, value, ttl).result(timeout))
 
     def publish_async(self, kind: str, value: bytes, ttl: float):
         """Like publish, without waiting: returns a concurrent future (result True when stored)."""
