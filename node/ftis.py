@@ -95,6 +95,7 @@ def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, dict]:
         "dropped_tokens": int(dropped.sum()),
         "filtered": int(filtered.sum()),
         "kept": int((has_tokens & ~filtered).sum()),
+        "filtered_frac": float(filtered.sum() / has_tokens.sum().clamp(min=1)),
         "mean_weight": float((w * maskf).sum() / n_tok),
         "truncated_frac": float((((inp.logp.detach() - logp_gen).exp() > cfg.trunc_c) & mask).sum() / n_tok),
         "clip_frac": float((((ratio - clipped).abs() > 0) & mask).sum() / n_tok),

@@ -118,8 +118,9 @@ class Peer:
         received = self.exchange.gather(self.cfg.swarm.received_groups)
         return received, {
             **published, "groups_received": received.received, "groups_used": len(received.groups),
-            "rejected": dict(received.rejected), "bytes_in": received.bytes_in, "polls": received.polls, "peers": received.peers,
-            "swarm_seconds": time.perf_counter() - start, "swarm_wait_seconds": received.waited,
+            "rejected": dict(received.rejected), "bytes_in": received.bytes_in, "polls": received.polls,
+            "peers": received.peers, "swarm_seconds": time.perf_counter() - start,
+            "swarm_wait_seconds": received.waited,
             "received_reward": (sum(sum(g.rewards) for g in received.groups)
                                 / max(sum(len(g.completions) for g in received.groups), 1)),
         }

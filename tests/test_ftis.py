@@ -58,6 +58,7 @@ def test_filter_zeroes_only_negative_advantage_high_divergence():
     _, g_tis, m_tis = grad_of(make(lp, gen, mask, adv), LossConfig(variant="tis", g=50.0))
     _, g_f, m_f = grad_of(make(lp, gen, mask, adv), LossConfig(variant="f-tis", g=50.0))
     assert m_f["filtered"] == 1 and m_f["kept"] == 3 and m_tis["filtered"] == 0
+    assert m_f["filtered_frac"] == 0.25 and m_tis["filtered_frac"] == 0.0
     assert torch.equal(g_f[1], torch.zeros(2, dtype=torch.float64))
     assert not torch.equal(g_tis[1], torch.zeros(2, dtype=torch.float64))
     # the other rows (and the 1/N group denominator) are exactly as without the filter
