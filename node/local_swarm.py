@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from .config import ConfigError
+from .progress import window_mean
 
 DEFAULT_MODELS = ("tiny-add", "tiny-sub", "tiny-add-lora", "small-add")
 # several processes share 2 cores here: half the default prompts and received groups per step
@@ -37,15 +38,14 @@ def read_metrics(path: Path) -> list[dict]:
 
 def peer_summary(rows: list[dict]) -> dict:
     rewards = [r["reward"] for r in rows]
-    k = max(1, len(rows) // 10)
     rejected: dict[str, int] = {}
     for r in rows:
         for reason, n in r["metrics"].get("rejected", {}).items():
             rejected[reason] = rejected.get(reason, 0) + n
     return {
         "steps": len(rows),
-        "reward_first": sum(rewards[:k]) / k if rows else 0.0,
-        "reward_last": sum(rewards[-k:]) / k if rows else 0.0,
+        "reward_first": window_mean(rewards, head=True),
+        "reward_last": window_mean(rewards, head=False),
         "reward_start": sum(rewards[:3]) / len(rewards[:3]) if rows else 0.0,  # (nearly) before any update
         "reward_end": sum(rewards[-25:]) / len(rewards[-25:]) if rows else 0.0,
         "groups_received": sum(r["metrics"].get("groups_used", 0) for r in rows),

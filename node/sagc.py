@@ -30,10 +30,14 @@ class Posterior:
         return self.alpha / (self.alpha + self.beta)
 
 
+def straggles(max_len: float, median_len: float, tau: float) -> bool:
+    """The straggler rule: the longest completion exceeds tau times the median length (median floored at 1)."""
+    return max_len > tau * max(median_len, 1)
+
+
 def is_straggler(lengths: list[int], tau: float) -> bool:
-    """A group straggles when its longest completion exceeds tau times its median length."""
-    median = statistics.median(lengths)
-    return max(lengths) > tau * max(median, 1)
+    """Whether a group of completion lengths straggles."""
+    return straggles(max(lengths), statistics.median(lengths), tau)
 
 
 def decay(post: Posterior, prior: Posterior, gamma: float) -> Posterior:

@@ -10,6 +10,7 @@ import statistics
 from dataclasses import dataclass
 
 from .rollouts import Group
+from .sagc import straggles
 
 
 @dataclass(frozen=True)
@@ -23,8 +24,8 @@ class LengthSummary:
     family: str  # model family of the generator, e.g. "qwen2" or "llama"
 
     def straggled(self, tau: float) -> bool:
-        """Same rule as node.sagc.is_straggler, from the summary alone."""
-        return self.max_len > tau * max(self.median_len, 1)
+        """The straggler rule (node.sagc.straggles) from the summary alone."""
+        return straggles(self.max_len, self.median_len, tau)
 
 
 def summarize(group: Group, family: str) -> LengthSummary:
