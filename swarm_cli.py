@@ -26,7 +26,7 @@ def _overrides(args) -> dict:
         "train.steps": args.steps, "train.group_size": args.group_size, "train.prompts_per_step": args.prompts,
         "train.seed": args.seed, "train.group_policy": args.group_policy, "train.batch_mode": args.batch_mode,
         "train.lr": args.lr, "loss.variant": args.variant, "loss.aggregation": args.aggregation,
-        "generation.threads": args.threads,
+        "generation.threads": args.threads, "generation.backend": args.backend,
     }
     for key in ("initial_peers", "swarm", "identity", "host", "port", "announce", "startup_timeout"):
         value = getattr(args, key, None)
@@ -60,6 +60,10 @@ def _prepare(cfg) -> None:
 
     quiet_libraries()
     get_task(cfg.task.name, cfg.task.data_files)  # an unknown task fails before any model is built
+    if cfg.generation.backend == "vllm":  # a missing vLLM fails before any model or network
+        from node.vllm_backend import import_vllm
+
+        import_vllm()
     if cfg.model.name in ZOO:
         ensure_built(cfg.model.name, _zoo_progress())
 
@@ -71,7 +75,7 @@ def _describe(cfg, peer) -> str:
     return (f"peer: model {cfg.model.name} ({peer.loaded.source}, {n_params / 1e6:.2f}M params, "
             f"{'LoRA' if peer.loaded.lora else 'full fine-tuning'}), task {cfg.task.name}, "
             f"{cfg.train.steps or 'unbounded'} steps, G {group} ({cfg.train.batch_mode}), "
-            f"loss {cfg.loss.variant}/{cfg.loss.aggregation}")
+            f"loss {cfg.loss.variant}/{cfg.loss.aggregation}, generation {peer.backend.name}")
 
 
 def _train(args, cfg, peer, stop, status=None) -> int:
@@ -119,6 +123,8 @@ def cmd_run(args) -> int:
         return _train(args, cfg, peer, stop)
     except KeyboardInterrupt:
         return 130
+    finally:
+        peer.close()
 
 
 def cmd_join(args) -> int:
@@ -257,6 +263,7 @@ def _peer_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--variant", help="alone | nois | vis | tis | f-nois | f-vis | f-tis")
     p.add_argument("--aggregation", help="grpo | dapo")
     p.add_argument("--threads", help="torch threads (default 1)")
+    p.add_argument("--backend", help="generation backend: transformers (default) or vllm")
     p.add_argument("--metrics", help="append one JSON line of metrics per step to this file")
     p.add_argument("--out", help="save the trained model, resolved configuration and a reward plot here")
     p.add_argument("--log-every", type=int, default=10, help="steps between progress lines when not a tty")
@@ -308,6 +315,8 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--steps", type=int, default=150, help="training steps per peer")
     local.add_argument("--task", default="arith-add", help="task all peers train on")
     local.add_argument("--variant", default="f-tis", help="loss variant of every peer")
+    local.add_argument("--backend", default="transformers", help="generation backend of every peer: "
+                       "transformers or vllm")
     local.add_argument("--out", default="runs/local", help="logs, metrics, summary and plot go here")
     local.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="passed to every peer")
     local.set_defaults(func=cmd_local)

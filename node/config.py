@@ -51,20 +51,31 @@ class ModelConfig:
                "must be auto, cpu, cuda or cuda:N", self.device)
 
 
+BACKENDS = ("transformers", "vllm")
+
+
 @dataclass(frozen=True)
 class GenerationConfig:
-    backend: str = "transformers"  # generation backend: transformers (vllm arrives with its own issue)
+    backend: str = "transformers"  # transformers (the training model itself) | vllm (node/vllm_backend.py)
     temperature: float = 1.0  # sampling temperature; behaviour log-probs are of the tempered distribution
     top_p: float = 1.0  # nucleus sampling mass; behaviour log-probs are renormalised over the nucleus
     max_new_tokens: int = 8  # completion length cap; a capped completion has finish reason "length"
     threads: int = 1  # torch threads in this process (2 threads on 2 busy cores run 20-40x slower)
+    vllm_gpu_memory: float = 0.3  # vllm on a GPU: fraction of GPU memory for the engine (the learner needs the rest)
+    vllm_kv_cache_gib: float = 0.0  # vllm: KV cache size; 0 = from vllm_gpu_memory on a GPU, 1 GiB on the CPU
+    vllm_max_model_len: int = 0  # vllm: longest prompt + completion; 0 = the model's own limit
 
     def __post_init__(self):
-        _check(self.backend in ("transformers",), "generation.backend", "must be 'transformers'", self.backend)
+        _check(self.backend in BACKENDS, "generation.backend", f"must be one of {', '.join(BACKENDS)}",
+               self.backend)
         _check(self.temperature > 0, "generation.temperature", "must be > 0", self.temperature)
         _check(0 < self.top_p <= 1, "generation.top_p", "must be in (0, 1]", self.top_p)
         _check(self.max_new_tokens >= 1, "generation.max_new_tokens", "must be >= 1", self.max_new_tokens)
         _check(self.threads >= 1, "generation.threads", "must be >= 1", self.threads)
+        _check(0 < self.vllm_gpu_memory < 1, "generation.vllm_gpu_memory", "must be in (0, 1)", self.vllm_gpu_memory)
+        _check(self.vllm_kv_cache_gib >= 0, "generation.vllm_kv_cache_gib", "must be >= 0", self.vllm_kv_cache_gib)
+        _check(self.vllm_max_model_len >= 0, "generation.vllm_max_model_len", "must be >= 0",
+               self.vllm_max_model_len)
 
 
 @dataclass(frozen=True)

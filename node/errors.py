@@ -6,5 +6,10 @@ from .models import ModelLoadError
 from .swarm_dht import SwarmUnreachable  # light: hivemind is imported only when a DHT starts
 from .tasks import UnknownTaskError
 
-USER_ERRORS = (ConfigError, ModelLoadError, UnknownTaskError)  # exit 2
+
+class BackendUnavailable(RuntimeError):
+    """A generation backend that cannot run here (e.g. vLLM not installed); the message says what to do."""
+
+
+USER_ERRORS = (ConfigError, ModelLoadError, UnknownTaskError, BackendUnavailable)  # exit 2
 UNREACHABLE_ERRORS = (SwarmUnreachable,)  # exit 3

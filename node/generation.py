@@ -1,4 +1,10 @@
-"""Transformers generation backend: complete groups with the behaviour log-probs of what was sampled.
+"""Generation backends: complete groups with the behaviour log-probs of what was sampled.
+
+Every backend has the same surface: `name`, `eos_ids`, `pad_id`, `generate(prompts, group_size, seed)` ->
+(groups of Completion, seconds), `sync(model)` after each optimiser step, and `close()`. `make_backend`
+picks one from `generation.backend`; the vLLM one lives in node/vllm_backend.py (the only vLLM importer).
+
+Transformers backend:
 
 `model.generate` applies temperature and top-p as logits warpers *after* any custom processors, so a custom
 processor would see unwarped scores. We therefore run generate with neutral sampling settings and apply
@@ -52,8 +58,26 @@ def split_completion(ids: list[int], logprobs: list[float], eos_ids: set[int]) -
     return ids, logprobs, "length"
 
 
+def stop_ids(model, tokenizer) -> tuple[set[int], int]:
+    """(EOS ids, pad id) of a model: its generation config's EOS list, else the tokenizer's EOS."""
+    eos = model.generation_config.eos_token_id if model.generation_config.eos_token_id is not None \
+        else tokenizer.eos_token_id
+    eos_ids = set(eos if isinstance(eos, list) else [eos])
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
+    return eos_ids, pad_id
+
+
+def make_backend(sampling: SamplingConfig, loaded, seed: int = 0):
+    """The generation backend named by `generation.backend` for a loaded model (node/models.LoadedModel)."""
+    if sampling.backend == "vllm":
+        from .vllm_backend import VLLMBackend
+
+        return VLLMBackend(loaded.model, loaded.tokenizer, sampling, lora=loaded.lora, seed=seed)
+    return TransformersBackend(loaded.model, loaded.tokenizer, sampling)
+
+
 class TransformersBackend:
-    """Generates complete groups with a local transformers (or peft) model."""
+    """Generates complete groups with a local transformers (or peft) model: the model being trained."""
 
     name = "transformers"
 
@@ -61,10 +85,13 @@ class TransformersBackend:
         self.model = model
         self.tokenizer = tokenizer
         self.sampling = sampling
-        eos = model.generation_config.eos_token_id if model.generation_config.eos_token_id is not None \
-            else tokenizer.eos_token_id
-        self.eos_ids = set(eos if isinstance(eos, list) else [eos])
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(self.eos_ids)
+        self.eos_ids, self.pad_id = stop_ids(model, tokenizer)
+
+    def sync(self, model) -> None:
+        """Nothing to do: this backend samples from the training model itself."""
+
+    def close(self) -> None:
+        """Nothing to release."""
 
     def _generation_config(self) -> GenerationConfig:
         # neutral settings: our own processors do temperature / top-p (see module docstring)

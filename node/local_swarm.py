@@ -15,12 +15,13 @@ import threading
 import time
 from pathlib import Path
 
-from .config import ConfigError
+from .config import BACKENDS, ConfigError
 from .progress import window_mean
 
 DEFAULT_MODELS = ("tiny-add", "tiny-sub", "tiny-add-lora", "small-add")
 # several processes share 2 cores here: half the default prompts and received groups per step
-LIGHT_DEFAULTS = ("train.prompts_per_step=16", "swarm.received_groups=16")
+LIGHT_DEFAULTS = ("train.prompts_per_step=16", "swarm.received_groups=16",
+                  "generation.vllm_kv_cache_gib=0.25")  # zoo sequences are short; 4 engines share the RAM
 CLI = str(Path(__file__).resolve().parents[1] / "swarm_cli.py")
 
 
@@ -127,6 +128,12 @@ def run_local(args) -> int:
             raise ConfigError(f"local: {model!r} is not a zoo model (known: {', '.join(ZOO)})")
     if args.peers < 1:
         raise ConfigError(f"local: --peers must be >= 1, got {args.peers}")
+    if args.backend not in BACKENDS:
+        raise ConfigError(f"local: --backend must be one of {', '.join(BACKENDS)}, got {args.backend!r}")
+    if args.backend == "vllm":  # a missing vLLM is one line here, not four peer logs
+        from .vllm_backend import import_vllm
+
+        import_vllm()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     quiet_libraries()
@@ -150,7 +157,7 @@ def run_local(args) -> int:
             cmd = [sys.executable, CLI, "join", "--initial-peers", address, "--model", models[i % len(models)],
                    "--task", args.task, "--variant", args.variant, "--steps", str(args.steps), "--seed", str(i),
                    "--metrics", str(out / f"{name}.jsonl"), "--identity", str(out / f"{name}.id"),
-                   "--log-every", "1000000", "--join-attempts", "5"]
+                   "--log-every", "1000000", "--join-attempts", "5", "--backend", args.backend]
             cmd += [f"--set={s}" for s in (*LIGHT_DEFAULTS, *(args.set or []))]  # the user's --set wins
             with open(out / f"{name}.log", "w") as log:
                 procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env))

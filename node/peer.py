@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .config import NodeConfig
 from .exchange import GatherResult, GroupExchange, make_card
-from .generation import TransformersBackend
+from .generation import make_backend
 from .group_policy import make_group_policy, prompts_for
 from .learner import Learner
 from .models import encode_prompt, load_model
@@ -59,7 +59,7 @@ class Peer:
         self.cfg = cfg
         self.task = get_task(cfg.task.name, cfg.task.data_files)
         self.loaded = load_model(cfg.model, seed=cfg.train.seed)
-        self.backend = TransformersBackend(self.loaded.model, self.loaded.tokenizer, cfg.generation)
+        self.backend = make_backend(cfg.generation, self.loaded, seed=cfg.train.seed)
         self.learner = Learner(self.loaded.model, self.backend.pad_id, cfg.train, cfg.loss,
                                cfg.generation.temperature, lora=self.loaded.lora, lr=self.learning_rate())
         self.policy = make_group_policy(cfg)
@@ -100,6 +100,7 @@ class Peer:
         local = groups[: self.cfg.swarm.local_groups] if self.cfg.swarm.local_groups else groups
         start = time.perf_counter()
         metrics = self.learner.step(local + received.groups)
+        self.backend.sync(self.loaded.model)  # the next step samples from the updated weights
         learn_seconds = time.perf_counter() - start
         metrics.update(swarm_metrics)
         metrics.update(self.policy.after_step(own_summaries, received.summaries, self.family))
@@ -128,6 +129,7 @@ class Peer:
     def close(self) -> None:
         if self.exchange is not None:
             self.exchange.close()
+        self.backend.close()
 
     def save(self, out: Path) -> None:
         out.mkdir(parents=True, exist_ok=True)
