@@ -68,6 +68,17 @@ def _load_files(where, dtype: str, what: str, **kwargs):
         raise ModelLoadError(f"{what} could not be loaded: {_first_line(err)}") from None
 
 
+def _dequantized(model):
+    """A GGUF-loaded model as the plain model it is: transformers dequantizes GGUF tensors into `dtype` at
+    load time but keeps the GGUF marks, which would make save_pretrained (checkpoints, the vLLM export) refuse
+    the model as 'quantized and not serializable'."""
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    return model
+
+
 def load_base(name: str, dtype: str = "float32"):
     """(model, tokenizer, source) for a zoo name, local directory, hub name or 'smollm2-135m'."""
     from .zoo import ZOO, ensure_built
@@ -79,7 +90,7 @@ def load_base(name: str, dtype: str = "float32"):
     if name == SMOLLM2:
         folder, gguf = _smollm2_location()
         model, tokenizer = _load_files(folder, dtype, f"model {name!r}", gguf_file=gguf)
-        return model, tokenizer, "gguf"
+        return _dequantized(model), tokenizer, "gguf"
     if _looks_like_path(name):
         path = Path(name).expanduser()
         if not (path / "config.json").exists():

@@ -35,3 +35,14 @@ def test_smollm2_generates_groups_with_exact_behaviour_logprobs(smollm2):
             ref = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(c.token_ids)[:, None]).squeeze(1)
             assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-4)
             assert c.text == tok.decode(c.token_ids, skip_special_tokens=True)
+
+
+def test_smollm2_saves_and_reloads_as_a_plain_checkpoint(smollm2, tmp_path):
+    """GGUF tensors are dequantized at load: the model saves (checkpoints, vLLM export) and reloads exactly."""
+    from transformers import AutoModelForCausalLM
+
+    smollm2.model.save_pretrained(tmp_path)
+    again = AutoModelForCausalLM.from_pretrained(tmp_path)
+    ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
+    with torch.no_grad():
+        assert torch.equal(smollm2.model(input_ids=ids).logits, again(input_ids=ids).logits)
