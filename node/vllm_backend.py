@@ -25,6 +25,7 @@ import os
 import shutil
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 from .config import GenerationConfig
@@ -60,7 +61,9 @@ def import_failure_message(err: BaseException) -> str:
 
 def import_vllm():
     """The vllm module, or BackendUnavailable with one line saying why not."""
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "ERROR")  # its start-up warnings are about tuning, not us
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"vllm\.")
+    logging.getLogger("vllm.triton_utils").setLevel(logging.ERROR)  # "no Triton on a CPU", before its logger
     os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"  # in-process engine (see module docstring)
     try:
         import vllm
@@ -131,7 +134,7 @@ class VLLMBackend:
             "gpu_memory_utilization": sampling.vllm_gpu_memory,
             "kv_cache_memory_bytes": int(kv_gib * 2**30) if kv_gib else None,
             "max_model_len": sampling.vllm_max_model_len or None,
-            "worker_extension_cls": f"{__name__}.WeightSync",
+            "worker_extension_cls": f"{__name__}.WeightSync", "use_tqdm_on_load": False,
         }
         if lora:
             rank = model.peft_config["default"].r

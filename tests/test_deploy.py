@@ -53,3 +53,19 @@ def test_compose_file_validates(tmp_path):
     out = subprocess.run(["docker-compose", "-f", str(bad), "config"], capture_output=True, text=True,
                          timeout=120, check=False)
     assert out.returncode != 0 and "bogus_key" in out.stderr
+
+
+def test_gpu_profile_generates_with_vllm_and_cpu_peers_with_transformers():
+    from node.config import load_config
+
+    parser = swarm_cli.build_parser()
+    backends = {}
+    for name, svc in services().items():
+        if name != "bootstrap":
+            backends[name] = load_config(None, swarm_cli._overrides(parser.parse_args(svc["command"]))).generation
+    assert backends["peer-gpu"].backend == "vllm" and backends["peer-gpu"].vllm_gpu_memory == 0.3
+    assert {b.backend for n, b in backends.items() if n != "peer-gpu"} == {"transformers"}
+    build = services()["peer-gpu"]["build"]["args"]
+    assert build["EXTRAS"] == "[vllm]" and build["TORCH_VERSION"] == "2.14.0"  # vllm 0.33.0 pins torch 2.14.0
+    dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
+    assert 'pip install --no-cache-dir ".${EXTRAS}"' in dockerfile and "torch==${TORCH_VERSION}" in dockerfile

@@ -3,6 +3,7 @@ the learner without a restart, and a clear error where vLLM is missing."""
 import copy
 import dataclasses
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -163,6 +164,22 @@ def test_peer_with_vllm_backend_learns(vllm_available):
     # calibration (seeds 0 and 1): first 5 steps 0.37 / 0.40, steps 175-200 about 0.6 (transformers: same)
     first, last = sum(rewards[:5]) / 5, sum(rewards[-25:]) / 25
     assert first <= 0.45 and last >= first + 0.15, (first, last)
+
+
+@needs_vllm
+@pytest.mark.slow
+def test_local_swarm_of_vllm_peers_full_and_lora(vllm_available, tmp_path):
+    """`swarm local --backend vllm`: each peer is a `swarm join --backend vllm` process; they share groups."""
+    out = subprocess.run(
+        [sys.executable, str(ROOT / "swarm_cli.py"), "local", "--peers", "2", "--models", "tiny-add,tiny-add-lora",
+         "--steps", "40", "--task", "arith-add", "--out", str(tmp_path), "--backend", "vllm"],
+        capture_output=True, text=True, timeout=400, cwd=ROOT, check=False)
+    assert out.returncode == 0, out.stdout + out.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    for name, s in summary.items():
+        assert s["steps"] == 40 and s["rejected"] == {}, (name, s)
+        assert "generation vllm" in (tmp_path / f"{name}.log").read_text(), name
+    assert sum(s["groups_received"] for s in summary.values()) > 0, summary
 
 
 @needs_vllm
