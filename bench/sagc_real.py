@@ -3,10 +3,10 @@
 Counting has a heavy completion-length tail (the pre-trained model often runs on past the end), so large
 groups straggle. Every policy runs the same number of steps from the same weights and seed, in one process;
 reported per policy (median over seeds): wall clock and its ratio to fixed G=16, straggler rate (overall,
-second half), padding utilisation (useful / padded tokens, one padded batch per step) and final reward (last
-20% of steps). The best fixed size is the largest whose straggler rates stay within delta + 0.05.
+second half), padding utilisation (useful / decode-slot tokens: one padded batch per step with the
+transformers backend, none with vLLM) and final reward (last 20% of steps). The best fixed size is the largest whose straggler rates stay within delta + 0.05.
 
-    python bench/sagc_real.py [--steps 80] [--seeds 2] [--prompts 16]
+    python bench/sagc_real.py [--steps 80] [--seeds 2] [--prompts 16] [--backend transformers|vllm]
 """
 from __future__ import annotations
 
@@ -23,16 +23,19 @@ from node.quiet import quiet_libraries
 FIXED = (4, 8, 12, 16)
 
 
-def run(policy: str, steps: int, seed: int, prompts: int, batch_mode: str) -> dict:
+def run(policy: str, steps: int, seed: int, prompts: int, batch_mode: str, backend: str) -> dict:
     train = {"steps": steps, "seed": seed, "prompts_per_step": prompts, "batch_mode": batch_mode,
              "completions_per_step": prompts * 8}
     train.update({"group_policy": "sagc"} if policy == "sagc" else {"group_policy": "fixed", "group_size": policy})
     cfg = build_config({"model": {"name": "tiny-count"}, "task": {"name": "count"}, "train": train,
-                        "generation": {"max_new_tokens": 32}, "sagc": {"seed": seed}})
+                        "generation": {"max_new_tokens": 32, "backend": backend}, "sagc": {"seed": seed}})
     peer = Peer(cfg)
-    start = time.perf_counter()
-    results = [peer.step(s) for s in range(steps)]
-    wall = time.perf_counter() - start
+    try:
+        start = time.perf_counter()
+        results = [peer.step(s) for s in range(steps)]
+        wall = time.perf_counter() - start
+    finally:
+        peer.close()
     rates = [r.metrics["straggler_rate"] for r in results]
     tail = max(1, steps // 5)
     return {
@@ -52,20 +55,23 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--prompts", type=int, default=16)
     parser.add_argument("--batch-mode", default="fixed_prompts", choices=["fixed_prompts", "fixed_completions"])
+    parser.add_argument("--backend", default="transformers", choices=["transformers", "vllm"],
+                        help="vllm: continuous batching, no padded step batch (needs vLLM)")
     args = parser.parse_args(argv)
     quiet_libraries()
     torch.set_num_threads(1)
     delta = build_config().sagc.delta
     rows = {}
     for policy in [*map(str, FIXED), "sagc"]:
-        runs = [run(policy, args.steps, seed, args.prompts, args.batch_mode) for seed in range(args.seeds)]
+        runs = [run(policy, args.steps, seed, args.prompts, args.batch_mode, args.backend)
+                for seed in range(args.seeds)]
         rows[policy] = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         rows[policy]["rewards"] = [round(r["reward"], 3) for r in runs]
         r = rows[policy]
         print(f"  done {policy:>4}: wall {r['wall']:.1f}s rate {r['rate']:.3f} reward {r['reward']:.3f}", flush=True)
     within = [p for p in map(str, FIXED) if max(rows[p]["rate"], rows[p]["rate2"]) <= delta + 0.05]
     best = within[-1] if within else "4"
-    print(f"\ntiny-count on count, {args.steps} steps x {args.prompts} prompts ({args.batch_mode}), "
+    print(f"\ntiny-count on count, {args.backend} backend, {args.steps} steps x {args.prompts} prompts ({args.batch_mode}), "
           f"median of {args.seeds} seeds; best fixed size within budget: G={best}")
     print(f"{'policy':<7} {'wall s':>7} {'/G=16':>6} {f'/G={best}':>6} {'strag':>6} {'strag 2nd':>9} "
           f"{'log2 G':>6} {'util':>5} {'reward 0':>8} {'final reward':>12}  per seed")

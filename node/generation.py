@@ -1,6 +1,6 @@
 """Generation backends: complete groups with the behaviour log-probs of what was sampled.
 
-Every backend has the same surface: `name`, `eos_ids`, `pad_id`, `generate(prompts, group_size, seed)` ->
+Every backend has the same surface: `name`, `pads_batch`, `eos_ids`, `pad_id`, `generate(prompts, group_size, seed)` ->
 (groups of Completion, seconds), `sync(model)` after each optimiser step, and `close()`. `make_backend`
 picks one from `generation.backend`; the vLLM one lives in node/vllm_backend.py (the only vLLM importer).
 
@@ -80,6 +80,7 @@ class TransformersBackend:
     """Generates complete groups with a local transformers (or peft) model: the model being trained."""
 
     name = "transformers"
+    pads_batch = True  # the step decodes as one padded batch until its longest sequence ends
 
     def __init__(self, model, tokenizer, sampling: SamplingConfig):
         self.model = model

@@ -105,9 +105,11 @@ class Peer:
         metrics.update(swarm_metrics)
         metrics.update(self.policy.after_step(own_summaries, received.summaries, self.family))
         tokens = sum(sum(g.lengths) for g in groups)
-        # the step is decoded as one padded batch: every sequence runs as long as the longest
         metrics["step_seconds"] = time.perf_counter() - step_start
-        metrics["padded_tokens"] = sum(len(g.completions) for g in groups) * max(max(g.lengths) for g in groups)
+        # decode slots spent: a padded batch runs every sequence as long as the longest; vLLM frees a
+        # sequence's slot when it ends
+        metrics["padded_tokens"] = (sum(len(g.completions) for g in groups) * max(max(g.lengths) for g in groups)
+                                    if self.backend.pads_batch else tokens)
         return StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, metrics)
 
     def share(self, groups: list[Group], summaries, step: int) -> tuple[GatherResult, dict]:

@@ -108,6 +108,7 @@ class VLLMBackend:
     """Generates complete groups with a vLLM engine that follows the training model's weights."""
 
     name = "vllm"
+    pads_batch = False  # continuous batching: a finished sequence frees its slot
 
     def __init__(self, model, tokenizer, sampling: GenerationConfig, lora: bool = False, seed: int = 0):
         import torch
