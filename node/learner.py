@@ -23,18 +23,14 @@ def sequence_logprobs(model, batch: Batch, temperature: float) -> torch.Tensor:
 
 
 class Learner:
-    def __init__(self, model, pad_id: int, train: TrainConfig, loss: LossConfig, temperature: float,
-                 lora: bool = False, lr: float | None = None):
-        """lr: the resolved learning rate; None takes train.lr / train.lora_lr as given (must be > 0)."""
+    def __init__(self, model, pad_id: int, train: TrainConfig, loss: LossConfig, temperature: float, lr: float):
+        """lr: the resolved learning rate (a peer resolves train.lr / train.lora_lr: Peer.learning_rate)."""
         self.model = model
         self.pad_id = pad_id
         self.loss_cfg = loss
         self.temperature = temperature
         self.max_grad_norm = train.max_grad_norm
         self.params = [p for p in model.parameters() if p.requires_grad]
-        lr = lr if lr is not None else (train.lora_lr if lora else train.lr)
-        if lr <= 0:
-            raise ValueError("the learner needs a resolved learning rate > 0 (see node.zoo.recommended_lr)")
         self.optimizer = torch.optim.AdamW(self.params, lr=lr, weight_decay=train.weight_decay)
 
     def step(self, groups: list[Group]) -> dict:

@@ -61,7 +61,7 @@ class Peer:
         self.loaded = load_model(cfg.model, seed=cfg.train.seed)
         self.backend = make_backend(cfg.generation, self.loaded, seed=cfg.train.seed)
         self.learner = Learner(self.loaded.model, self.backend.pad_id, cfg.train, cfg.loss,
-                               cfg.generation.temperature, lora=self.loaded.lora, lr=self.learning_rate())
+                               cfg.generation.temperature, lr=self.learning_rate())
         self.policy = make_group_policy(cfg)
         self.family = getattr(self.loaded.model.config, "model_type", "unknown")
         self.rng = random.Random(cfg.train.seed)

@@ -30,7 +30,7 @@ def test_loss_and_update_from_exact_and_compact_logprobs_agree(tiny):
     for groups in (exact, compact):
         m = copy.deepcopy(model)
         before = [p.detach().clone() for p in m.parameters()]
-        metrics = Learner(m, tok.pad_token_id, TrainConfig(lr=1e-3), LossConfig(variant="f-tis"), 1.0).step(groups)
+        metrics = Learner(m, tok.pad_token_id, TrainConfig(), LossConfig(variant="f-tis"), 1.0, lr=1e-3).step(groups)
         delta = torch.cat([(p.detach() - b).flatten() for p, b in zip(m.parameters(), before)])
         results.append((metrics, delta))
     (m_exact, d_exact), (m_compact, d_compact) = results

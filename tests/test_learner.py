@@ -25,7 +25,7 @@ def snapshot(model):
 def test_full_fine_tuning_changes_every_parameter(tiny):
     model = copy.deepcopy(tiny[0])
     before = snapshot(model)
-    learner = Learner(model, tiny[1].pad_token_id, TrainConfig(lr=1e-2), LossConfig(), temperature=1.0)
+    learner = Learner(model, tiny[1].pad_token_id, TrainConfig(), LossConfig(), temperature=1.0, lr=1e-2)
     metrics = learner.step(groups_for(tiny[1]))
     assert metrics["sequences"] == 2 and metrics["grad_norm"] > 0
     after = snapshot(model)
@@ -36,7 +36,7 @@ def test_full_fine_tuning_changes_every_parameter(tiny):
 def test_lora_changes_only_the_adapter(tiny):
     model = wrap_lora(copy.deepcopy(tiny[0]), ModelConfig(lora=True), seed=0)
     before = snapshot(model)
-    learner = Learner(model, tiny[1].pad_token_id, TrainConfig(lr=1e-2), LossConfig(), temperature=1.0)
+    learner = Learner(model, tiny[1].pad_token_id, TrainConfig(), LossConfig(), temperature=1.0, lr=1e-2)
     learner.step(groups_for(tiny[1]))
     after = snapshot(model)
     changed = {n for n in before if not before[n].equal(after[n])}
