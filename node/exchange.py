@@ -39,6 +39,7 @@ from .summaries import LengthSummary
 from .tasks import UnknownTaskError, get_task
 
 log = logging.getLogger(__name__)
+SUMMARY_BUNDLE_BYTES = 256 * 1024  # a peer's length summaries of one step (tens of bytes each)
 
 
 class MemorySwarm:
@@ -107,7 +108,6 @@ class GroupExchange:
         self.eos_ids, self.sleep, self.limits = eos_ids, sleep, limits or Limits()
         self.seen: collections.OrderedDict = collections.OrderedDict()  # used-once memory, bounded
         self.tasks: dict[str, object] = {}
-        self.bytes_out = 0
         self.pending: list = []  # futures of asynchronous publishes not yet collected
         self.prefetched: dict = {}  # kind -> future of a fetch started at the beginning of the step
         self.logged: set[tuple[bytes, str]] = set()  # (sender, reason) already logged once
@@ -120,7 +120,7 @@ class GroupExchange:
         bundle, unsent = pack_bundle(records, self.limits.max_bytes)
         sums = [encode_summary(WireSummary(s.group_size, s.max_len, s.median_len, s.mean_len, s.total_tokens,
                                            s.gen_seconds, s.family, step)) for s in summaries]
-        sum_bundle, _ = pack_bundle(sums, 256 * 1024)
+        sum_bundle, _ = pack_bundle(sums, SUMMARY_BUNDLE_BYTES)
         ok = self._previous_publish_ok()
         for kind, value in (("groups", bundle), ("summaries", sum_bundle)):
             try:
@@ -131,7 +131,6 @@ class GroupExchange:
             except (TimeoutError, OSError, RuntimeError) as err:
                 log.warning("publishing %s failed (%s); training goes on", kind, err)
                 ok = False
-        self.bytes_out += len(bundle) + len(sum_bundle)
         return {"published": len(records) - unsent, "unsent": unsent, "publish_ok": ok,
                 "bytes_out": len(bundle) + len(sum_bundle)}
 
@@ -265,7 +264,7 @@ class GroupExchange:
     def _gather_summaries(self, result: GatherResult) -> None:
         for sender, (value, _) in self._fetch("summaries", result).items():
             try:
-                for raw in unpack_bundle(value, 256 * 1024):
+                for raw in unpack_bundle(value, SUMMARY_BUNDLE_BYTES):
                     s = decode_summary(raw, self.limits)
                     result.summaries.append(LengthSummary(s.group_size, s.max_len, s.median_len, s.mean_len,
                                                           s.total_tokens, s.gen_seconds, s.family))
