@@ -23,6 +23,8 @@ from pathlib import Path
 
 from protocol import PROTOCOL_VERSION
 
+from .models import first_line
+
 log = logging.getLogger(__name__)
 
 
@@ -100,18 +102,16 @@ class SwarmDHT:
 
     def __init__(self, settings: DHTSettings):
         from hivemind.dht.crypto import RSASignatureValidator
+        from hivemind.dht.validation import CompositeValidator
+        from hivemind.p2p.p2p_daemon_bindings.utils import P2PDaemonError
 
         self.settings = settings
-        from hivemind.dht.validation import CompositeValidator
-
         self.validator = RSASignatureValidator(_load_or_create_signing_key(settings.identity_path))
         self.record_validator = CompositeValidator(
             [self.validator, _schema_validator(settings.swarm, settings.max_value_bytes)])
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="swarm-dht", daemon=True)
         self._thread.start()
-        from hivemind.p2p.p2p_daemon_bindings.utils import P2PDaemonError
-
         try:
             self._node = self._call(self._create(), timeout=settings.startup_timeout + 30)
         except (P2PDaemonError, OSError, RuntimeError, TimeoutError, ValueError) as err:
@@ -121,8 +121,7 @@ class SwarmDHT:
 
     def _describe_failure(self, err: Exception) -> str:
         peers = ", ".join(self.settings.initial_peers) or "none"
-        first = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        return f"could not join the swarm (initial peers: {peers}): {first}"
+        return f"could not join the swarm (initial peers: {peers}): {first_line(err)}"
 
     async def _create(self):
         from hivemind.dht.node import DHTNode
