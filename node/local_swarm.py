@@ -15,7 +15,7 @@ import threading
 import time
 from pathlib import Path
 
-from .config import BACKENDS, ConfigError
+from .config import ConfigError, GenerationConfig
 from .progress import window_mean
 
 DEFAULT_MODELS = ("tiny-add", "tiny-sub", "tiny-add-lora", "small-add")
@@ -128,8 +128,7 @@ def run_local(args) -> int:
             raise ConfigError(f"local: {model!r} is not a zoo model (known: {', '.join(ZOO)})")
     if args.peers < 1:
         raise ConfigError(f"local: --peers must be >= 1, got {args.peers}")
-    if args.backend not in BACKENDS:
-        raise ConfigError(f"local: --backend must be one of {', '.join(BACKENDS)}, got {args.backend!r}")
+    GenerationConfig(backend=args.backend)  # the config's own check: one line for an unknown backend
     if args.backend == "vllm":  # a missing vLLM is one line here, not four peer logs
         from .vllm_backend import import_vllm
 

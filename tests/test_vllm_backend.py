@@ -226,3 +226,11 @@ def test_missing_vllm_is_one_line_through_the_cli(tmp_path, command):
     assert out.returncode == 2, out.stderr
     assert lines[-1].startswith("swarm: error: generation.backend 'vllm' needs vLLM, which is not installed")
     assert "Traceback" not in out.stderr
+
+
+def test_local_refuses_an_unknown_backend_in_one_line(tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "swarm_cli.py"), "local", "--backend", "bogus", "--peers", "1",
+                          "--out", str(tmp_path)], check=False, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert out.stderr.strip().splitlines()[-1] == (
+        "swarm: error: generation.backend must be one of transformers, vllm, got 'bogus'")
