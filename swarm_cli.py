@@ -193,19 +193,15 @@ def cmd_status(args) -> int:
 
     from node.control import query_health, query_status
 
-    if args.health:  # the standard grpc.health.v1 check (docker health checks use this)
-        try:
-            state = query_health(args.address, timeout=args.timeout)
-        except grpc.RpcError as err:
-            print(f"swarm: error: no node answers at {args.address} ({err.code().name})", file=sys.stderr)
-            return EXIT_UNREACHABLE
-        print(state)
-        return 0 if state == "SERVING" else 1
+    query = query_health if args.health else query_status  # health: the standard grpc.health.v1 check
     try:
-        reply = query_status(args.address, timeout=args.timeout)
+        reply = query(args.address, timeout=args.timeout)
     except grpc.RpcError as err:
         print(f"swarm: error: no node answers at {args.address} ({err.code().name})", file=sys.stderr)
         return EXIT_UNREACHABLE
+    if args.health:  # docker health checks use this
+        print(reply)
+        return 0 if reply == "SERVING" else 1
     rejected = ", ".join(f"{k} {v}" for k, v in sorted(reply.rejected.items())) or "none"
     lines = [f"{reply.role} {reply.peer_id} (up {reply.uptime:.0f} s)"]
     if reply.role == "peer":
