@@ -50,6 +50,9 @@ def test_bootstrap_prints_addresses_keeps_identity_answers_status_and_exits_clea
                              timeout=60, check=False)
         peer_id = addresses[0].rsplit("/p2p/", 1)[1]
         assert out.returncode == 0 and out.stdout.startswith(f"bootstrap {peer_id}") and addresses[0] in out.stdout
+        health = subprocess.run([*CLI, "status", f"127.0.0.1:{control}", "--health"], capture_output=True,
+                                text=True, timeout=60, check=False)
+        assert health.returncode == 0 and health.stdout.strip() == "SERVING"
     finally:
         assert stop(proc) == 0
     again, lines2 = start_bootstrap(tmp_path, port, control)  # restart: the same address
