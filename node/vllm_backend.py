@@ -173,7 +173,7 @@ class VLLMBackend:
         if self.lora:
             self._new_adapter(model)
         else:
-            tensors = [(name, t.detach()) for name, t in base_state_dict(model, False).items()]
+            tensors = list(model.state_dict().items())  # state_dict tensors are already detached
             self.llm.collective_rpc("swarm_load_weights", args=(tensors,))
             self.llm.reset_prefix_cache()
         self.syncs += 1
