@@ -11,7 +11,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from node.local_swarm import read_metrics
 from node.swarm_dht import DHTSettings, SwarmDHT
 from protocol.codec import WireCard, WireCompletion, WireGroup, encode_group, pack_bundle
 
@@ -88,10 +88,7 @@ def local_swarm(steps: int, peers: int, out: Path) -> tuple[int, list[dict]]:
     sampler.start()
     proc.wait()
     sampler.join(timeout=5)
-    rows = []
-    for path in sorted(out.glob("peer*.jsonl")):
-        rows += [json.loads(line) for line in path.read_text().splitlines()]
-    return peak[0], rows
+    return peak[0], [row for path in sorted(out.glob("peer*.jsonl")) for row in read_metrics(path)]
 
 
 def main(argv=None) -> int:
