@@ -67,9 +67,10 @@ def main(argv=None):
     base = load_model(ModelConfig(name=args.model)).model
     train = TrainConfig()
     ftis_model, grpo_model = copy.deepcopy(base), copy.deepcopy(base)
-    learner = Learner(ftis_model, 0, train, LossConfig(variant="f-tis"), temperature=1.0, lr=1e-3)
+    lr = 1e-3  # the same rate for both steps
+    learner = Learner(ftis_model, 0, train, LossConfig(variant="f-tis"), temperature=1.0, lr=lr)
     grpo_params = list(grpo_model.parameters())
-    grpo_opt = torch.optim.AdamW(grpo_params, lr=1e-3)
+    grpo_opt = torch.optim.AdamW(grpo_params, lr=lr)
     ftis_times, grpo_times = [], []
     for step in range(args.steps + 1):  # step 0 warms up
         start = time.perf_counter()
