@@ -72,7 +72,7 @@ def simulate(policy_name: str, family: str, mode: str, seed: int, steps: int, cf
         groups = [sample_group(family, step / steps, g, rng) for _ in range(n_prompts)]
         summaries = [LengthSummary(g, int(x.max()), float(np.median(x)), float(x.mean()), int(x.sum()), 0.0,
                                    family) for x in groups]
-        policy.after_step(summaries, [], family)
+        policy.after_step(summaries, {}, family)
         flags = [int(s.straggled(cfg.tau)) for s in summaries]
         stats.straggle += flags
         if step >= steps // 2:

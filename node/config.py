@@ -16,6 +16,8 @@ from pathlib import Path
 
 import tomllib
 
+from protocol import MAX_RECORD_TTL
+
 VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis")
 AGGREGATIONS = ("grpo", "dapo")
 REDUCTIONS = ("sum", "mean")
@@ -89,6 +91,9 @@ class LossConfig:
     divergence: str = "sum"  # reduction of log pi_gen - log pi_theta over a completion: sum | mean
     eps_std: float = 1e-4  # added to the group reward std in the advantage denominator
     max_log_ratio: float = 20.0  # log-ratios are clamped to +-this before exp (defensive)
+    div_floor: float = -3.0  # a received completion whose per-token mean of log pi_gen - log pi_theta is below
+    #                          this claims implausibly low behaviour log-probs: no gradient (docs/SECURITY.md)
+    div_ceiling: float = 20.0  # ... or above this: our model finds it implausibly unlikely (guards NoIS)
 
     def __post_init__(self):
         _check(self.variant in VARIANTS, "loss.variant", f"must be one of {', '.join(VARIANTS)}", self.variant)
@@ -100,6 +105,8 @@ class LossConfig:
         _check(self.divergence in REDUCTIONS, "loss.divergence", "must be sum or mean", self.divergence)
         _check(self.eps_std > 0, "loss.eps_std", "must be > 0", self.eps_std)
         _check(self.max_log_ratio > 0, "loss.max_log_ratio", "must be > 0", self.max_log_ratio)
+        _check(self.div_floor < 0, "loss.div_floor", "must be < 0", self.div_floor)
+        _check(self.div_ceiling > 0, "loss.div_ceiling", "must be > 0", self.div_ceiling)
 
 
 @dataclass(frozen=True)
@@ -160,6 +167,9 @@ class SAGCConfig:
     seed: int = 0  # Thompson-sampling generator seed
     peer_weight: float = 0.5  # evidence weight of another peer's group summary, same model family
     other_family_weight: float = 0.2  # evidence weight of a summary from another model family
+    max_sender_summaries: int = 8  # one peer's summaries of a step weigh at most as much as this many (a
+    #                                sender with more has each one scaled down): one sender's evidence per step
+    #                                is bounded by max_sender_summaries * peer_weight
 
     def __post_init__(self):
         c = self.candidates
@@ -178,6 +188,8 @@ class SAGCConfig:
         _check(0 <= self.peer_weight <= 1, "sagc.peer_weight", "must be in [0, 1]", self.peer_weight)
         _check(0 <= self.other_family_weight <= 1, "sagc.other_family_weight", "must be in [0, 1]",
                self.other_family_weight)
+        _check(self.max_sender_summaries >= 1, "sagc.max_sender_summaries", "must be >= 1",
+               self.max_sender_summaries)
 
 
 @dataclass(frozen=True)
@@ -193,7 +205,14 @@ class SwarmConfig:
     local_groups: int = 0  # own groups trained on per step (0: all generated)
     gather_deadline: float = 0.5  # seconds a step waits for fresh groups at most (no barrier)
     max_age: float = 120.0  # received groups older than this (seconds, sender's publish time) are stale
-    record_ttl: float = 120.0  # expiration of our published records, seconds
+    record_ttl: float = 120.0  # expiration of our published records, seconds (at most protocol MAX_RECORD_TTL)
+    max_sender_share: float = 1.0  # completions one sender may contribute to a step, relative to our own
+    #                                completions in that step (bounds one sender's share of the gradient)
+    max_records_per_step: int = 256  # received records examined per step, rejected ones included
+    max_bytes_per_step: int = 64 * 1024 * 1024  # received bytes unpacked and decoded per step
+    max_receive_cpu: float = 2.0  # CPU seconds per step spent on received records (decode, rebuild, score)
+    reannounce_every: float = 30.0  # seconds between re-announcements to the initial peers (a restarted
+    #                                 bootstrap relearns the swarm); while alone, sooner, with back-off
 
     def __post_init__(self):
         _check(bool(self.name) and "/" not in self.name, "swarm.name", "must be non-empty without '/'", self.name)
@@ -203,7 +222,14 @@ class SwarmConfig:
         _check(self.local_groups >= 0, "swarm.local_groups", "must be >= 0", self.local_groups)
         _check(self.gather_deadline >= 0, "swarm.gather_deadline", "must be >= 0", self.gather_deadline)
         _check(self.max_age > 0, "swarm.max_age", "must be > 0", self.max_age)
-        _check(self.record_ttl > 0, "swarm.record_ttl", "must be > 0", self.record_ttl)
+        _check(0 < self.record_ttl <= MAX_RECORD_TTL, "swarm.record_ttl", f"must be in (0, {MAX_RECORD_TTL:g}]",
+               self.record_ttl)
+        _check(self.max_sender_share > 0, "swarm.max_sender_share", "must be > 0", self.max_sender_share)
+        _check(self.max_records_per_step >= 1, "swarm.max_records_per_step", "must be >= 1",
+               self.max_records_per_step)
+        _check(self.max_bytes_per_step >= 1, "swarm.max_bytes_per_step", "must be >= 1", self.max_bytes_per_step)
+        _check(self.max_receive_cpu > 0, "swarm.max_receive_cpu", "must be > 0", self.max_receive_cpu)
+        _check(self.reannounce_every > 0, "swarm.reannounce_every", "must be > 0", self.reannounce_every)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,14 @@ group statistics but stops their gradient.
 Shapes: N completions (rows) x T completion positions; `mask` marks real completion tokens.
 Behaviour log-probs that are non-finite or positive are impossible for an honest generator: those tokens are
 dropped (masked out and counted) and replaced before any arithmetic so that no NaN reaches the gradient.
+
+Plausibility (docs/SECURITY.md): a received completion's behaviour log-probs are the sender's claim, and they
+set both w and D. An honest claim has a per-token mean divergence d = mean_t(log pi_gen - log pi_theta) that
+estimates KL(gen || theta) >= 0 and can only go negative by about the sender's own per-token surprisal; a
+claim far below (d < div_floor) says the sender's model found its own tokens far less likely than ours does,
+which is what claiming very low log-probs to max out w looks like. A claim far above (d > div_ceiling) says
+our model finds the completion implausible. Either way the completion gives no gradient (it stays in its
+group's statistics) and is counted as `implausible`. Own completions are never checked.
 """
 from __future__ import annotations
 
@@ -64,8 +72,11 @@ def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, dict]:
     logp_gen = torch.where(valid_gen, inp.logp_gen, inp.logp.detach())
     maskf = mask.to(inp.logp.dtype)
 
-    w = importance_weights(inp.logp, logp_gen, cfg)
     d_sum, d_mean = divergence(inp.logp, logp_gen, maskf)
+    implausible = ~inp.own.bool() & mask.any(dim=1) & ((d_mean < cfg.div_floor) | (d_mean > cfg.div_ceiling))
+    mask = mask & ~implausible[:, None]
+    maskf = mask.to(inp.logp.dtype)
+    w = importance_weights(inp.logp, logp_gen, cfg)
     d = d_sum if cfg.divergence == "sum" else d_mean
     has_tokens = mask.any(dim=1)
     filtered = torch.zeros_like(has_tokens)
@@ -93,6 +104,7 @@ def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, dict]:
         "sequences": int(has_tokens.sum()),
         "tokens": int(mask.sum()),
         "dropped_tokens": int(dropped.sum()),
+        "implausible": int(implausible.sum()),
         "filtered": int(filtered.sum()),
         "kept": int((has_tokens & ~filtered).sum()),
         "filtered_frac": float(filtered.sum() / has_tokens.sum().clamp(min=1)),

@@ -23,7 +23,7 @@ class FixedGroups:
     def choose(self) -> int:
         return self.group_size
 
-    def after_step(self, own: list[LengthSummary], others: list[LengthSummary], family: str) -> dict:
+    def after_step(self, own: list[LengthSummary], others: dict[bytes, list[LengthSummary]], family: str) -> dict:
         rate = sum(s.straggled(self.tau) for s in own) / max(len(own), 1)
         return {"straggler_rate": rate}
 
@@ -34,8 +34,14 @@ class FixedGroups:
         pass
 
 
+def sender_scale(n_summaries: int, cap: int) -> float:
+    """Scale of each summary of a sender that sent n this step: its summaries weigh as at most `cap` do."""
+    return min(1.0, cap / n_summaries) if n_summaries else 0.0
+
+
 class SAGCGroups:
-    """SAGC fed with own summaries (weight 1) and other peers' (weighted by model family)."""
+    """SAGC fed with own summaries (weight 1) and other peers' (weighted by model family, and scaled so that
+    one sender's summaries of a step carry at most max_sender_summaries * peer_weight of evidence)."""
 
     def __init__(self, cfg):
         self.cfg = cfg
@@ -44,11 +50,16 @@ class SAGCGroups:
     def choose(self) -> int:
         return self.controller.choose()
 
-    def after_step(self, own: list[LengthSummary], others: list[LengthSummary], family: str) -> dict:
+    def after_step(self, own: list[LengthSummary], others: dict[bytes, list[LengthSummary]], family: str) -> dict:
+        """own: this step's summaries; others: other peers' new summaries by sender."""
         c = self.cfg
+        weighted = [(s, 1.0) for s in own]
+        for summaries in others.values():
+            scale = sender_scale(len(summaries), c.max_sender_summaries)
+            weighted += [(s, scale * summary_weight(s, family, False, c.peer_weight, c.other_family_weight))
+                         for s in summaries]
         used = 0
-        for s, is_own in [(s, True) for s in own] + [(s, False) for s in others]:
-            weight = summary_weight(s, family, is_own, c.peer_weight, c.other_family_weight)
+        for s, weight in weighted:
             if s.group_size in self.controller.posteriors and weight > 0:
                 self.controller.observe(s.group_size, s.straggled(c.tau), weight)
                 used += 1

@@ -70,7 +70,8 @@ class Peer:
         if transport is not None and cfg.loss.variant != "alone":  # Alone: no sharing at all
             card = make_card(self.loaded.model, self.loaded.tokenizer, self.backend.name,
                              cfg.generation.temperature, cfg.generation.top_p, self.loaded.lora)
-            self.exchange = GroupExchange(transport, cfg.swarm, self.loaded.tokenizer, card, self.backend.eos_ids)
+            self.exchange = GroupExchange(transport, cfg.swarm, self.loaded.tokenizer, card, self.backend.eos_ids,
+                                          self.task, cfg.generation.max_new_tokens, seed=cfg.train.seed)
 
     def learning_rate(self) -> float:
         train, lora = self.cfg.train, self.loaded.lora
@@ -96,8 +97,8 @@ class Peer:
         if self.shuffle_control:
             shuffle_rewards(groups, self.rng)
         own_summaries = [summarize(g, self.family) for g in groups]
-        received, swarm_metrics = self.share(groups, own_summaries, step)
         local = groups[: self.cfg.swarm.local_groups] if self.cfg.swarm.local_groups else groups
+        received, swarm_metrics = self.share(groups, own_summaries, step, sum(len(g.completions) for g in local))
         start = time.perf_counter()
         metrics = self.learner.step(local + received.groups)
         self.backend.sync(self.loaded.model)  # the next step samples from the updated weights
@@ -112,18 +113,20 @@ class Peer:
                                     if self.backend.pads_batch else tokens)
         return StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, metrics)
 
-    def share(self, groups: list[Group], summaries, step: int) -> tuple[GatherResult, dict]:
-        """Publishes this step's groups and gathers other peers' (nothing when alone)."""
+    def share(self, groups: list[Group], summaries, step: int, own_completions: int) -> tuple[GatherResult, dict]:
+        """Publishes this step's groups and gathers other peers' (nothing when alone); one sender may add at
+        most swarm.max_sender_share x our own completions of the step."""
         if self.exchange is None:
             return GatherResult(), {}
         start = time.perf_counter()
         published = self.exchange.publish(groups, summaries, step)
-        received = self.exchange.gather(self.cfg.swarm.received_groups)
+        sender_cap = max(1, int(own_completions * self.cfg.swarm.max_sender_share))
+        received = self.exchange.gather(self.cfg.swarm.received_groups, sender_cap)
         return received, {
             **published, "groups_received": received.received, "groups_used": len(received.groups),
-            "rejected": dict(received.rejected), "bytes_in": received.bytes_in, "polls": received.polls,
-            "peers": received.peers, "swarm_seconds": time.perf_counter() - start,
-            "swarm_wait_seconds": received.waited,
+            "senders_used": received.senders, "rejected": dict(received.rejected), "bytes_in": received.bytes_in,
+            "polls": received.polls, "peers": received.peers, "swarm_seconds": time.perf_counter() - start,
+            "swarm_wait_seconds": received.waited, "receive_budget_hit": received.budget_hit,
             "received_reward": (sum(sum(g.rewards) for g in received.groups)
                                 / max(sum(len(g.completions) for g in received.groups), 1)),
         }

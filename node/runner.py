@@ -65,7 +65,7 @@ def dht_settings(swarm_cfg):
 
     return DHTSettings(swarm=swarm_cfg.name, initial_peers=swarm_cfg.initial_peers, host=swarm_cfg.host,
                        port=swarm_cfg.port, announce=swarm_cfg.announce, identity_path=swarm_cfg.identity,
-                       startup_timeout=swarm_cfg.startup_timeout)
+                       startup_timeout=swarm_cfg.startup_timeout, reannounce_every=swarm_cfg.reannounce_every)
 
 
 def train_loop(peer, steps: int, stop: threading.Event, on_step: Callable, status: NodeStatus | None = None):

@@ -9,27 +9,46 @@ Two hivemind traps are avoided by construction:
 
 Records: for each kind (e.g. "groups", "summaries") one DHT key per swarm and protocol version; each peer
 writes only under its own subkey, which RSASignatureValidator binds to the peer's RSA public key (a forged
-subkey or an overwrite of another peer's record is refused by every honest node), and a schema validator
-refuses other keys and values that are not byte strings within the size budget. Values expire; on clean
+subkey or an overwrite of another peer's record is refused by every honest node). The schema validator makes
+that binding mandatory: hivemind's signature check applies only to subkeys that carry the owner marker, so a
+record under our keys must have a `bytes` subkey that *is* an owner marker (a plain or `str` subkey would need
+no signature, and mixing `str` and `bytes` subkeys crashes hivemind's expiry heap), an expiration at most
+MAX_RECORD_TTL (+ clock skew) ahead, and a byte-string value within the size budget. Values expire; on clean
 shutdown a peer overwrites its records with an empty tombstone, which readers skip.
+
+Healing: a node that restarts (same identity, same address) comes back with an empty routing table, and the
+others have dropped it from theirs. Every node therefore re-announces itself to its initial peers every
+`reannounce_every` seconds, and sooner, with back-off, while it sees no other peer (re-bootstrapping its
+routing table then), so the swarm heals after any single process restarts.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocol import PROTOCOL_VERSION
+from protocol import CLOCK_SKEW, MAX_RECORD_TTL, PROTOCOL_VERSION
 
 from .models import first_line
+from .process import IdentityInUse, IdentityLock, ensure_port_free, kill_pids, own_children
 
 log = logging.getLogger(__name__)
 
 
 class SwarmUnreachable(RuntimeError):
     """The DHT could not start or reach any initial peer; the message says which."""
+
+
+class Stopped(RuntimeError):
+    """A stop signal arrived while the DHT was starting."""
+
+
+OWNER_SUBKEY = re.compile(rb"\[owner:[^\[\]]+\]")  # hivemind's RSASignatureValidator marker, nothing else
+ALONE_FIRST_RETRY = 2.0  # seconds before the first re-bootstrap once a node sees no other peer (then doubling)
 
 
 @dataclass(frozen=True)
@@ -43,6 +62,7 @@ class DHTSettings:
     startup_timeout: float = 30.0  # p2pd start-up time-out in seconds (hivemind's default 15 is often short)
     client_mode: bool = False  # reach the swarm without serving DHT requests (behind NAT)
     max_value_bytes: int = 3 * 1024 * 1024  # refuse to publish above this (hivemind's limit is 4 MiB)
+    reannounce_every: float = 30.0  # seconds between re-announcements to the initial peers (healing)
 
 
 def record_key(swarm: str, kind: str) -> str:
@@ -53,27 +73,38 @@ KINDS = ("groups", "summaries")
 
 
 def _schema_validator(swarm: str, max_bytes: int):
-    """Every honest node refuses records outside our schema: only our keys, values byte strings under the
-    size budget. (Content is validated again, strictly, by every receiver's codec.)"""
+    """Every honest node refuses records outside our schema: only our keys; the subkey a `bytes` owner marker
+    (so RSASignatureValidator always checks the owner's signature); an expiration at most MAX_RECORD_TTL
+    ahead (+ clock skew); the value a byte string under the size budget. (Content is validated again,
+    strictly, by every receiver's codec.)"""
     from hivemind.dht.protocol import DHTProtocol
     from hivemind.dht.routing import DHTID
     from hivemind.dht.validation import RecordValidatorBase
+    from hivemind.utils.timed_storage import get_dht_time
 
     key_ids = {DHTID.generate(source=record_key(swarm, kind)).to_bytes() for kind in KINDS}
 
+    def loads(data: bytes):
+        try:
+            return DHTProtocol.serializer.loads(data)
+        except Exception:  # noqa: BLE001 (anything undecodable is simply invalid)
+            return None
+
     class SwarmSchemaValidator(RecordValidatorBase):
         def validate(self, record) -> bool:
-            if record.key not in key_ids or record.subkey in DHTProtocol.RESERVED_SUBKEYS:
+            if record.key not in key_ids:
                 return False
-            try:
-                value = DHTProtocol.serializer.loads(record.value)
-            except Exception:  # noqa: BLE001 (anything undecodable is simply invalid)
+            subkey = loads(record.subkey)
+            if not isinstance(subkey, bytes) or not OWNER_SUBKEY.fullmatch(subkey):
                 return False
+            if not record.expiration_time <= get_dht_time() + MAX_RECORD_TTL + CLOCK_SKEW:
+                return False
+            value = loads(record.value)
             return isinstance(value, bytes) and len(value) <= max_bytes
 
         @property
         def priority(self) -> int:
-            return 0  # after the signature validator has stripped the signature
+            return 0  # after the signature validator has checked and stripped the signature
 
     return SwarmSchemaValidator()
 
@@ -100,24 +131,52 @@ def _load_or_create_signing_key(path: str):
 class SwarmDHT:
     """A DHT node in a private event loop with blocking, time-bounded methods."""
 
-    def __init__(self, settings: DHTSettings):
+    def __init__(self, settings: DHTSettings, stop: threading.Event | None = None):
+        """stop: an event that, once set, abandons a start in progress (raises Stopped)."""
         from hivemind.dht.crypto import RSASignatureValidator
         from hivemind.dht.validation import CompositeValidator
-        from hivemind.p2p.p2p_daemon_bindings.utils import P2PDaemonError
 
         self.settings = settings
+        ensure_port_free(settings.host, settings.port, "DHT")
+        self._lock = IdentityLock(settings.identity_path) if settings.identity_path else None
         self.validator = RSASignatureValidator(_load_or_create_signing_key(settings.identity_path))
         self.record_validator = CompositeValidator(
             [self.validator, _schema_validator(settings.swarm, settings.max_value_bytes)])
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="swarm-dht", daemon=True)
         self._thread.start()
-        try:
-            self._node = self._call(self._create(), timeout=settings.startup_timeout + 30)
-        except (P2PDaemonError, OSError, RuntimeError, TimeoutError, ValueError) as err:
-            self._stop_loop()
-            raise SwarmUnreachable(self._describe_failure(err)) from None
+        self._node = self._start(stop)
         self._published: dict[str, float] = {}  # kind -> expiration of our latest record
+        self.peers_seen = -1  # other peers with live records at the last fetch (-1: no fetch yet)
+        self.reannounced = 0  # re-announcements to the initial peers so far
+        self._maintenance = asyncio.run_coroutine_threadsafe(self._maintain(), self._loop)
+
+    def _start(self, stop: threading.Event | None):
+        from hivemind.p2p.p2p_daemon_bindings.utils import P2PDaemonError
+
+        daemons_before = set(own_children("p2pd"))
+        future = asyncio.run_coroutine_threadsafe(self._create(), self._loop)
+        deadline = time.monotonic() + self.settings.startup_timeout + 30
+        try:
+            while True:
+                try:
+                    return future.result(timeout=0.2)
+                except TimeoutError:
+                    if stop is not None and stop.is_set():
+                        raise Stopped("stopped while joining the swarm") from None
+                    if time.monotonic() > deadline:
+                        raise
+        except (P2PDaemonError, OSError, RuntimeError, TimeoutError, ValueError) as err:
+            future.cancel()
+            self._stop_loop()
+            kill_pids(set(own_children("p2pd")) - daemons_before)  # a daemon of the abandoned attempt
+            self._release()
+            if isinstance(err, Stopped):
+                raise
+            if "already taken" in str(err):  # hivemind's own check: this peer id is live elsewhere
+                raise IdentityInUse(f"identity file {self.settings.identity_path} is used by a running peer "
+                                    f"of the swarm: {first_line(err)}") from None
+            raise SwarmUnreachable(self._describe_failure(err)) from None
 
     def _describe_failure(self, err: Exception) -> str:
         peers = ", ".join(self.settings.initial_peers) or "none"
@@ -138,6 +197,42 @@ class SwarmDHT:
 
     def _call(self, coro, timeout: float):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    # ---- healing --------------------------------------------------------------------------------------
+    def alone(self) -> bool:
+        """Whether the last fetch found no other peer's records."""
+        return self.peers_seen == 0
+
+    async def _maintain(self) -> None:
+        """Re-announces to the initial peers every reannounce_every seconds; while alone, sooner, doubling."""
+        retry = ALONE_FIRST_RETRY
+        while True:
+            alone = self.alone()
+            await asyncio.sleep(min(retry, self.settings.reannounce_every) if alone
+                                else self.settings.reannounce_every)
+            try:
+                answered = await self._reannounce(rebootstrap=self.alone())
+            except Exception as err:  # noqa: BLE001 (a failed re-announcement is retried, never fatal)
+                log.debug("re-announcing failed: %s", err)
+                answered = 0
+            if alone and answered:
+                log.info("no other peer seen: re-announced to %d initial peer(s)", answered)
+            retry = retry * 2 if self.alone() else ALONE_FIRST_RETRY
+
+    async def _reannounce(self, rebootstrap: bool) -> int:
+        """Pings every initial peer (each learns us again, e.g. after its own restart); when `rebootstrap`,
+        also looks up our own id, which refills our routing table from theirs."""
+        from hivemind.p2p import PeerID
+        from hivemind.utils.multiaddr import Multiaddr
+
+        peers = {PeerID.from_base58(Multiaddr(m)["p2p"]) for m in self.settings.initial_peers}
+        pings = [self._node.protocol.call_ping(peer, validate=False, strict=False) for peer in peers]
+        answered = sum(r is not None for r in await asyncio.gather(*pings, return_exceptions=True)
+                       if not isinstance(r, BaseException))
+        if rebootstrap and answered:
+            await self._node.find_nearest_nodes([self._node.node_id])
+        self.reannounced += 1
+        return answered
 
     @property
     def own_subkey(self) -> bytes:
@@ -180,11 +275,13 @@ class SwarmDHT:
     async def _fetch(self, kind: str) -> dict[bytes, tuple[bytes, float]]:
         found = await self._node.get(record_key(self.settings.swarm, kind), latest=True)
         if found is None or not isinstance(found.value, dict):
+            self.peers_seen = 0
             return {}
         out = {}
         for subkey, item in found.value.items():
             if subkey != self.own_subkey and isinstance(item.value, bytes) and item.value:
                 out[subkey] = (item.value, item.expiration_time)
+        self.peers_seen = len(out)
         return out
 
     def withdraw(self, timeout: float = 5.0) -> None:
@@ -199,14 +296,27 @@ class SwarmDHT:
         self._published.clear()
 
     def shutdown(self) -> None:
+        """Stops the node; bounded in time and never raises (a stuck daemon is killed)."""
+        self._maintenance.cancel()
         try:
-            self._call(self._node.shutdown(), timeout=15)
+            self._call(self._node.shutdown(), timeout=10)
+        except Exception as err:  # noqa: BLE001 (shutting down must always finish)
+            log.warning("the DHT did not shut down cleanly (%s); killing its daemon", first_line(err))
+            child = getattr(self._node.p2p, "_child", None)
+            kill_pids({child.pid} if child is not None and child.returncode is None else set())
         finally:
             self._stop_loop()
+            self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
 
     def _stop_loop(self) -> None:
         try:
             self._call(_cancel_pending(), timeout=5)
+        except Exception as err:  # noqa: BLE001 (the loop is stopped below in any case)
+            log.debug("cancelling the DHT's tasks: %s", first_line(err))
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)

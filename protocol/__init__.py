@@ -1,5 +1,4 @@
-"""The wire protocol (schema, codec, DHT keys). Imports nothing from node/ and no torch.
-
-Filled in by the swarm issue; the package exists now so that the layout is in place.
-"""
+"""The wire protocol (schema, codec, DHT keys). Imports nothing from node/ and no torch."""
 PROTOCOL_VERSION = 1
+MAX_RECORD_TTL = 600.0  # seconds: no record under the swarm's keys may expire later than this from now
+CLOCK_SKEW = 60.0  # seconds of clock disagreement tolerated on top (FIELD-NOTES: peers agree within 3 s)

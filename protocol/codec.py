@@ -1,8 +1,16 @@
 """Encoding and strict validation of wire records (no torch, nothing from node/).
 
 Everything decoded here comes from the network and is hostile until checked: the byte budget is enforced
-before parsing; version, sizes, types, vocabulary range, log-probs (finite, <= 0) and length consistency are
-checked after. A failure raises `RecordError` whose `reason` is a short stable word for counting.
+before parsing; version, sizes, types, tokenizer, vocabulary range, completion length (the receiver's own
+generation limit), log-probs and length consistency are checked after. A failure raises `RecordError` whose
+`reason` is a short stable word for counting.
+
+Behaviour log-probs must be finite, <= 0 and *possible for an honest sampler*: for any sampling distribution
+over V tokens, E[exp(surprisal)] = sum_a p(a) / p(a) <= V, so by Markov's inequality a completion's total
+surprisal exceeds n * ln(V) + t with probability at most exp(-t), whatever the model, temperature or top-p.
+A completion claiming more is refused ("logprob"); with t = 20 an honest one is refused with probability
+below 3e-9. This bounds how low a sender can claim its log-probs to be, which is how a sender would inflate
+the importance weight (docs/SECURITY.md).
 
 Compact form: token ids in the smallest little-endian width that holds the sender's vocabulary (1-4 bytes),
 behaviour log-probs as float16 (2 bytes). Values below float16's range (< -65504) cannot occur for sane
@@ -10,7 +18,9 @@ models and are refused; tiny magnitudes keep their relative precision (float16 s
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import hashlib
+import math
+from dataclasses import dataclass
 
 import msgpack
 import numpy as np
@@ -38,9 +48,10 @@ class Limits:
 
     max_bytes: int = 3 * 1024 * 1024  # whole record (hivemind's message limit is 4 MiB)
     max_completions: int = 64
-    max_tokens: int = 8192  # per completion
+    max_tokens: int = 8192  # per completion: a receiver sets its own generation limit (max_new_tokens)
     max_prompt_tokens: int = 8192
     max_text: int = 128  # any string field
+    surprisal_slack: float = 20.0  # t of the honest-sampler bound: total surprisal <= n ln V + t
 
 
 @dataclass
@@ -75,7 +86,6 @@ class WireGroup:
     card: WireCard
     step: int = 0
     created: float = 0.0
-    meta: dict = field(default_factory=dict)
 
 
 def id_dtype(vocab_size: int) -> np.dtype:
@@ -157,19 +167,27 @@ def _parse(data: bytes, limits: Limits, message_type):
     return msg
 
 
-def _decode_completion(c, vocab_size: int, limits: Limits) -> WireCompletion:
+def _decode_completion(c, vocab_size: int, receiver_vocab: int, limits: Limits) -> WireCompletion:
+    width = id_width(vocab_size)
+    if len(c.token_ids) > limits.max_tokens * width:  # before unpacking: refuse long ones for free
+        raise RecordError("length", f"completion of {len(c.token_ids) // width} tokens "
+                                    f"> this peer's generation limit {limits.max_tokens}")
     ids = unpack_ids(c.token_ids, vocab_size)
     lps = unpack_logprobs(c.logprobs)
-    if not 1 <= ids.size <= limits.max_tokens:
-        raise RecordError("shape", f"completion of {ids.size} tokens (1..{limits.max_tokens} allowed)")
+    if ids.size < 1:
+        raise RecordError("shape", "empty completion")
     if lps.size != ids.size:
         raise RecordError("shape", f"{ids.size} tokens but {lps.size} log-probs")
-    if ids.max() >= vocab_size:
-        raise RecordError("vocab", f"token id {int(ids.max())} >= vocabulary {vocab_size}")
+    if ids.max() >= receiver_vocab:
+        raise RecordError("vocab", f"token id {int(ids.max())} >= vocabulary {receiver_vocab}")
     if not np.isfinite(lps).all():
         raise RecordError("logprob", "non-finite behaviour log-prob")
     if (lps > 0).any():
         raise RecordError("logprob", f"positive behaviour log-prob {float(lps.max())}")
+    surprisal, bound = -float(lps.astype(np.float64).sum()), surprisal_bound(ids.size, vocab_size, limits)
+    if surprisal > bound:
+        raise RecordError("logprob", f"claimed surprisal {surprisal:.1f} nats over {ids.size} tokens: an honest "
+                                     f"sampler exceeds {bound:.1f} with probability < exp(-{limits.surprisal_slack:g})")
     if c.finish not in FINISH_NAMES:
         raise RecordError("shape", f"unknown finish reason {c.finish}")
     if not np.isfinite(c.reward):
@@ -177,23 +195,38 @@ def _decode_completion(c, vocab_size: int, limits: Limits) -> WireCompletion:
     return WireCompletion(ids.tolist(), lps.tolist(), FINISH_NAMES[c.finish], float(c.reward))
 
 
-def decode_group(data: bytes, receiver_vocab: int, limits: Limits = Limits()) -> WireGroup:
-    """Parses and validates a group; token ids must fall inside the receiver's vocabulary too."""
+def surprisal_bound(n_tokens: int, vocab_size: int, limits: Limits) -> float:
+    """The most total surprisal (nats) an honest sampler's n tokens may claim (see the module docstring)."""
+    return n_tokens * math.log(vocab_size) + limits.surprisal_slack
+
+
+def decode_group(data: bytes, receiver_vocab: int, limits: Limits = Limits(),
+                 tokenizer: str | None = None) -> WireGroup:
+    """Parses and validates a group; token ids must fall inside the receiver's vocabulary too.
+
+    tokenizer: the receiver's tokenizer fingerprint; when given, a group from another tokenizer is refused
+    ("tokenizer") before its content is looked at, and one that claims ours must also claim our vocabulary."""
     msg = _parse(data, limits, pb.Group)
     card = msg.card
     if not 2 <= card.vocab_size <= 1 << 24:
         raise RecordError("shape", f"vocabulary size {card.vocab_size}")
-    vocab = min(card.vocab_size, receiver_vocab)
+    if tokenizer is not None:
+        if card.tokenizer != tokenizer:
+            raise RecordError("tokenizer", f"tokenizer {card.tokenizer[:16]!r} is not ours")
+        if card.vocab_size != receiver_vocab:
+            raise RecordError("shape", f"our tokenizer with a vocabulary of {card.vocab_size}, not {receiver_vocab}")
     if not 2 <= len(msg.completions) <= limits.max_completions:
         raise RecordError("shape", f"group of {len(msg.completions)} completions (2..{limits.max_completions})")
+    if len(msg.prompt_ids) > limits.max_prompt_tokens * id_width(card.vocab_size):
+        raise RecordError("shape", f"prompt longer than {limits.max_prompt_tokens} tokens")
     prompt = unpack_ids(msg.prompt_ids, card.vocab_size)
-    if not 1 <= prompt.size <= limits.max_prompt_tokens or prompt.max() >= vocab:
-        raise RecordError("vocab" if prompt.size else "shape", "prompt ids empty, too long or out of vocabulary")
+    if not prompt.size or prompt.max() >= receiver_vocab:
+        raise RecordError("vocab" if prompt.size else "shape", "prompt ids empty or out of vocabulary")
     if msg.task.split not in ("train", "test") or not msg.task.task:
         raise RecordError("task", f"task {msg.task.task!r} split {msg.task.split!r}")
     if not (np.isfinite(msg.created) and np.isfinite(card.temperature) and np.isfinite(card.top_p)):
         raise RecordError("shape", "non-finite number in header")
-    completions = [_decode_completion(c, vocab, limits) for c in msg.completions]
+    completions = [_decode_completion(c, card.vocab_size, receiver_vocab, limits) for c in msg.completions]
     wire_card = WireCard(
         family=_check_text("family", card.family, limits), n_params=card.n_params, lora=card.lora,
         tokenizer=_check_text("tokenizer", card.tokenizer, limits), vocab_size=card.vocab_size,
@@ -203,6 +236,18 @@ def decode_group(data: bytes, receiver_vocab: int, limits: Limits = Limits()) ->
                      task_version=_check_text("task version", msg.task.version, limits), split=msg.task.split,
                      index=msg.task.index, prompt_ids=prompt.tolist(), completions=completions, card=wire_card,
                      step=msg.step, created=msg.created)
+
+
+def group_identity(group: WireGroup) -> bytes:
+    """What a group *is*, independent of the fields a sender can restamp (step, created, rewards, card) and of
+    the order of its completions: the task reference, the prompt ids and the set of completion token ids.
+    A replayed, re-stamped or re-ordered copy has the same identity, so it is used at most once."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"{group.task}\0{group.task_version}\0{group.split}\0{group.index}\0".encode())
+    digest.update(np.asarray(group.prompt_ids, dtype="<u4").tobytes())
+    for ids in sorted(np.asarray(c.token_ids, dtype="<u4").tobytes() for c in group.completions):
+        digest.update(len(ids).to_bytes(4, "little") + ids)
+    return digest.digest()
 
 
 @dataclass(frozen=True)

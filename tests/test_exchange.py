@@ -43,7 +43,7 @@ def test_received_rewards_are_rescored_locally(hub_and_peers):
     for c in claimed.completions:
         c.reward = 1.0
     hub.records["groups"][b"liar"] = (pack_bundle([claimed.SerializeToString()], 10**6)[0], hub.clock() + 60)
-    result = record.gather(budget=100)
+    result = record.gather(budget=100, sender_cap=1000)
     lied = [g for g in result.groups if g.item.ref.index == claimed.task.index]
     assert lied and all(c.reward == a.task.score(g.item, c.text, c.finish_reason == "stop")
                         for g in lied for c in g.completions)
@@ -55,8 +55,8 @@ def tamper(hub, mutate):
     """A copy of b's latest record, changed by `mutate`, published by 'mallory'."""
     raw = msgpack.unpackb(hub.records["groups"][b"b"][0], raw=True)[0]
     msg = pb.Group.FromString(raw)
+    msg.completions.add().CopyFrom(msg.completions[0])  # new content: not a replay of b's group
     mutate(msg)
-    msg.step += 1000 + np.random.randint(10**6)  # a new record, not a replay
     return msg.SerializeToString()
 
 
@@ -107,7 +107,7 @@ def test_gathering_waits_boundedly_and_never_spins():
     lone.exchange.sleep = slept.append  # nothing new arrives: poll with growing intervals until the deadline
     clock = iter(range(1000))
     hub.clock = lambda: 1e9 + next(clock) * 0.5
-    result = lone.exchange.gather(budget=10)
+    result = lone.exchange.gather(budget=10, sender_cap=1000)
     assert result.polls <= 12 and slept == sorted(slept) and slept[-1] <= 1.0
 
 

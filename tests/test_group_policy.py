@@ -40,20 +40,33 @@ def test_batch_modes():
 
 def test_other_peers_teach_the_risk_of_an_untried_size():
     policy = SAGCGroups(SAGCConfig(initial=8, gamma=1.0))
-    policy.after_step([summary(8, False)], [summary(16, True)] * 10, family="qwen2")
+    policy.after_step([summary(8, False)], {b"p1": [summary(16, True)] * 5, b"p2": [summary(16, True)] * 5},
+                      family="qwen2")
     post = policy.controller.posteriors
     assert post[16].alpha == pytest.approx(1 + 10 * 0.5) and post[16].beta == 1.0  # never tried locally
     assert post[8].beta == 2.0
     other = SAGCGroups(SAGCConfig(initial=8, gamma=1.0))
-    other.after_step([summary(8, False)], [summary(16, True, family="llama")] * 10, family="qwen2")
-    assert other.controller.posteriors[16].alpha == pytest.approx(1 + 10 * 0.2)
+    other.after_step([summary(8, False)], {b"p": [summary(16, True, family="llama")] * 8}, family="qwen2")
+    assert other.controller.posteriors[16].alpha == pytest.approx(1 + 8 * 0.2)
+
+
+@pytest.mark.parametrize("flood", [8, 9, 100, 10_000])
+def test_one_sender_moves_the_controller_by_at_most_its_bound(flood):
+    """A sender's summaries of one step carry at most max_sender_summaries x peer_weight of evidence, however
+    many it sends (here: a flood of 'never straggles at 16'); below the cap each one counts in full."""
+    cfg = SAGCConfig(initial=8, gamma=1.0, max_sender_summaries=8)
+    policy = SAGCGroups(cfg)
+    policy.after_step([], {b"flooder": [summary(16, False)] * flood}, family="qwen2")
+    post = policy.controller.posteriors[16]
+    assert post.alpha == 1.0
+    assert post.beta == pytest.approx(1.0 + min(flood, 8) * cfg.peer_weight)  # exactly the bound: 1 + 8 * 0.5
 
 
 def test_sizes_outside_the_candidates_are_ignored_and_rates_are_own():
     policy = SAGCGroups(SAGCConfig())
-    m = policy.after_step([summary(16, True), summary(16, False)], [summary(6, True)], family="qwen2")
+    m = policy.after_step([summary(16, True), summary(16, False)], {b"p": [summary(6, True)]}, family="qwen2")
     assert m["straggler_rate"] == 0.5 and m["summaries_used"] == 2
     assert m["lambda"] == pytest.approx(SAGCConfig().eta * (0.5 - 0.3))
     fixed = FixedGroups(8, tau=2.0)
-    assert fixed.choose() == 8 and fixed.after_step([summary(8, True)] * 3 + [summary(8, False)], [], "x") == {
+    assert fixed.choose() == 8 and fixed.after_step([summary(8, True)] * 3 + [summary(8, False)], {}, "x") == {
         "straggler_rate": 0.75}

@@ -8,7 +8,8 @@ from .count import CountTask
 from .gym import PREFIX as GYM_PREFIX
 from .hub_math import _SPECS as _HUB_NAMES
 
-__all__ = ["Item", "Task", "TaskRef", "UnknownTaskError", "get_task", "item_seed", "task_names"]
+__all__ = ["Item", "Task", "TaskRef", "UnknownTaskError", "get_task", "item_seed", "offline_task", "task_names"]
+OFFLINE = (*_ARITH_NAMES, "count")  # built from the name alone, offline, in microseconds
 
 
 def task_names() -> list[str]:
@@ -30,3 +31,9 @@ def get_task(name: str, data_files: str = "") -> Task:
 
         return GymTask(name)
     raise UnknownTaskError(f"unknown task {name!r} (known: {', '.join(task_names())})")
+
+
+def offline_task(name: str) -> Task | None:
+    """The task if any peer can build it offline in microseconds (procedural, no data, no imports), else
+    None: a received task reference names such a task or this peer's own, never one to load or download."""
+    return get_task(name) if name in OFFLINE else None

@@ -5,11 +5,13 @@ rebuilds it in microseconds without materialising a large dataset.
 """
 from __future__ import annotations
 
+import collections
 import importlib.metadata
 
 from .base import Item, TaskRef, UnknownTaskError, item_seed
 
 PREFIX = "gym:"
+CACHE = 4096  # items kept (a step scores the items it generated; received references are bounded too)
 
 
 class GymTask:
@@ -26,14 +28,18 @@ class GymTask:
             reasoning_gym.create_dataset(self.gym_name, size=1, seed=0)
         except ValueError as err:  # reasoning-gym's error for an unknown name
             raise UnknownTaskError(f"unknown reasoning-gym task {self.gym_name!r} ({err})") from None
-        self._entries: dict[tuple[str, int], tuple[object, dict]] = {}
+        self._entries: collections.OrderedDict = collections.OrderedDict()  # (split, index) -> (dataset, entry)
 
     def _entry(self, split: str, index: int):
         key = (split, index)
-        if key not in self._entries:
+        if key in self._entries:
+            self._entries.move_to_end(key)
+        else:
             seed = item_seed(self.name, self.version, split, index)
             dataset = self._rg.create_dataset(self.gym_name, size=1, seed=seed)
             self._entries[key] = (dataset, dataset[0])
+            if len(self._entries) > CACHE:
+                self._entries.popitem(last=False)
         return self._entries[key]
 
     def item(self, split: str, index: int) -> Item:

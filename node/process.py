@@ -1,0 +1,126 @@
+"""What a long-running node needs from its operating system: exclusive ports and identities, its own child
+processes, and a stop that always ends.
+
+- Ports: p2pd and gRPC bind with SO_REUSEPORT, so a second process on a taken port would start without an
+  error and share (or steal) the first one's traffic. `ensure_port_free` probes the port without that option
+  first and turns a taken port into one line.
+- Identities: two processes with one identity file would be one peer id twice. `IdentityLock` holds an
+  exclusive lock beside the file for the life of the process (the kernel drops it when the process dies,
+  even by SIGKILL, so a restart after a crash is never refused).
+- Stopping: `stop_on_signals` turns SIGTERM / SIGINT into an event the loops poll, and arms a watchdog that
+  ends the process (after killing the p2pd daemons it started) if the graceful stop has not finished within
+  `timeout` seconds, whatever the process was doing.
+"""
+from __future__ import annotations
+
+import errno
+import fcntl
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+EXIT_FORCED = 1  # exit code when the watchdog had to end the process
+
+
+class PortInUse(OSError):
+    """A port that another process holds; the message names it."""
+
+
+class IdentityInUse(RuntimeError):
+    """An identity file that another running process holds; the message names it."""
+
+
+def ensure_port_free(host: str, port: int, what: str) -> None:
+    """Raises PortInUse when host:port is taken (port 0, any free port, is always fine)."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a TIME_WAIT leftover is not an owner
+        try:
+            probe.bind((host, port))
+        except OSError as err:
+            if err.errno in (errno.EADDRINUSE, errno.EACCES):
+                raise PortInUse(f"{what} port {port} on {host} is already in use by another process") from None
+            raise
+
+
+class IdentityLock:
+    """An exclusive, non-blocking lock on `<identity>.lock`, held until `release()` or process exit."""
+
+    def __init__(self, identity_path: str):
+        self.path = Path(identity_path + ".lock")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(self._fd, 32).decode(errors="replace").strip() or "?"
+            os.close(self._fd)
+            raise IdentityInUse(f"identity file {identity_path} is in use by another running process "
+                                f"(pid {holder}); give this process its own --identity") from None
+        os.ftruncate(self._fd, 0)
+        os.write(self._fd, str(os.getpid()).encode())
+
+    def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)  # closing drops the lock
+            self._fd = -1
+
+
+def own_children(name: str) -> list[int]:
+    """PIDs of this process's direct children whose command name is `name` (Linux /proc; [] elsewhere)."""
+    me, found = os.getpid(), []
+    for entry in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = entry.read_text()
+        except OSError:
+            continue
+        comm = text[text.index("(") + 1: text.rindex(")")]
+        ppid = int(text[text.rindex(")") + 2:].split()[1])
+        if ppid == me and comm == name:
+            found.append(int(entry.parent.name))
+    return found
+
+
+def kill_pids(pids) -> int:
+    """SIGKILLs the given processes (children this process started); returns how many were still there."""
+    killed = 0
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed += 1
+        except ProcessLookupError:
+            pass
+    return killed
+
+
+def _watchdog(timeout: float) -> None:
+    time.sleep(timeout)
+    print(f"swarm: did not stop within {timeout:.0f} s of the stop signal; exiting now", file=sys.stderr,
+          flush=True)
+    kill_pids(own_children("p2pd"))  # the daemons this process started would outlive it
+    os._exit(EXIT_FORCED)
+
+
+def stop_on_signals(timeout: float) -> threading.Event:
+    """An event set by SIGTERM or SIGINT; the first one also arms the watchdog (a second Ctrl-C interrupts)."""
+    stop = threading.Event()
+
+    def handler(signum, frame):
+        if stop.is_set():
+            if signum == signal.SIGINT:
+                raise KeyboardInterrupt
+            return
+        stop.set()
+        threading.Thread(target=_watchdog, args=(timeout,), name="stop-watchdog", daemon=True).start()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
