@@ -143,10 +143,18 @@ def cmd_join(args) -> int:
     _prepare(cfg)
     from node.control import ControlServer, NodeStatus
     from node.peer import Peer
-    from node.runner import connect, dht_settings, stop_on_signals
+    from node.process import ensure_port_free, stop_on_signals
+    from node.runner import connect, dht_settings
+    from node.swarm_dht import Stopped
 
-    stop = stop_on_signals()
-    dht = connect(dht_settings(cfg.swarm), args.join_attempts, stop)
+    if args.control_port > 0:
+        ensure_port_free(args.control_host, args.control_port, "control API")  # before anything starts
+    stop = stop_on_signals(args.stop_timeout)
+    try:
+        dht = connect(dht_settings(cfg.swarm), args.join_attempts, stop)
+    except Stopped as err:
+        print(f"{err}", file=sys.stderr)
+        return 0
     server = None
     peer = None
     try:
@@ -168,7 +176,8 @@ def cmd_join(args) -> int:
 
 def cmd_bootstrap(args) -> int:
     """A DHT-only daemon that peers join through."""
-    from node.runner import run_bootstrap, stop_on_signals
+    from node.process import stop_on_signals
+    from node.runner import run_bootstrap
     from node.swarm_dht import DHTSettings
 
     identity = args.identity if args.identity is not None else str(
@@ -176,7 +185,7 @@ def cmd_bootstrap(args) -> int:
     settings = DHTSettings(swarm=args.swarm, host=args.host, port=args.port, announce=tuple(args.announce or ()),
                            identity_path=identity, startup_timeout=args.startup_timeout,
                            initial_peers=tuple(args.initial_peers or ()))
-    return run_bootstrap(settings, args.status_every, args.control_port, stop_on_signals(),
+    return run_bootstrap(settings, args.status_every, args.control_port, stop_on_signals(args.stop_timeout),
                          lambda line: print(line, flush=True), address_file=args.address_file)
 
 
@@ -276,6 +285,9 @@ def _network_arguments(p: argparse.ArgumentParser, default_port: int | None) -> 
     p.add_argument("--announce", action="append", metavar="MULTIADDR", help="address to announce (public hosts)")
     p.add_argument("--startup-timeout", type=float, default=None if default_port is None else 30.0,
                    help="p2pd start-up time-out, seconds")
+    p.add_argument("--stop-timeout", type=float, default=20.0,
+                   help="seconds after SIGTERM / Ctrl-C within which the process ends, gracefully or not "
+                        "(default 20)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -19,6 +19,7 @@ class Batch:
     logp_gen: torch.Tensor  # [N, T] behaviour log-probs (0 where padded)
     advantages: torch.Tensor  # [N]
     own: torch.Tensor  # [N] bool
+    group: torch.Tensor  # [N] long, index of the row's group in the step
 
     def to(self, device) -> Batch:
         return Batch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
@@ -26,13 +27,14 @@ class Batch:
 
 def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_variance: bool) -> Batch | None:
     """One row per completion; None when nothing is left (e.g. every group had equal rewards under DAPO)."""
-    rows = []
-    for group in groups:
+    rows, row_group = [], []
+    for g, group in enumerate(groups):
         if drop_zero_variance and not has_variance(group.rewards):
             continue
         for completion, adv in zip(group.completions, group_advantages(group.rewards, eps_std)):
             if completion.token_ids:
                 rows.append((group.prompt_ids, completion, adv, group.own))
+                row_group.append(g)
     if not rows:
         return None
     width = max(len(p) + len(c.token_ids) for p, c, _, _ in rows)
@@ -51,4 +53,4 @@ def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_vari
         logp_gen[i, :c] = torch.tensor(completion.logprobs, dtype=torch.float32)
     advantages = torch.tensor([adv for _, _, adv, _ in rows], dtype=torch.float32)
     own = torch.tensor([o for _, _, _, o in rows], dtype=torch.bool)
-    return Batch(input_ids, attention, positions, mask, logp_gen, advantages, own)
+    return Batch(input_ids, attention, positions, mask, logp_gen, advantages, own, torch.tensor(row_group))

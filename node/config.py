@@ -91,9 +91,12 @@ class LossConfig:
     divergence: str = "sum"  # reduction of log pi_gen - log pi_theta over a completion: sum | mean
     eps_std: float = 1e-4  # added to the group reward std in the advantage denominator
     max_log_ratio: float = 20.0  # log-ratios are clamped to +-this before exp (defensive)
-    div_floor: float = -3.0  # a received completion whose per-token mean of log pi_gen - log pi_theta is below
-    #                          this claims implausibly low behaviour log-probs: no gradient (docs/SECURITY.md)
-    div_ceiling: float = 20.0  # ... or above this: our model finds it implausibly unlikely (guards NoIS)
+    ratio_bound: float = 20.0  # b: a received group whose sum of log pi_theta - log pi_gen over all its tokens
+    #                            exceeds b (+ ratio_bound_per_token per token) gives no gradient; an honest
+    #                            sender's group does so with probability <= exp(-b) (node/ftis.py, SECURITY.md)
+    ratio_bound_per_token: float = 0.01  # allowance per token for numerical differences (e.g. bf16 engines)
+    div_ceiling: float = 20.0  # a received completion whose per-token mean of log pi_gen - log pi_theta is above
+    #                            this is implausibly unlikely under our model: no gradient (guards NoIS)
 
     def __post_init__(self):
         _check(self.variant in VARIANTS, "loss.variant", f"must be one of {', '.join(VARIANTS)}", self.variant)
@@ -105,7 +108,9 @@ class LossConfig:
         _check(self.divergence in REDUCTIONS, "loss.divergence", "must be sum or mean", self.divergence)
         _check(self.eps_std > 0, "loss.eps_std", "must be > 0", self.eps_std)
         _check(self.max_log_ratio > 0, "loss.max_log_ratio", "must be > 0", self.max_log_ratio)
-        _check(self.div_floor < 0, "loss.div_floor", "must be < 0", self.div_floor)
+        _check(self.ratio_bound > 0, "loss.ratio_bound", "must be > 0", self.ratio_bound)
+        _check(self.ratio_bound_per_token >= 0, "loss.ratio_bound_per_token", "must be >= 0",
+               self.ratio_bound_per_token)
         _check(self.div_ceiling > 0, "loss.div_ceiling", "must be > 0", self.div_ceiling)
 
 

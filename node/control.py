@@ -14,6 +14,8 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from protocol import control_pb2, control_pb2_grpc
 
+from .process import PortInUse, ensure_port_free
+
 
 @dataclass
 class NodeStatus:
@@ -51,16 +53,23 @@ class _Control(control_pb2_grpc.ControlServicer):
 
 
 class ControlServer:
-    """Serves Control and grpc.health.v1 on host:port (port 0: any free port, see `.port`)."""
+    """Serves Control and grpc.health.v1 on host:port (port 0: any free port, see `.port`).
+
+    SO_REUSEPORT is off: a taken port is an error (PortInUse), never a second server on it that might answer
+    the first one's `status` / `--health` calls."""
 
     def __init__(self, status: Callable[[], NodeStatus], host: str = "127.0.0.1", port: int = 0):
-        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=[("grpc.so_reuseport", 0)])
         control_pb2_grpc.add_ControlServicer_to_server(_Control(status), self.server)
         self.health = health.HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
-        self.port = self.server.add_insecure_port(f"{host}:{port}")
+        ensure_port_free(host, port, "control API")
+        try:
+            self.port = self.server.add_insecure_port(f"{host}:{port}")
+        except RuntimeError:  # grpc's failed bind
+            self.port = 0
         if self.port == 0:
-            raise OSError(f"control API could not bind {host}:{port}")
+            raise PortInUse(f"control API port {port} on {host} could not be bound (in use?)")
         self.server.start()
         self.set_serving(True)
 

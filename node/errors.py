@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .config import ConfigError
 from .models import ModelLoadError
+from .process import IdentityInUse, PortInUse
 from .swarm_dht import SwarmUnreachable  # light: hivemind is imported only when a DHT starts
 from .tasks import UnknownTaskError
 
@@ -11,5 +12,5 @@ class BackendUnavailable(RuntimeError):
     """A generation backend that cannot run here (e.g. vLLM not installed); the message says what to do."""
 
 
-USER_ERRORS = (ConfigError, ModelLoadError, UnknownTaskError, BackendUnavailable)  # exit 2
+USER_ERRORS = (ConfigError, ModelLoadError, UnknownTaskError, BackendUnavailable, PortInUse, IdentityInUse)  # exit 2
 UNREACHABLE_ERRORS = (SwarmUnreachable,)  # exit 3

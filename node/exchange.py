@@ -395,10 +395,12 @@ class GroupExchange:
                 result.summaries[sender] = [LengthSummary(s.group_size, s.max_len, s.median_len, s.mean_len,
                                                           s.total_tokens, s.gen_seconds, s.family) for s in fresh]
 
-    def close(self) -> None:
+    def close(self, timeout: float = 5.0) -> None:
+        """Lets the last publishes land (at most `timeout` seconds in all), then withdraws our records."""
+        deadline = time.monotonic() + timeout
         for future in self.pending:  # let the last publishes land before the tombstones
             try:
-                error = future.exception(timeout=5)
+                error = future.exception(timeout=max(deadline - time.monotonic(), 0.01))
             except TimeoutError:
                 error = "timed out"
             if error is not None:

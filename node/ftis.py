@@ -16,12 +16,15 @@ Behaviour log-probs that are non-finite or positive are impossible for an honest
 dropped (masked out and counted) and replaced before any arithmetic so that no NaN reaches the gradient.
 
 Plausibility (docs/SECURITY.md): a received completion's behaviour log-probs are the sender's claim, and they
-set both w and D. An honest claim has a per-token mean divergence d = mean_t(log pi_gen - log pi_theta) that
-estimates KL(gen || theta) >= 0 and can only go negative by about the sender's own per-token surprisal; a
-claim far below (d < div_floor) says the sender's model found its own tokens far less likely than ours does,
-which is what claiming very low log-probs to max out w looks like. A claim far above (d > div_ceiling) says
-our model finds the completion implausible. Either way the completion gives no gradient (it stays in its
-group's statistics) and is counted as `implausible`. Own completions are never checked.
+set both w and D. For completions y that an honest generator sampled from pi_gen, whatever our model,
+E[pi_theta(y) / pi_gen(y)] = sum_y pi_theta(y) <= 1, and the G completions of a group are independent samples,
+so by Markov's inequality the group's total log-ratio sum_i sum_t (log pi_theta - log pi_gen) exceeds b with
+probability at most exp(-b). A received group above `ratio_bound` (+ `ratio_bound_per_token` per token, for
+numerical differences between the two computations) claims its tokens were far less likely to its sampler
+than our model finds them: exactly how a sender would pin w at C on text of its choice. Such a group gives
+no gradient (its rows are counted as `implausible`). The other side: a received completion whose per-token
+mean of log pi_gen - log pi_theta exceeds `div_ceiling` is one our model finds implausibly unlikely (w already
+shrinks it; this guards the variants that ignore w). Own completions are never checked.
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ class LossInputs:
     mask: torch.Tensor  # [N, T] bool, True on completion tokens
     advantages: torch.Tensor  # [N] group-relative advantages
     own: torch.Tensor  # [N] bool, True for completions this peer generated
+    group: torch.Tensor | None = None  # [N] long, the row's group (None: each row is a group of its own)
 
 
 def importance_weights(logp: torch.Tensor, logp_gen: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
@@ -61,6 +65,19 @@ def divergence(logp: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor) -
     return total, total / mask.sum(dim=1).clamp(min=1)
 
 
+def implausible_rows(d_sum: torch.Tensor, d_mean: torch.Tensor, tokens: torch.Tensor, received: torch.Tensor,
+                     group: torch.Tensor | None, cfg: LossConfig) -> torch.Tensor:
+    """[N] bool: received rows of groups whose total log-ratio sum(log pi_theta - log pi_gen) is above
+    ratio_bound + ratio_bound_per_token * tokens, and received rows whose mean divergence is above div_ceiling."""
+    group = torch.arange(len(d_sum)) if group is None else group
+    n_groups = int(group.max()) + 1 if len(group) else 0
+    weight = received.to(d_sum.dtype)
+    log_ratio = torch.zeros(n_groups, dtype=d_sum.dtype).index_add(0, group, -d_sum * weight)
+    n_tokens = torch.zeros(n_groups, dtype=d_sum.dtype).index_add(0, group, tokens.to(d_sum.dtype) * weight)
+    too_likely = (log_ratio > cfg.ratio_bound + cfg.ratio_bound_per_token * n_tokens)[group]
+    return received & (too_likely | (d_mean > cfg.div_ceiling))
+
+
 def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, dict]:
     mask = inp.mask.bool()
     valid_gen = torch.isfinite(inp.logp_gen) & (inp.logp_gen <= 0)
@@ -73,7 +90,9 @@ def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, dict]:
     maskf = mask.to(inp.logp.dtype)
 
     d_sum, d_mean = divergence(inp.logp, logp_gen, maskf)
-    implausible = ~inp.own.bool() & mask.any(dim=1) & ((d_mean < cfg.div_floor) | (d_mean > cfg.div_ceiling))
+    received = ~inp.own.bool() & mask.any(dim=1)
+    group = None if inp.group is None else inp.group.to(d_sum.device)
+    implausible = implausible_rows(d_sum, d_mean, maskf.sum(dim=1), received, group, cfg)
     mask = mask & ~implausible[:, None]
     maskf = mask.to(inp.logp.dtype)
     w = importance_weights(inp.logp, logp_gen, cfg)

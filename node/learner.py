@@ -43,7 +43,7 @@ class Learner:
         self.model.train()
         logp = sequence_logprobs(self.model, batch, self.temperature)
         inputs = LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=batch.logp_gen, mask=batch.mask,
-                            advantages=batch.advantages, own=batch.own)
+                            advantages=batch.advantages, own=batch.own, group=batch.group)
         loss, metrics = ftis_loss(inputs, self.loss_cfg)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -1,7 +1,8 @@
 """Long-running loops behind the CLI: a training peer (alone or in a swarm) and the bootstrap daemon.
 
-Both stop cleanly on SIGTERM / Ctrl-C: the current step finishes, records are withdrawn, the DHT and the
-control server shut down. Joining retries an unreachable bootstrap with exponential back-off.
+Both stop cleanly on SIGTERM / Ctrl-C (node/process.py): the current step finishes, records are withdrawn,
+the DHT and the control server shut down; a stop that takes longer than the stop time-out is forced. Joining
+retries an unreachable bootstrap with exponential back-off.
 """
 from __future__ import annotations
 
@@ -10,29 +11,16 @@ import dataclasses
 import hashlib
 import json
 import logging
-import signal
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from .control import ControlServer, NodeStatus
+from .models import first_line
+from .process import ensure_port_free
 
 log = logging.getLogger(__name__)
-
-
-def stop_on_signals() -> threading.Event:
-    """An event set by SIGTERM or SIGINT (the second Ctrl-C interrupts as usual)."""
-    stop = threading.Event()
-
-    def handler(signum, frame):
-        if stop.is_set() and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        stop.set()
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return stop
 
 
 def backoff_delays(first: float = 2.0, factor: float = 2.0, cap: float = 60.0):
@@ -43,20 +31,21 @@ def backoff_delays(first: float = 2.0, factor: float = 2.0, cap: float = 60.0):
 
 
 def connect(settings, attempts: int, stop: threading.Event, sleep: Callable[[float], bool] | None = None):
-    """A SwarmDHT, retrying an unreachable swarm `attempts` times (0: until stopped) with back-off."""
-    from .swarm_dht import SwarmDHT, SwarmUnreachable
+    """A SwarmDHT, retrying an unreachable swarm `attempts` times (0: until stopped) with back-off; raises
+    Stopped when `stop` is set meanwhile."""
+    from .swarm_dht import Stopped, SwarmDHT, SwarmUnreachable
 
     wait = sleep or stop.wait
     for attempt, delay in enumerate(backoff_delays(), start=1):
         try:
-            return SwarmDHT(settings)
+            return SwarmDHT(settings, stop=stop)
         except SwarmUnreachable as err:
             if attempts and attempt >= attempts:
                 raise
             log.warning("%s; retrying in %.0f s (attempt %d%s)", err, delay, attempt,
                         f"/{attempts}" if attempts else "")
             if wait(delay) and stop.is_set():
-                raise SwarmUnreachable(f"{err} (stopped while retrying)") from None
+                raise Stopped("stopped while retrying to join the swarm") from None
     raise AssertionError("unreachable")
 
 
@@ -153,35 +142,49 @@ def read_address_file(path: str, timeout: float) -> list[str]:
 def run_bootstrap(settings, status_every: float, control_port: int, stop: threading.Event,
                   say: Callable[[str], None], address_file: str | None = None) -> int:
     """A DHT-only node that others join through; prints its addresses, then a status line periodically."""
-    from .swarm_dht import SwarmDHT
+    from .swarm_dht import Stopped, SwarmDHT
 
-    dht = SwarmDHT(settings)
-    status = NodeStatus(peer_id=dht.peer_id, role="bootstrap", maddrs=dht.visible_maddrs())
-    server = ControlServer(lambda: status, port=control_port) if control_port >= 0 else None
-    for maddr in status.maddrs:
-        say(f"bootstrap address: {maddr}")
-    if address_file:
-        Path(address_file).parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(address_file + ".tmp")
-        tmp.write_text("".join(m + "\n" for m in status.maddrs))
-        tmp.replace(address_file)  # atomic: a reader never sees half a file
-    if server:
-        say(f"control API on 127.0.0.1:{server.port}")
-    watch = SwarmWatch()
+    if control_port > 0:
+        ensure_port_free("127.0.0.1", control_port, "control API")  # before anything starts
     try:
-        while not stop.wait(status_every):
-            try:
-                records = dht.fetch("groups")
-            except (TimeoutError, OSError, RuntimeError) as err:
-                log.warning("status fetch failed: %s", err)
-                continue
-            watch.observe(records, time.monotonic())
-            status.peers, status.groups_per_minute = len(watch.seen), watch.groups_per_minute()
-            say(f"status: {status.peers} peers publishing, {status.groups_per_minute:.0f} groups/min, "
-                f"up {time.monotonic() - status.started:.0f} s")
+        dht = SwarmDHT(settings, stop=stop)
+    except Stopped:
+        say("bootstrap stopped (while starting)")
+        return 0
+    server = None
+    try:
+        status = NodeStatus(peer_id=dht.peer_id, role="bootstrap", maddrs=dht.visible_maddrs())
+        if control_port >= 0:
+            server = ControlServer(lambda: status, port=control_port)
+        for maddr in status.maddrs:
+            say(f"bootstrap address: {maddr}")
+        if address_file:
+            Path(address_file).parent.mkdir(parents=True, exist_ok=True)
+            tmp = Path(address_file + ".tmp")
+            tmp.write_text("".join(m + "\n" for m in status.maddrs))
+            tmp.replace(address_file)  # atomic: a reader never sees half a file
+        if server:
+            say(f"control API on 127.0.0.1:{server.port}")
+        watch_swarm(dht, status, status_every, stop, say)
     finally:
         if server:
             server.stop()
         dht.shutdown()
     say("bootstrap stopped")
     return 0
+
+
+def watch_swarm(dht, status: NodeStatus, every: float, stop: threading.Event, say: Callable[[str], None]) -> None:
+    """The bootstrap's loop: a status line every `every` seconds until stopped. A failing fetch (whatever
+    the network or hivemind raises) is a log line, never the end of the daemon."""
+    watch = SwarmWatch()
+    while not stop.wait(every):
+        try:
+            records = dht.fetch("groups")
+        except Exception as err:  # noqa: BLE001 (the daemon outlives any fetch)
+            log.warning("status fetch failed: %s", first_line(err))
+            continue
+        watch.observe(records, time.monotonic())
+        status.peers, status.groups_per_minute = len(watch.seen), watch.groups_per_minute()
+        say(f"status: {status.peers} peers publishing, {status.groups_per_minute:.0f} groups/min, "
+            f"up {time.monotonic() - status.started:.0f} s")

@@ -140,9 +140,10 @@ class SwarmDHT:
         ensure_port_free(settings.host, settings.port, "DHT")
         self._lock = IdentityLock(settings.identity_path) if settings.identity_path else None
         self.validator = RSASignatureValidator(_load_or_create_signing_key(settings.identity_path))
-        self.record_validator = CompositeValidator(
-            [self.validator, _schema_validator(settings.swarm, settings.max_value_bytes)])
+        self.record_validator = CompositeValidator(self._validators())
         self._loop = asyncio.new_event_loop()
+        self._loop.set_exception_handler(self._loop_error)
+        self._closing = False
         self._thread = threading.Thread(target=self._loop.run_forever, name="swarm-dht", daemon=True)
         self._thread.start()
         self._node = self._start(stop)
@@ -150,6 +151,10 @@ class SwarmDHT:
         self.peers_seen = -1  # other peers with live records at the last fetch (-1: no fetch yet)
         self.reannounced = 0  # re-announcements to the initial peers so far
         self._maintenance = asyncio.run_coroutine_threadsafe(self._maintain(), self._loop)
+
+    def _validators(self) -> list:
+        """Signatures first, then our schema (a red-team harness overrides this to store anything)."""
+        return [self.validator, _schema_validator(self.settings.swarm, self.settings.max_value_bytes)]
 
     def _start(self, stop: threading.Event | None):
         from hivemind.p2p.p2p_daemon_bindings.utils import P2PDaemonError
@@ -167,9 +172,14 @@ class SwarmDHT:
                     if time.monotonic() > deadline:
                         raise
         except (P2PDaemonError, OSError, RuntimeError, TimeoutError, ValueError) as err:
-            future.cancel()
-            self._stop_loop()
+            self._closing = True
             kill_pids(set(own_children("p2pd")) - daemons_before)  # a daemon of the abandoned attempt
+            future.cancel()
+            try:  # let asyncio see the daemon's exit and close its pipes while the loop still runs
+                self._call(asyncio.sleep(0.3), timeout=5)
+            except Exception:  # noqa: BLE001 (best effort: the loop is stopped below in any case)
+                pass
+            self._stop_loop(close=False)  # objects of the abandoned start may still call into the loop
             self._release()
             if isinstance(err, Stopped):
                 raise
@@ -177,6 +187,13 @@ class SwarmDHT:
                 raise IdentityInUse(f"identity file {self.settings.identity_path} is used by a running peer "
                                     f"of the swarm: {first_line(err)}") from None
             raise SwarmUnreachable(self._describe_failure(err)) from None
+
+    def _loop_error(self, loop, context: dict) -> None:
+        """hivemind's background tasks: one line, not a traceback (debug only once we are shutting down,
+        when cancelled daemons and connections report their ends)."""
+        error = context.get("exception")
+        line = f"DHT background: {context.get('message')}" + (f" ({first_line(error)})" if error else "")
+        log.log(logging.DEBUG if self._closing else logging.WARNING, line)
 
     def _describe_failure(self, err: Exception) -> str:
         peers = ", ".join(self.settings.initial_peers) or "none"
@@ -285,18 +302,25 @@ class SwarmDHT:
         return out
 
     def withdraw(self, timeout: float = 5.0) -> None:
-        """Replaces each of our records with an empty tombstone (a later expiration wins in hivemind)."""
+        """Replaces each of our records with an empty tombstone (a later expiration wins in hivemind); waits at
+        most `timeout` seconds in all."""
+        stores = []
         for kind, expiration in list(self._published.items()):
             tomb_expiration = max(expiration, self.now()) + 1.0
+            stores.append(asyncio.run_coroutine_threadsafe(self._node.store(
+                record_key(self.settings.swarm, kind), b"", tomb_expiration, subkey=self.own_subkey), self._loop))
+        deadline = time.monotonic() + timeout
+        for future in stores:
             try:
-                self._call(self._node.store(record_key(self.settings.swarm, kind), b"", tomb_expiration,
-                                            subkey=self.own_subkey), timeout=timeout)
+                future.result(timeout=max(deadline - time.monotonic(), 0.01))
             except TimeoutError:
-                log.warning("withdrawing our %s record timed out; it will expire by itself", kind)
+                log.warning("withdrawing our records timed out; they will expire by themselves")
+                break
         self._published.clear()
 
     def shutdown(self) -> None:
         """Stops the node; bounded in time and never raises (a stuck daemon is killed)."""
+        self._closing = True
         self._maintenance.cancel()
         try:
             self._call(self._node.shutdown(), timeout=10)
@@ -312,7 +336,7 @@ class SwarmDHT:
         if self._lock is not None:
             self._lock.release()
 
-    def _stop_loop(self) -> None:
+    def _stop_loop(self, close: bool = True) -> None:
         try:
             self._call(_cancel_pending(), timeout=5)
         except Exception as err:  # noqa: BLE001 (the loop is stopped below in any case)
@@ -320,7 +344,7 @@ class SwarmDHT:
         finally:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)
-            if not self._thread.is_alive():
+            if close and not self._thread.is_alive():
                 self._loop.close()
 
 
