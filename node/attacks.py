@@ -164,10 +164,10 @@ class HostileDHT(SwarmDHT):
         return self.publish(kind, bundle, ttl)
 
     def raw_store(self, kind: str, value: bytes, expiration: float, subkey) -> bool:
-        """Stores any (subkey, value, expiration) under our swarm's key, signed only where the subkey
-        carries our owner marker."""
+        """Stores any (subkey, value, expiration) under our swarm's key on the other nodes (not in our own
+        storage), signed only where the subkey carries our owner marker; True when any node took it."""
         return bool(self._call(self._node.store(record_key(self.settings.swarm, kind), value, expiration,
-                                                subkey=subkey), timeout=15))
+                                                subkey=subkey, exclude_self=True), timeout=15))
 
 
 def unsigned_stores(dht: HostileDHT, n: int = 8) -> list[bool]:

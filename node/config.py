@@ -97,6 +97,9 @@ class LossConfig:
     ratio_bound_per_token: float = 0.01  # allowance per token for numerical differences (e.g. bf16 engines)
     div_ceiling: float = 20.0  # a received completion whose per-token mean of log pi_gen - log pi_theta is above
     #                            this is implausibly unlikely under our model: no gradient (guards NoIS)
+    negative_c: float = 0.0  # hardening, off by default (0): truncate w of received completions with A <= 0 at
+    #                          this instead of trunc_c; 1 stops a sender from amplifying pushes away from our
+    #                          own likely text (docs/SECURITY.md measures both)
 
     def __post_init__(self):
         _check(self.variant in VARIANTS, "loss.variant", f"must be one of {', '.join(VARIANTS)}", self.variant)
@@ -112,6 +115,7 @@ class LossConfig:
         _check(self.ratio_bound_per_token >= 0, "loss.ratio_bound_per_token", "must be >= 0",
                self.ratio_bound_per_token)
         _check(self.div_ceiling > 0, "loss.div_ceiling", "must be > 0", self.div_ceiling)
+        _check(self.negative_c >= 0, "loss.negative_c", "must be >= 0 (0: trunc_c)", self.negative_c)
 
 
 @dataclass(frozen=True)

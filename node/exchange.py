@@ -193,7 +193,10 @@ class GroupExchange:
     def publish(self, groups: list[Group], summaries: list[LengthSummary], step: int) -> dict:
         """Publishes this step's groups and summaries; never raises for network trouble."""
         now = self.transport.now()
-        records = [encode_group(to_wire(g, self.card, step, now)) for g in groups]
+        wires = [to_wire(g, self.card, step, now) for g in groups]
+        for wire in wires:  # our own groups, echoed back by anyone, are replays
+            self.seen.add(group_identity(wire))
+        records = [encode_group(wire) for wire in wires]
         bundle, unsent = pack_bundle(records, self.limits.max_bytes)
         sums = [encode_summary(WireSummary(s.group_size, s.max_len, s.median_len, s.mean_len, s.total_tokens,
                                            s.gen_seconds, s.family, step)) for s in summaries]
@@ -298,12 +301,11 @@ class GroupExchange:
         while len(result.groups) < budget and not work.exhausted():
             progressed = False
             for sender in order:
-                queue = queues[sender]
-                if not queue.records or taken[sender] >= sender_cap:
+                if taken[sender] >= sender_cap:
                     continue
-                raw = queue.records.popleft()
-                if not queue.records:
-                    self.done_bundles.add(queue.bundle)
+                raw = self._next_new(queues[sender])
+                if raw is None:
+                    continue
                 progressed = True
                 group = self._accept(result, sender, raw, work)
                 if group is not None:
@@ -314,10 +316,19 @@ class GroupExchange:
             if not progressed:
                 return
 
+    def _next_new(self, queue: _Queue) -> bytes | None:
+        """The sender's next record not handled before (those are skipped for the cost of a hash: this very
+        record was used or rejected already and is not counted again), or None when none is left."""
+        while queue.records:
+            raw = queue.records.popleft()
+            if not queue.records:
+                self.done_bundles.add(queue.bundle)
+            if self.seen.add(digest(raw)):
+                return raw
+        return None
+
     def _accept(self, result: GatherResult, sender: bytes, raw: bytes, work: WorkBudget) -> Group | None:
-        """The record as a rebuilt, re-scored group, or None (rejected and counted, or handled before)."""
-        if not self.seen.add(digest(raw)):
-            return None  # this very record was used or rejected before: not counted again
+        """The record (new to us) as a rebuilt, re-scored group, or None (rejected and counted)."""
         work.charge(len(raw), record=True)
         try:
             wire = decode_group(raw, receiver_vocab=len(self.tokenizer), limits=self.limits,

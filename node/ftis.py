@@ -96,6 +96,9 @@ def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, dict]:
     mask = mask & ~implausible[:, None]
     maskf = mask.to(inp.logp.dtype)
     w = importance_weights(inp.logp, logp_gen, cfg)
+    if cfg.negative_c and cfg.variant not in _NO_WEIGHT:  # hardening: received negatives weigh at most this
+        negative = ((inp.advantages <= 0) & ~inp.own.bool())[:, None]
+        w = torch.where(negative, w.clamp(max=cfg.negative_c), w)
     d = d_sum if cfg.divergence == "sum" else d_mean
     has_tokens = mask.any(dim=1)
     filtered = torch.zeros_like(has_tokens)

@@ -54,10 +54,13 @@ class SAGCGroups:
         """own: this step's summaries; others: other peers' new summaries by sender."""
         c = self.cfg
         weighted = [(s, 1.0) for s in own]
+        sender_weights = [0.0]
         for summaries in others.values():
             scale = sender_scale(len(summaries), c.max_sender_summaries)
-            weighted += [(s, scale * summary_weight(s, family, False, c.peer_weight, c.other_family_weight))
-                         for s in summaries]
+            weights = [scale * summary_weight(s, family, False, c.peer_weight, c.other_family_weight)
+                       for s in summaries]
+            weighted += list(zip(summaries, weights))
+            sender_weights.append(sum(weights))
         used = 0
         for s, weight in weighted:
             if s.group_size in self.controller.posteriors and weight > 0:
@@ -65,7 +68,8 @@ class SAGCGroups:
                 used += 1
         rate = sum(s.straggled(c.tau) for s in own) / max(len(own), 1)
         self.controller.end_step(rate)
-        return {"straggler_rate": rate, "summaries_used": used, **self.controller.metrics()}
+        return {"straggler_rate": rate, "summaries_used": used, "max_sender_evidence": max(sender_weights),
+                **self.controller.metrics()}
 
     def state_dict(self) -> dict:
         return self.controller.state_dict()

@@ -58,7 +58,8 @@ def peer_summary(rows: list[dict]) -> dict:
 
 
 def wait_for_address(proc: subprocess.Popen, timeout: float) -> str:
-    """The first 'bootstrap address:' line the bootstrap prints (its stdout is a pipe)."""
+    """The first 'bootstrap address:' line the bootstrap prints (its stdout is a pipe); later lines are
+    kept in `lines` of the reader thread's list for whoever wants them."""
     found: list[str] = []
 
     def reader():
@@ -87,6 +88,65 @@ def stop_all(procs: list[subprocess.Popen], grace: float = 30.0) -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+class SwarmProcesses:
+    """A bootstrap and `swarm join` peers as processes on loopback, each with a log (and a metrics file):
+    the entry points of docker compose, as `swarm local`, the hostile-peer tests and bench/attacks.py use
+    them. Every process is started here and ended here, by its PID."""
+
+    def __init__(self, out: Path):
+        self.out = Path(out)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.bootstrap: subprocess.Popen | None = None
+        self.peers: dict[str, subprocess.Popen] = {}
+        self.address = ""
+
+    def start_bootstrap(self, *extra: str, port: int = 0, timeout: float = 90) -> str:
+        with open(self.out / "bootstrap.log", "a") as log:
+            self.bootstrap = subprocess.Popen(
+                [sys.executable, CLI, "bootstrap", "--port", str(port), "--status-every", "10",
+                 "--identity", str(self.out / "bootstrap.id"), *extra],
+                stdout=subprocess.PIPE, stderr=log, text=True, env=self.env)
+        self.address = wait_for_address(self.bootstrap, timeout)
+        return self.address
+
+    def start_peer(self, name: str, *args: str) -> subprocess.Popen:
+        """`swarm join` through the bootstrap, with metrics in <name>.jsonl and identity <name>.id."""
+        (self.out / f"{name}.jsonl").unlink(missing_ok=True)
+        cmd = [sys.executable, CLI, "join", "--initial-peers", self.address, "--metrics", self.metrics_path(name),
+               "--identity", str(self.out / f"{name}.id"), "--log-every", "1000000", *args]
+        with open(self.out / f"{name}.log", "a") as log:
+            self.peers[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env)
+        return self.peers[name]
+
+    def metrics_path(self, name: str) -> str:
+        return str(self.out / f"{name}.jsonl")
+
+    def metrics(self, name: str) -> list[dict]:
+        return read_metrics(self.out / f"{name}.jsonl")
+
+    def wait_steps(self, name: str, steps: int, timeout: float) -> list[dict]:
+        """Metrics of `name` once it has done `steps` steps in all; raises when it died or ran out of time."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            rows = self.metrics(name)
+            if len(rows) >= steps:
+                return rows
+            if self.peers[name].poll() is not None:
+                raise RuntimeError(f"{name} exited with {self.peers[name].returncode}: {self.log_tail(name)}")
+            time.sleep(0.2)
+        raise TimeoutError(f"{name} did not reach {steps} steps in {timeout:.0f} s: {self.log_tail(name)}")
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        path = self.out / f"{name}.log"
+        return "\n".join(path.read_text().splitlines()[-lines:]) if path.exists() else ""
+
+    def stop(self) -> None:
+        stop_all(list(self.peers.values()))
+        if self.bootstrap is not None:
+            stop_all([self.bootstrap])
 
 
 def progress_line(name: str, rows: list[dict]) -> str:
@@ -139,39 +199,27 @@ def run_local(args) -> int:
     for model in dict.fromkeys(models):  # build each model once, here, before the peers start
         ensure_built(model, lambda name, step, total, loss: None if step % max(total // 5, 1) else print(
             f"  pre-training {name}: step {step}/{total}", file=sys.stderr, flush=True))
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    procs: list[subprocess.Popen] = []
+    swarm = SwarmProcesses(out)
     names = [f"peer{i}-{models[i % len(models)]}" for i in range(args.peers)]
     started = time.monotonic()
     try:
-        with open(out / "bootstrap.log", "w") as boot_log:
-            boot = subprocess.Popen([sys.executable, CLI, "bootstrap", "--port", "0", "--status-every", "10",
-                                     "--identity", str(out / "bootstrap.id")],
-                                    stdout=subprocess.PIPE, stderr=boot_log, text=True, env=env)
-        procs.append(boot)
-        address = wait_for_address(boot, timeout=90)
-        print(f"bootstrap at {address}", file=sys.stderr, flush=True)
+        print(f"bootstrap at {swarm.start_bootstrap()}", file=sys.stderr, flush=True)
         for i, name in enumerate(names):
-            (out / f"{name}.jsonl").unlink(missing_ok=True)
-            cmd = [sys.executable, CLI, "join", "--initial-peers", address, "--model", models[i % len(models)],
-                   "--task", args.task, "--variant", args.variant, "--steps", str(args.steps), "--seed", str(i),
-                   "--metrics", str(out / f"{name}.jsonl"), "--identity", str(out / f"{name}.id"),
-                   "--log-every", "1000000", "--join-attempts", "5", "--backend", args.backend]
-            cmd += [f"--set={s}" for s in (*LIGHT_DEFAULTS, *(args.set or []))]  # the user's --set wins
-            with open(out / f"{name}.log", "w") as log:
-                procs.append(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env))
+            swarm.start_peer(name, "--model", models[i % len(models)], "--task", args.task, "--variant", args.variant,
+                             "--steps", str(args.steps), "--seed", str(i), "--join-attempts", "5",
+                             "--backend", args.backend,
+                             *[f"--set={s}" for s in (*LIGHT_DEFAULTS, *(args.set or []))])  # the user's --set wins
         print(f"{len(names)} peers started; logs and metrics in {out}/ (Ctrl-C stops everything)",
               file=sys.stderr, flush=True)
-        while any(p.poll() is None for p in procs[1:]):
+        while any(p.poll() is None for p in swarm.peers.values()):
             time.sleep(5)
             print(f"[{time.monotonic() - started:.0f} s]", file=sys.stderr)
             for name in names:
-                print(progress_line(name, read_metrics(out / f"{name}.jsonl")), file=sys.stderr, flush=True)
+                print(progress_line(name, swarm.metrics(name)), file=sys.stderr, flush=True)
     except KeyboardInterrupt:
         print("\nstopping the local swarm", file=sys.stderr)
     finally:
-        stop_all(procs[1:])
-        stop_all(procs[:1])
+        swarm.stop()
     curves, summary = {}, {}
     for name in names:
         rows = read_metrics(out / f"{name}.jsonl")
@@ -185,5 +233,5 @@ def run_local(args) -> int:
         print(f"  {name:<22} steps {s['steps']:>4}  reward {s['reward_first']:.3f} -> {s['reward_last']:.3f}  "
               f"groups received {s['groups_received']}  rejected {sum(s['rejected'].values())}")
     print(f"  written: {out / 'summary.json'}, {out / 'rewards.png'}")
-    codes = [p.returncode for p in procs[1:]]
+    codes = [p.returncode for p in swarm.peers.values()]
     return 0 if all(code == 0 for code in codes) else 1
