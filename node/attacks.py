@@ -14,11 +14,19 @@ import random
 from dataclasses import dataclass, replace
 
 from protocol import swarm_pb2 as pb
-from protocol.codec import WireCard, WireCompletion, WireGroup, WireSummary, encode_group, encode_summary, pack_bundle
+from protocol.codec import (
+    WireCard,
+    WireCompletion,
+    WireGroup,
+    WireSummary,
+    encode_group,
+    encode_summary,
+    pack_bundle,
+)
 
 from .models import encode_prompt
 from .swarm_dht import SwarmDHT, record_key
-from .tasks import Task, get_task
+from .tasks import Task, get_task, offline_task
 
 HUB_TASKS = ("gsm8k", "math500")  # dataset-backed: an offline receiver must never try to load them
 GYM_TASKS = ("gym:chain_sum", "gym:basic_arithmetic", "gym:leg_counting", "gym:fraction_simplification",
@@ -68,6 +76,8 @@ def group_record(v: Victim, index: int, completions: list[list[int]], logprobs: 
 
 def get_version(task: str) -> str:
     """The version a receiver would expect for a task reference (what a careful attacker would claim)."""
+    if offline_task(task) is not None:
+        return offline_task(task).version
     if task.startswith("gym:"):
         import importlib.metadata
 

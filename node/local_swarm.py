@@ -57,13 +57,15 @@ def peer_summary(rows: list[dict]) -> dict:
     }
 
 
-def wait_for_address(proc: subprocess.Popen, timeout: float) -> str:
-    """The first 'bootstrap address:' line the bootstrap prints (its stdout is a pipe); later lines are
-    kept in `lines` of the reader thread's list for whoever wants them."""
+def wait_for_address(proc: subprocess.Popen, timeout: float, lines: list[str] | None = None) -> str:
+    """The first 'bootstrap address:' line the bootstrap prints (its stdout is a pipe); every line it prints
+    is appended to `lines`, if given, as it comes."""
     found: list[str] = []
 
     def reader():
         for line in proc.stdout:
+            if lines is not None:
+                lines.append(line.rstrip("\n"))
             if line.startswith("bootstrap address:") and not found:
                 found.append(line.split(":", 1)[1].strip())
 
@@ -100,6 +102,7 @@ class SwarmProcesses:
         self.out.mkdir(parents=True, exist_ok=True)
         self.env = {**os.environ, "PYTHONUNBUFFERED": "1"}
         self.bootstrap: subprocess.Popen | None = None
+        self.bootstrap_lines: list[str] = []  # what the bootstrap printed (addresses, status lines)
         self.peers: dict[str, subprocess.Popen] = {}
         self.address = ""
 
@@ -109,7 +112,7 @@ class SwarmProcesses:
                 [sys.executable, CLI, "bootstrap", "--port", str(port), "--status-every", "10",
                  "--identity", str(self.out / "bootstrap.id"), *extra],
                 stdout=subprocess.PIPE, stderr=log, text=True, env=self.env)
-        self.address = wait_for_address(self.bootstrap, timeout)
+        self.address = wait_for_address(self.bootstrap, timeout, self.bootstrap_lines)
         return self.address
 
     def start_peer(self, name: str, *args: str) -> subprocess.Popen:

@@ -74,9 +74,9 @@ class IdentityLock:
             self._fd = -1
 
 
-def own_children(name: str) -> list[int]:
-    """PIDs of this process's direct children whose command name is `name` (Linux /proc; [] elsewhere)."""
-    me, found = os.getpid(), []
+def child_pids(parent: int, name: str) -> list[int]:
+    """PIDs of `parent`'s direct children whose command name is `name` (Linux /proc; [] elsewhere)."""
+    found = []
     for entry in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = entry.read_text()
@@ -84,9 +84,14 @@ def own_children(name: str) -> list[int]:
             continue
         comm = text[text.index("(") + 1: text.rindex(")")]
         ppid = int(text[text.rindex(")") + 2:].split()[1])
-        if ppid == me and comm == name:
+        if ppid == parent and comm == name:
             found.append(int(entry.parent.name))
     return found
+
+
+def own_children(name: str) -> list[int]:
+    """This process's direct children named `name` (the p2pd daemons it started)."""
+    return child_pids(os.getpid(), name)
 
 
 def kill_pids(pids) -> int:

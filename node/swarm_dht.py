@@ -177,8 +177,8 @@ class SwarmDHT:
             future.cancel()
             try:  # let asyncio see the daemon's exit and close its pipes while the loop still runs
                 self._call(asyncio.sleep(0.3), timeout=5)
-            except Exception:  # noqa: BLE001 (best effort: the loop is stopped below in any case)
-                pass
+            except Exception as pause_error:  # noqa: BLE001 (the loop is stopped below in any case)
+                log.debug("pausing after an abandoned start: %s", first_line(pause_error))
             self._stop_loop(close=False)  # objects of the abandoned start may still call into the loop
             self._release()
             if isinstance(err, Stopped):

@@ -134,3 +134,98 @@ def encode_group_stub(i):
     card = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0")
     comps = [WireCompletion([1, 2, 3], [-0.5, -0.5, -0.5], "length") for _ in range(2)]
     return encode_group(WireGroup("arith", "1", "train", i, [4, 5], comps, card))
+
+
+# ---- the trust boundary, exactly (in-memory transport; the same attacks through real processes are in
+# test_hostile_swarm.py) ------------------------------------------------------------------------------------
+from node import attacks
+
+
+@pytest.fixture(scope="module")
+def victim():
+    return attacks.victim_for("tiny-add", "arith")
+
+
+def lone_peer(hub, name="a", model="tiny-add", **swarm):
+    p = peer(hub, name, model=model, **swarm)
+    p.exchange.sleep = lambda s: None
+    return p
+
+
+def publish(hub, sender: bytes, records, kind="groups"):
+    hub.records[kind][sender] = (pack_bundle(records, 3 << 20)[0], hub.clock() + 60)
+
+
+def test_each_record_counts_once_however_often_it_is_polled(victim):
+    hub = MemorySwarm()
+    a = lone_peer(hub)
+    publish(hub, b"m", [attacks.padding_poison(victim, i, hub.clock(), claims="low") for i in range(5)])
+    totals = [a.step(s).metrics["rejected"].get("logprob", 0) for s in range(6)]
+    assert sum(totals) == 5 and totals[0] == 5
+
+
+def test_replays_restamps_echoes_and_the_future_are_refused(victim):
+    hub = MemorySwarm()
+    a, b = lone_peer(hub, "a"), lone_peer(hub, "b", model="tiny-sub")
+    a.step(0)
+    original = msgpack.unpackb(hub.records["groups"][b"a"][0], raw=True)
+    assert b.step(0).metrics["groups_used"] == 4
+    now = hub.clock()
+    publish(hub, b"m", [attacks.restamped(r, 10**6, now) for r in original]  # b used these already
+            + [attacks.plain(victim, 77, created=now + 3600)])
+    hub.records["groups"][b"echo"] = hub.records["groups"][b"a"]  # a's own groups, back to a
+    m_b, m_a = b.step(1).metrics, a.step(1).metrics
+    assert m_b["rejected"] == {"replay": 4, "future": 1}
+    assert m_a["rejected"]["replay"] >= 4 and m_a["rejected"]["future"] == 1
+
+
+def test_one_sender_cannot_fill_a_step(victim):
+    hub = MemorySwarm()
+    a = lone_peer(hub, received_groups=64)
+    publish(hub, b"m", [attacks.plain(victim, 3000 + i, created=hub.clock()) for i in range(64)])
+    result = a.exchange.gather(budget=64, sender_cap=16)  # 16 completions: our own 4 groups of 4
+    assert len(result.groups) == 2 and result.senders == 1  # groups of 8: 8 + 8 reaches the cap
+
+
+def test_work_on_received_records_has_a_per_step_budget(victim):
+    hub = MemorySwarm()
+    a = lone_peer(hub, max_records_per_step=10)
+    bad = [attacks.padding_poison(victim, i, hub.clock(), claims="low") for i in range(30)]
+    publish(hub, b"m", bad)
+    result = a.exchange.gather(budget=32, sender_cap=10**6)
+    assert result.rejected["logprob"] == 10 and result.budget_hit == "records"  # rejected ones count
+    cpu = lone_peer(MemorySwarm(), max_receive_cpu=1e-9)
+    publish(cpu.exchange.transport.hub, b"m", bad)
+    result = cpu.exchange.gather(budget=32, sender_cap=10**6)
+    assert result.budget_hit == "cpu" and sum(result.rejected.values()) <= 1
+    few_bytes = lone_peer(MemorySwarm(), max_bytes_per_step=100)
+    publish(few_bytes.exchange.transport.hub, b"m", bad)
+    assert few_bytes.exchange.gather(budget=32, sender_cap=10**6).budget_hit == "bytes"
+
+
+def test_task_references_resolve_only_to_our_task_or_offline_ones(victim, monkeypatch):
+    import sys
+
+    hub = MemorySwarm()
+    a = lone_peer(hub)
+    publish(hub, b"m", attacks.task_references(victim, ("gsm8k", "math500", "gym:chain_sum"), hub.clock())
+            + attacks.task_references(victim, ("count",), hub.clock()))  # count: offline, but not this prompt
+    before = set(sys.modules)
+    result = a.exchange.gather(budget=8, sender_cap=10**6)
+    assert result.rejected == {"task": 3, "prompt": 1}
+    assert not {"datasets", "reasoning_gym"} & (set(sys.modules) - before)  # nothing was loaded to check
+    monkeypatch.setattr(a.task, "score", lambda *args: 1 / 0)  # whatever the task's own code raises ...
+    publish(hub, b"m", [attacks.plain(victim, 5, created=hub.clock())])
+    assert a.exchange.gather(budget=8, sender_cap=10**6).rejected == {"task": 1}  # ... is a rejection
+
+
+def test_summaries_count_once_per_sender_and_step():
+    hub = MemorySwarm()
+    a = lone_peer(hub)
+    publish(hub, b"m", attacks.summary_flood(step=5, n=20), kind="summaries")
+    first = a.exchange.gather(budget=1, sender_cap=1).summaries
+    publish(hub, b"m", attacks.summary_flood(step=5, n=30), kind="summaries")  # same step, another bundle
+    second = a.exchange.gather(budget=1, sender_cap=1).summaries
+    publish(hub, b"m", attacks.summary_flood(step=6, n=3), kind="summaries")
+    third = a.exchange.gather(budget=1, sender_cap=1).summaries
+    assert len(first[b"m"]) == 20 and second == {} and len(third[b"m"]) == 3

@@ -110,3 +110,44 @@ def test_alone_ignores_received_completions():
     loss, grad, m = grad_of(inp, LossConfig(variant="alone"))
     assert loss == pytest.approx(-1.0) and m["sequences"] == 1
     assert grad[1, 0] == 0.0
+
+
+def test_received_groups_whose_claims_are_implausibly_low_give_no_gradient():
+    """Markov on E[pi_theta / pi_gen] <= 1: a received group whose total log-ratio sum(log pi_theta -
+    log pi_gen) exceeds ratio_bound + ratio_bound_per_token * tokens is dropped, whole; own rows never are."""
+    cfg = LossConfig(variant="f-tis", ratio_bound=20.0, ratio_bound_per_token=0.5)
+    # group 0: two received rows of 2 tokens, log-ratio 5 per token: total 20 <= 20 + 0.5 * 4 = 22 (kept)
+    # group 1: same rows, log-ratio 6 per token: total 24 > 22 (dropped, both rows, whatever their advantage)
+    # group 2: log-ratio 6 per token, but our own rows (never checked)
+    lp = [[-1.0, -1.0]] * 6
+    gen = [[-6.0, -6.0]] * 2 + [[-7.0, -7.0]] * 4
+    adv = [1.0, -1.0] * 3
+    inp = make(lp, gen, [[1, 1]] * 6, adv, own=[False] * 4 + [True] * 2)
+    inp.group = torch.tensor([0, 0, 1, 1, 2, 2])
+    _, grad, m = grad_of(inp, cfg)
+    assert m["implausible"] == 2 and m["sequences"] == 4
+    assert torch.equal(grad[2:4], torch.zeros(2, 2, dtype=torch.float64))
+    assert (grad[[0, 1, 4, 5]] != 0).all()
+    # the same rows as groups of their own: 12 <= 20 + 0.5 * 2 each; the evidence is in the group's sum
+    inp.group = None
+    inp.logp.grad = None
+    assert grad_of(inp, cfg)[2]["implausible"] == 0
+
+
+def test_a_completion_our_model_finds_implausibly_unlikely_is_dropped_under_every_variant():
+    lp, gen = [[-25.0, -25.0], [-1.0, -1.0]], [[-0.1, -0.1], [-1.0, -1.0]]
+    for variant in ("nois", "tis", "f-tis"):
+        _, grad, m = grad_of(make(lp, gen, [[1, 1]] * 2, [1.0, -1.0], own=[False, False]),
+                             LossConfig(variant=variant, div_ceiling=20.0))
+        assert m["implausible"] == 1 and grad[0].abs().sum() == 0 and grad[1].abs().sum() > 0
+
+
+def test_negative_c_caps_only_received_negatives():
+    # w = 10 everywhere; trunc_c 2; negative_c 1: the received negative row weighs 1, the others 2
+    lp, gen = [[math.log(0.5)]] * 3, [[math.log(0.05)]] * 3
+    inp = make(lp, gen, [[1]] * 3, [1.0, -1.0, -1.0], own=[False, False, True])
+    _, grad, _ = grad_of(inp, LossConfig(variant="tis", trunc_c=2.0, negative_c=1.0))
+    assert grad[:, 0].tolist() == pytest.approx([-2 / 3, 1 / 3, 2 / 3])
+    inp.logp.grad = None
+    _, grad, _ = grad_of(inp, LossConfig(variant="tis", trunc_c=2.0))
+    assert grad[:, 0].tolist() == pytest.approx([-2 / 3, 2 / 3, 2 / 3])

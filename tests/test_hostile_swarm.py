@@ -8,6 +8,7 @@ Issue points: 1 (task references), 2 (long completions), 3 (expensive references
 process faults (9-12) in test_hostile_process.py.
 """
 import time
+from pathlib import Path
 
 import pytest
 
@@ -23,10 +24,8 @@ MAX_RSS_GROWTH_MB = 150  # the published memory attack added 2.3 GB in 6 s
 
 
 def rss_mb(pid: int) -> float:
-    for line in open(f"/proc/{pid}/status"):
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise AssertionError("no VmRSS")
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0]) / 1024
 
 
 @pytest.fixture(scope="module")

@@ -134,3 +134,55 @@ def test_summary_round_trip_and_checks():
     bad.total_tokens, bad.mean_len = 100, math.inf
     with pytest.raises(RecordError, match="non-finite"):
         decode_summary(bad.SerializeToString())
+
+
+def test_completions_longer_than_the_receivers_limit_are_refused_before_unpacking():
+    data = encode_group(group(t=9))
+    assert len(decode_group(data, receiver_vocab=99, limits=Limits(max_tokens=9)).completions[0].token_ids) == 9
+    with pytest.raises(RecordError) as err:
+        decode_group(data, receiver_vocab=99, limits=Limits(max_tokens=8))
+    assert err.value.reason == "length"
+
+
+@pytest.mark.parametrize("vocab", [99, 49152])
+def test_the_honest_sampler_surprisal_bound_is_exact(vocab):
+    """Total claimed surprisal of n tokens may reach n ln V + 20 and not more (Markov on E[1/p] <= V)."""
+    n, limits = 6, Limits()
+    bound = n * math.log(vocab) + limits.surprisal_slack
+    ok = group(vocab=vocab)
+    for c in ok.completions:
+        c.token_ids, c.logprobs = [1] * n, [-(bound - 0.05) / n] * n  # float16 rounds within 0.05 here
+    assert len(decode_group(encode_group(ok), receiver_vocab=vocab).completions) == 4
+    ok.completions[2].logprobs = [-(bound + 0.2) / n] * n
+    with pytest.raises(RecordError, match="claimed surprisal") as err:
+        decode_group(encode_group(ok), receiver_vocab=vocab)
+    assert err.value.reason == "logprob"
+
+
+def test_a_foreign_tokenizer_is_named_as_such_and_ours_must_claim_our_vocabulary():
+    data = encode_group(group(vocab=49152))  # ids that the 99-token receiver could never unpack
+    with pytest.raises(RecordError) as err:
+        decode_group(data, receiver_vocab=99, tokenizer="ours")
+    assert err.value.reason == "tokenizer"
+    g = group(vocab=120)
+    g.card.tokenizer = "ours"
+    with pytest.raises(RecordError, match="vocabulary of 120") as err:
+        decode_group(encode_group(g), receiver_vocab=99, tokenizer="ours")
+    assert err.value.reason == "shape"
+
+
+def test_a_group_is_what_it_contains():
+    from protocol.codec import group_identity
+
+    g = group()
+    same = group()
+    same.step, same.created = 99, 5.0  # re-stamped
+    same.completions = list(reversed(same.completions))  # re-ordered
+    same.completions[0].reward, same.completions[0].logprobs = 0.0, [-9.0] * 5  # other claims
+    assert group_identity(g) == group_identity(same)
+    other = group()
+    other.completions[1].token_ids = other.completions[1].token_ids[:-1] + [98]
+    assert group_identity(other) != group_identity(g)
+    moved = group()
+    moved.index = 8
+    assert group_identity(moved) != group_identity(g)
