@@ -179,6 +179,8 @@ class SAGCConfig:
     max_sender_summaries: int = 8  # one peer's summaries of a step weigh at most as much as this many (a
     #                                sender with more has each one scaled down): one sender's evidence per step
     #                                is bounded by max_sender_summaries * peer_weight
+    max_foreign_evidence: float = 8.0  # all other peers' evidence about one size, in pseudo-observations, at
+    #                                    most (kept apart from our own, which is not capped)
 
     def __post_init__(self):
         c = self.candidates
@@ -199,6 +201,7 @@ class SAGCConfig:
                self.other_family_weight)
         _check(self.max_sender_summaries >= 1, "sagc.max_sender_summaries", "must be >= 1",
                self.max_sender_summaries)
+        _check(self.max_foreign_evidence > 0, "sagc.max_foreign_evidence", "must be > 0", self.max_foreign_evidence)
 
 
 @dataclass(frozen=True)

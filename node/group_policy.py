@@ -53,18 +53,18 @@ class SAGCGroups:
     def after_step(self, own: list[LengthSummary], others: dict[bytes, list[LengthSummary]], family: str) -> dict:
         """own: this step's summaries; others: other peers' new summaries by sender."""
         c = self.cfg
-        weighted = [(s, 1.0) for s in own]
+        weighted = [(s, 1.0, False) for s in own]
         sender_weights = [0.0]
         for summaries in others.values():
             scale = sender_scale(len(summaries), c.max_sender_summaries)
             weights = [scale * summary_weight(s, family, False, c.peer_weight, c.other_family_weight)
                        for s in summaries]
-            weighted += list(zip(summaries, weights))
+            weighted += [(s, w, True) for s, w in zip(summaries, weights)]
             sender_weights.append(sum(weights))
         used = 0
-        for s, weight in weighted:
+        for s, weight, foreign in weighted:
             if s.group_size in self.controller.posteriors and weight > 0:
-                self.controller.observe(s.group_size, s.straggled(c.tau), weight)
+                self.controller.observe(s.group_size, s.straggled(c.tau), weight, foreign=foreign)
                 used += 1
         rate = sum(s.straggled(c.tau) for s in own) / max(len(own), 1)
         self.controller.end_step(rate)

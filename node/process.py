@@ -94,6 +94,12 @@ def own_children(name: str) -> list[int]:
     return child_pids(os.getpid(), name)
 
 
+def rss_mb(pid: int) -> float:
+    """Resident memory of a process in MiB (Linux /proc)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(status.split("VmRSS:")[1].split()[0]) / 1024
+
+
 def kill_pids(pids) -> int:
     """SIGKILLs the given processes (children this process started); returns how many were still there."""
     killed = 0

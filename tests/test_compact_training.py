@@ -1,18 +1,33 @@
-"""The compact wire form (float16 behaviour log-probs) does not change training."""
+"""The compact wire form (float16 behaviour log-probs) does not change training: the F-TIS gradient from
+compact log-probs equals the one from exact log-probs within a tolerance scaled to the gradient's norm."""
 import copy
 
 import torch
 
-from node.config import GenerationConfig, LossConfig, TrainConfig
+from node.batching import build_batch
+from node.config import GenerationConfig, LossConfig
+from node.ftis import LossInputs, ftis_loss
 from node.generation import TransformersBackend
-from node.learner import Learner
+from node.learner import sequence_logprobs
 from node.peer import score_groups
 from node.rollouts import Completion, Group
 from node.tasks import get_task
 from protocol.codec import pack_logprobs, unpack_logprobs
 
 
-def test_loss_and_update_from_exact_and_compact_logprobs_agree(tiny):
+def gradient(model, groups, pad_id) -> tuple[torch.Tensor, dict]:
+    """The flattened gradient of the F-TIS loss on `groups` (no optimiser step), and the loss metrics."""
+    model = copy.deepcopy(model)
+    batch = build_batch(groups, pad_id, 1e-4, drop_zero_variance=False)
+    logp = sequence_logprobs(model, batch, temperature=1.0)
+    loss, metrics = ftis_loss(LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=batch.logp_gen,
+                                         mask=batch.mask, advantages=batch.advantages, own=batch.own,
+                                         group=batch.group), LossConfig(variant="f-tis"))
+    loss.backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]), metrics
+
+
+def test_gradient_from_exact_and_compact_logprobs_agree(tiny):
     model, tok = tiny
     task = get_task("arith")
     items = [task.item("train", i) for i in range(8)]
@@ -26,15 +41,10 @@ def test_loss_and_update_from_exact_and_compact_logprobs_agree(tiny):
                    c.reward) for c in g.completions], own=False) for g in exact]
     assert any(a.logprobs != b.logprobs for ga, gb in zip(exact, compact)
                for a, b in zip(ga.completions, gb.completions))  # the rounding is real
-    results = []
-    for groups in (exact, compact):
-        m = copy.deepcopy(model)
-        before = [p.detach().clone() for p in m.parameters()]
-        metrics = Learner(m, tok.pad_token_id, TrainConfig(), LossConfig(variant="f-tis"), 1.0, lr=1e-3).step(groups)
-        delta = torch.cat([(p.detach() - b).flatten() for p, b in zip(m.parameters(), before)])
-        results.append((metrics, delta))
-    (m_exact, d_exact), (m_compact, d_compact) = results
-    assert abs(m_exact["loss"] - m_compact["loss"]) <= 1e-3 * max(abs(m_exact["loss"]), 1e-3)
+    g_exact, m_exact = gradient(model, exact, tok.pad_token_id)
+    g_compact, m_compact = gradient(model, compact, tok.pad_token_id)
+    assert g_exact.norm() > 0 and m_exact["truncated_frac"] > 0  # off-policy enough for w to matter
+    # float16 keeps 11 bits: each log-prob moves by at most |lp| * 2^-11, each weight by that factor
+    assert (g_exact - g_compact).norm() <= 1e-2 * g_exact.norm()
     assert abs(m_exact["mean_weight"] - m_compact["mean_weight"]) <= 1e-3
-    cosine = torch.nn.functional.cosine_similarity(d_exact, d_compact, dim=0)
-    assert cosine > 0.999 and (d_exact - d_compact).norm() <= 0.02 * d_exact.norm()
+    assert m_exact["implausible"] == m_compact["implausible"] == 0

@@ -42,12 +42,12 @@ def test_other_peers_teach_the_risk_of_an_untried_size():
     policy = SAGCGroups(SAGCConfig(initial=8, gamma=1.0))
     policy.after_step([summary(8, False)], {b"p1": [summary(16, True)] * 5, b"p2": [summary(16, True)] * 5},
                       family="qwen2")
-    post = policy.controller.posteriors
-    assert post[16].alpha == pytest.approx(1 + 10 * 0.5) and post[16].beta == 1.0  # never tried locally
-    assert post[8].beta == 2.0
+    post = policy.controller.belief
+    assert post(16).alpha == pytest.approx(1 + 5 * 0.5 + 5 * 0.5) and post(16).beta == 1.0  # never tried locally
+    assert post(8).beta == 2.0
     other = SAGCGroups(SAGCConfig(initial=8, gamma=1.0))
     other.after_step([summary(8, False)], {b"p": [summary(16, True, family="llama")] * 8}, family="qwen2")
-    assert other.controller.posteriors[16].alpha == pytest.approx(1 + 8 * 0.2)
+    assert other.controller.belief(16).alpha == pytest.approx(1 + 8 * 0.2)
 
 
 @pytest.mark.parametrize("flood", [8, 9, 100, 10_000])
@@ -57,9 +57,21 @@ def test_one_sender_moves_the_controller_by_at_most_its_bound(flood):
     cfg = SAGCConfig(initial=8, gamma=1.0, max_sender_summaries=8)
     policy = SAGCGroups(cfg)
     policy.after_step([], {b"flooder": [summary(16, False)] * flood}, family="qwen2")
-    post = policy.controller.posteriors[16]
+    post = policy.controller.belief(16)
     assert post.alpha == 1.0
     assert post.beta == pytest.approx(1.0 + min(flood, 8) * cfg.peer_weight)  # exactly the bound: 1 + 8 * 0.5
+
+
+def test_other_peers_together_never_outweigh_a_bounded_prior_and_own_evidence_wins():
+    """However many senders and steps, foreign evidence about one size stays <= max_foreign_evidence
+    pseudo-observations; our own groups at that size are not capped, so one step of them outweighs it."""
+    cfg = SAGCConfig(initial=16, gamma=1.0, max_foreign_evidence=8.0)
+    policy = SAGCGroups(cfg)
+    for step in range(50):
+        policy.after_step([], {bytes([i]): [summary(16, False)] * 8 for i in range(10)}, family="qwen2")
+    assert policy.controller.foreign[16] == pytest.approx((0.0, 8.0))
+    policy.after_step([summary(16, True)] * 16, {}, family="qwen2")
+    assert policy.controller.belief(16).mean == pytest.approx((1 + 16) / (1 + 16 + 1 + 8))
 
 
 def test_sizes_outside_the_candidates_are_ignored_and_rates_are_own():

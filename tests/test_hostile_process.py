@@ -102,22 +102,29 @@ def test_taken_ports_are_one_line(tmp_path):
         sp.stop()
 
 
-def test_an_identity_held_by_a_running_peer_is_refused_at_once(tmp_path):
-    """Point 11: not retried as 'unreachable swarm', not joined twice under one peer id."""
+@pytest.fixture
+def running_peer(tmp_path):
+    """A bootstrap and one peer "a" that has done a few steps."""
     sp = SwarmProcesses(tmp_path)
     try:
         sp.start_bootstrap()
         sp.start_peer("a", "--model", "tiny-add", *LIGHT)
-        sp.wait_steps("a", 1, timeout=120)
-        start = time.monotonic()
-        out = subprocess.run([*CLI, "join", "--initial-peers", sp.address, "--identity", str(tmp_path / "a.id"),
-                              "--steps", "1"], capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
-        assert out.returncode == 2, out.stderr[-2000:]
-        last = out.stderr.strip().splitlines()[-1]
-        assert "is in use by another running process" in last and "retrying" not in out.stderr
-        assert time.monotonic() - start < 60
+        sp.wait_steps("a", 3, timeout=120)
+        yield sp
     finally:
         sp.stop()
+
+
+def test_an_identity_held_by_a_running_peer_is_refused_at_once(running_peer):
+    """Point 11: not retried as 'unreachable swarm', not joined twice under one peer id."""
+    start = time.monotonic()
+    out = subprocess.run([*CLI, "join", "--initial-peers", running_peer.address, "--identity",
+                          str(running_peer.out / "a.id"), "--steps", "1"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    assert out.returncode == 2, out.stderr[-2000:]
+    last = out.stderr.strip().splitlines()[-1]
+    assert "is in use by another running process" in last and "retrying" not in out.stderr
+    assert time.monotonic() - start < 60
 
 
 def sigterm_after(cmd: list[str], delay: float, cwd=ROOT) -> tuple[int, float, str]:
@@ -144,22 +151,19 @@ def test_sigterm_stops_a_bootstrap_in_every_state(tmp_path, cpu_load, delay):
     assert out.strip().splitlines()[-1].startswith("bootstrap stopped") and "Traceback" not in out
 
 
-def test_sigterm_stops_a_peer_while_it_retries_and_while_it_trains(tmp_path, cpu_load):
+def test_sigterm_stops_a_peer_while_it_retries(cpu_load):
     dead = f"/ip4/127.0.0.1/tcp/{free_port()}/p2p/12D3KooWRqLQJmN9WhyZ4YdbM3kEiY4J2TMgnchPKQty6eFJuiGx"
     code, seconds, out = sigterm_after([*CLI, "join", "--initial-peers", dead, "--startup-timeout", "3"], 15)
     assert code == 0 and seconds < STOP_TIMEOUT and "stopped while" in out and "Traceback" not in out, out[-2000:]
-    sp = SwarmProcesses(tmp_path)
-    try:
-        sp.start_bootstrap()
-        sp.start_peer("a", "--model", "tiny-add", *LIGHT)
-        sp.wait_steps("a", 3, timeout=120)
-        sent = time.monotonic()
-        sp.peers["a"].send_signal(signal.SIGTERM)
-        assert sp.peers["a"].wait(timeout=STOP_TIMEOUT + 40) == 0 and time.monotonic() - sent < STOP_TIMEOUT
-        log = sp.log_tail("a", 40)
-        assert "stopped: summary of the steps done so far" in log and "Traceback" not in log
-    finally:
-        sp.stop()
+
+
+def test_sigterm_stops_a_peer_while_it_trains(running_peer, cpu_load):
+    peer = running_peer.peers["a"]
+    sent = time.monotonic()
+    peer.send_signal(signal.SIGTERM)
+    assert peer.wait(timeout=STOP_TIMEOUT + 40) == 0 and time.monotonic() - sent < STOP_TIMEOUT
+    log = running_peer.log_tail("a", 40)
+    assert "stopped: summary of the steps done so far" in log and "Traceback" not in log
 
 
 def test_a_stop_that_cannot_finish_is_forced_at_the_stop_timeout(tmp_path):

@@ -8,12 +8,12 @@ Issue points: 1 (task references), 2 (long completions), 3 (expensive references
 process faults (9-12) in test_hostile_process.py.
 """
 import time
-from pathlib import Path
 
 import pytest
 
 from node import attacks
 from node.local_swarm import SwarmProcesses
+from node.process import rss_mb
 from node.swarm_dht import DHTSettings, SwarmDHT
 
 HONEST = ("honest-add", "honest-lora")
@@ -21,11 +21,6 @@ LIGHT = ["--task", "arith-add", "--steps", "0", "--set", "train.prompts_per_step
          "--set", "swarm.received_groups=8", "--set", "swarm.gather_deadline=0.2"]
 MAX_STEP_SECONDS = 10.0  # honest steps take ~0.2 s here; the published stall took 31 s
 MAX_RSS_GROWTH_MB = 150  # the published memory attack added 2.3 GB in 6 s
-
-
-def rss_mb(pid: int) -> float:
-    status = Path(f"/proc/{pid}/status").read_text()
-    return int(status.split("VmRSS:")[1].split()[0]) / 1024
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,202 @@
+"""The attack catalogue against a small local swarm, one run per attack, and a table.
+
+Each run: a bootstrap and two honest `swarm join` processes (tiny-add full fine-tuning and tiny-add-lora, on
+arith-add, seeds 0 and 1) for --steps steps, and a hostile peer (node/attacks.py: its own hivemind node,
+our wire format) publishing the attack every half second. The same swarm without an attacker is the control;
+it runs twice, so the table also shows what two clean runs differ by (the noise band). Per attack: what the
+honest peers refused (by reason) or dropped in the loss (implausible), their reward over the last 20 steps
+against the control's, their median and worst step time, and their peak memory. The summary-flood attack
+runs on tiny-count / count (where groups straggle) and reports the mean group size G instead.
+
+    python bench/attacks.py [--steps 80] [--only poison-floor,clean] [--out bench/out/attacks]
+
+Writes <out>/results.json (resumable: finished runs are kept) and <out>/table.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import msgpack
+
+from node import attacks
+from node.local_swarm import SwarmProcesses
+from node.process import rss_mb
+from node.swarm_dht import DHTSettings
+
+HONEST = {"full": ("tiny-add", 0), "lora": ("tiny-add-lora", 1)}
+COUNTING = {"full": ("tiny-count", 0), "lora": ("tiny-count", 1)}
+PEER_ARGS = ["--set", "train.prompts_per_step=16", "--set", "swarm.received_groups=16"]
+
+
+def poison(claims: str, pad: int = 0):
+    def build(v, dht, step):
+        return "groups", [attacks.padding_poison(v, i, dht.now(), claims=claims, pad=pad)
+                          for i in attacks.random_indices(step, 16)]
+    return build
+
+
+def replays(v, dht, step):
+    """Every honest record seen so far, as published and re-stamped."""
+    raw = [r for value, _ in dht.fetch("groups").values() for r in msgpack.unpackb(value, raw=True)]
+    return "groups", raw + [attacks.restamped(r, 10**6 + step, dht.now()) for r in raw]
+
+
+ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
+    # name: (what it is, builder(victim, dht, step) -> (kind, records) or None for a raw store, options)
+    "clean": ("no attacker (control)", None, {}),
+    "clean-again": ("no attacker, second run (noise band)", None, {}),
+    "hub-task": ("gsm8k / math500 references", lambda v, d, s: (
+        "groups", attacks.task_references(v, attacks.HUB_TASKS, d.now())), {}),
+    "gym-flood": ("20 reasoning-gym references", lambda v, d, s: (
+        "groups", attacks.task_references(v, attacks.GYM_TASKS, d.now())), {}),
+    "long-completion": ("1000-token completions", lambda v, d, s: (
+        "groups", [r for i in range(8) for r in attacks.long_completions(v, d.now(), index=s * 8 + i)]), {}),
+    "unsigned-store": ("str/bytes subkeys, one expiry; 1e9 s expiry", "raw", {}),
+    "poison-published": ("30 '=' + answer, claims -30", poison("low", pad=30), {}),
+    "poison-low": ("'=' padding within our limit, claims -30", poison("low"), {}),
+    "poison-floor": ("padding, claims just inside the surprisal bound", poison("floor"), {}),
+    "poison-matched": ("padding, claims = the zoo model's own", poison("matched"), {"with_model": True}),
+    "poison-floor-hardened": ("poison-floor against loss.negative_c=1", poison("floor"),
+                              {"peer_set": ["loss.negative_c=1"]}),
+    "clean-hardened": ("control for loss.negative_c=1", None, {"peer_set": ["loss.negative_c=1"]}),
+    "replay": ("honest bundles replayed and re-stamped", replays, {}),
+    "future": ("groups stamped an hour ahead", lambda v, d, s: (
+        "groups", [attacks.plain(v, s * 8 + i, created=d.now() + 3600) for i in range(8)]), {}),
+    "summary-flood": ("256 'never straggles at 16' summaries a step", lambda v, d, s: (
+        "summaries", attacks.summary_flood(step=10**6 + s)), {"counting": True}),
+    "clean-counting": ("control for summary-flood (tiny-count on count)", None, {"counting": True}),
+    "clean-counting-again": ("second control run (noise band of G)", None, {"counting": True}),
+}
+
+
+def attacker_loop(build, victim, dht, stop: threading.Event, sent: list[int]) -> None:
+    step = 0
+    while not stop.wait(0.5):
+        if build == "raw":
+            attacks.unsigned_stores(dht)
+            sent[0] += 9
+        else:
+            kind, records = build(victim, dht, step)
+            if dht.publish_records(kind, records):
+                sent[0] += len(records)
+        step += 1
+
+
+def run(name: str, steps: int, out: Path) -> dict:
+    about, build, options = ATTACKS[name]
+    counting = options.get("counting", False)
+    peers = COUNTING if counting else HONEST
+    task = "count" if counting else "arith-add"
+    sp = SwarmProcesses(out / name)
+    stop, sent, peak = threading.Event(), [0], {}
+    attacker = None
+    try:
+        sp.start_bootstrap()
+        for role, (model, seed) in peers.items():
+            sets = [arg for s in options.get("peer_set", []) + (["generation.max_new_tokens=32", "sagc.tau=1.5", "sagc.delta=0.15"] if counting else [])
+                    for arg in ("--set", s)]
+            sp.start_peer(role, "--model", model, "--seed", str(seed), "--task", task, "--steps", str(steps),
+                          *PEER_ARGS, *sets)
+        if build is not None:
+            victim = attacks.victim_for("tiny-add", task, with_model=options.get("with_model", False))
+            attacker = attacks.HostileDHT(DHTSettings(initial_peers=(sp.address,)))
+            threading.Thread(target=attacker_loop, args=(build, victim, attacker, stop, sent), daemon=True).start()
+        while any(p.poll() is None for p in sp.peers.values()):
+            for role, proc in sp.peers.items():
+                try:
+                    peak[role] = max(peak.get(role, 0.0), rss_mb(proc.pid))
+                except (OSError, IndexError):
+                    pass
+            time.sleep(0.2)
+        bootstrap_alive = sp.bootstrap.poll() is None
+    finally:
+        stop.set()
+        if attacker is not None:
+            attacker.shutdown()
+        sp.stop()
+    result = {"attack": name, "about": about, "sent": sent[0], "bootstrap_alive": bootstrap_alive, "peers": {}}
+    for role in peers:
+        rows = sp.metrics(role)
+        rejected: dict[str, int] = {}
+        for r in rows:
+            for reason, n in r["metrics"].get("rejected", {}).items():
+                rejected[reason] = rejected.get(reason, 0) + n
+        step_seconds = [r["metrics"]["step_seconds"] for r in rows] or [0.0]
+        result["peers"][role] = {
+            "steps": len(rows), "exit": sp.peers[role].returncode, "rejected": rejected,
+            "implausible": sum(r["metrics"].get("implausible", 0) for r in rows),
+            "reward_last20": statistics.mean(r["reward"] for r in rows[-20:]) if rows else 0.0,
+            "mean_G": statistics.mean(r["group_size"] for r in rows) if rows else 0.0,
+            "straggler_rate": statistics.mean(r["metrics"].get("straggler_rate", 0.0) for r in rows) if rows else 0.0,
+            "step_median": statistics.median(step_seconds), "step_max": max(step_seconds),
+            "peak_rss_mb": peak.get(role, 0.0),
+        }
+    return result
+
+
+def table(results: dict) -> str:
+    controls = {False: results.get("clean"), True: results.get("clean-counting")}
+    header = ("| attack | refused by the honest peers (full / LoRA) | reward, last 20 steps: attacked vs control "
+              "(full; LoRA) | step s, median / max | peak RSS MB |")
+    lines = [header, "|---|---|---|---|---|"]
+    for name, res in results.items():
+        counting = ATTACKS[name][2].get("counting", False)
+        control = results.get("clean-hardened") if "hardened" in name else controls[counting]
+        cells = []
+        for p in res["peers"].values():
+            refused = ", ".join(f"{k} {v}" for k, v in sorted(p["rejected"].items())) or "none"
+            if p["implausible"]:
+                refused += f"; implausible rows {p['implausible']}"
+            cells.append(refused)
+        metric = "mean_G" if counting else "reward_last20"
+        effect = "; ".join(
+            f"{p[metric]:.3f} vs {control['peers'][role][metric]:.3f}" if control else f"{p[metric]:.3f}"
+            for role, p in res["peers"].items())
+        if counting:
+            effect = "mean G " + effect + " (straggler rate " + " / ".join(
+                f"{p['straggler_rate']:.2f}" for p in res["peers"].values()) + ")"
+        steps = " / ".join(f"{p['step_median']:.2f} / {p['step_max']:.2f}" for p in res["peers"].values())
+        rss = " / ".join(f"{p['peak_rss_mb']:.0f}" for p in res["peers"].values())
+        alive = "" if res["bootstrap_alive"] and all(p["exit"] == 0 for p in res["peers"].values()) else " (a process died)"
+        lines.append(f"| {name}: {res['about']}{alive} | {' / '.join(cells)} | {effect} | {steps} | {rss} |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--only", help="comma-separated attack names (default: all)")
+    parser.add_argument("--out", default="bench/out/attacks")
+    parser.add_argument("--fresh", action="store_true", help="forget finished runs")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = out / "results.json"
+    results = {} if args.fresh or not store.exists() else json.loads(store.read_text())
+    names = args.only.split(",") if args.only else list(ATTACKS)
+    todo = [n for n in names if n not in results or results[n].get("steps") != args.steps]
+    started = time.monotonic()
+    for i, name in enumerate(todo, 1):
+        t0 = time.monotonic()
+        print(f"[{i}/{len(todo)}] {name}: {ATTACKS[name][0]} ...", file=sys.stderr, flush=True)
+        results[name] = {**run(name, args.steps, out), "steps": args.steps}
+        done = time.monotonic() - started
+        print(f"    done in {time.monotonic() - t0:.0f} s; about {done / i * (len(todo) - i):.0f} s left",
+              file=sys.stderr, flush=True)
+        store.write_text(json.dumps(results, indent=1))
+    ordered = {n: results[n] for n in ATTACKS if n in results}
+    text = table(ordered)
+    (out / "table.md").write_text(text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
