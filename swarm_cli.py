@@ -143,26 +143,26 @@ def cmd_join(args) -> int:
     _prepare(cfg)
     from node.control import ControlServer, NodeStatus
     from node.peer import Peer
-    from node.process import ensure_port_free, stop_on_signals
+    from node.process import stop_on_signals
     from node.runner import connect, dht_settings
     from node.swarm_dht import Stopped
 
-    if args.control_port > 0:
-        ensure_port_free(args.control_host, args.control_port, "control API")  # before anything starts
+    status = NodeStatus(role="peer", model=cfg.model.name)
+    server = dht = peer = None
+    if args.control_port >= 0:  # first: a taken port fails before the swarm is joined
+        server = ControlServer(lambda: status, host=args.control_host, port=args.control_port, serving=False)
+        print(f"control API on {args.control_host}:{server.port}", file=sys.stderr, flush=True)
     stop = stop_on_signals(args.stop_timeout)
     try:
-        dht = connect(dht_settings(cfg.swarm), args.join_attempts, stop)
-    except Stopped as err:
-        print(f"{err}", file=sys.stderr)
-        return 0
-    server = None
-    peer = None
-    try:
-        status = NodeStatus(peer_id=dht.peer_id, role="peer", maddrs=dht.visible_maddrs(), model=cfg.model.name)
-        if args.control_port >= 0:
-            server = ControlServer(lambda: status, host=args.control_host, port=args.control_port)
-            print(f"control API on {args.control_host}:{server.port}", file=sys.stderr, flush=True)
+        try:
+            dht = connect(dht_settings(cfg.swarm), args.join_attempts, stop)
+        except Stopped as err:
+            print(f"{err}", file=sys.stderr)
+            return 0
+        status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
         peer = Peer(cfg, transport=dht)
+        if server is not None:
+            server.set_serving(True)
         print(_describe(cfg, peer), file=sys.stderr)
         print(f"joined swarm {cfg.swarm.name!r} as {dht.peer_id}", file=sys.stderr, flush=True)
         return _train(args, cfg, peer, stop, status)
@@ -171,7 +171,8 @@ def cmd_join(args) -> int:
             peer.close()
         if server is not None:
             server.stop()
-        dht.shutdown()
+        if dht is not None:
+            dht.shutdown()
 
 
 def cmd_bootstrap(args) -> int:

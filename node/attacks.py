@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from protocol import swarm_pb2 as pb
 from protocol.codec import (
@@ -195,7 +195,3 @@ def unsigned_stores(dht: HostileDHT, n: int = 8) -> list[bool]:
 def random_indices(seed: int, n: int) -> list[int]:
     rng = random.Random(seed)
     return [rng.randrange(2**31) for _ in range(n)]
-
-
-def with_card(v: Victim, **changes) -> Victim:
-    return replace(v, card=replace(v.card, **changes))

@@ -58,7 +58,9 @@ class ControlServer:
     SO_REUSEPORT is off: a taken port is an error (PortInUse), never a second server on it that might answer
     the first one's `status` / `--health` calls."""
 
-    def __init__(self, status: Callable[[], NodeStatus], host: str = "127.0.0.1", port: int = 0):
+    def __init__(self, status: Callable[[], NodeStatus], host: str = "127.0.0.1", port: int = 0,
+                 serving: bool = True):
+        """serving: the health check's first answer (a node that is still starting says NOT_SERVING)."""
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=[("grpc.so_reuseport", 0)])
         control_pb2_grpc.add_ControlServicer_to_server(_Control(status), self.server)
         self.health = health.HealthServicer()
@@ -71,7 +73,7 @@ class ControlServer:
         if self.port == 0:
             raise PortInUse(f"control API port {port} on {host} could not be bound (in use?)")
         self.server.start()
-        self.set_serving(True)
+        self.set_serving(serving)
 
     def set_serving(self, serving: bool) -> None:
         state = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING

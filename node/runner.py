@@ -18,7 +18,6 @@ from pathlib import Path
 
 from .control import ControlServer, NodeStatus
 from .models import first_line
-from .process import ensure_port_free
 
 log = logging.getLogger(__name__)
 
@@ -144,32 +143,33 @@ def run_bootstrap(settings, status_every: float, control_port: int, stop: thread
     """A DHT-only node that others join through; prints its addresses, then a status line periodically."""
     from .swarm_dht import Stopped, SwarmDHT
 
-    if control_port > 0:
-        ensure_port_free("127.0.0.1", control_port, "control API")  # before anything starts
+    status = NodeStatus(role="bootstrap")
+    # first: a taken control port fails before the DHT starts
+    server = ControlServer(lambda: status, port=control_port, serving=False) if control_port >= 0 else None
     try:
-        dht = SwarmDHT(settings, stop=stop)
-    except Stopped:
-        say("bootstrap stopped (while starting)")
-        return 0
-    server = None
-    try:
-        status = NodeStatus(peer_id=dht.peer_id, role="bootstrap", maddrs=dht.visible_maddrs())
-        if control_port >= 0:
-            server = ControlServer(lambda: status, port=control_port)
-        for maddr in status.maddrs:
-            say(f"bootstrap address: {maddr}")
-        if address_file:
-            Path(address_file).parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(address_file + ".tmp")
-            tmp.write_text("".join(m + "\n" for m in status.maddrs))
-            tmp.replace(address_file)  # atomic: a reader never sees half a file
-        if server:
-            say(f"control API on 127.0.0.1:{server.port}")
-        watch_swarm(dht, status, status_every, stop, say)
+        try:
+            dht = SwarmDHT(settings, stop=stop)
+        except Stopped:
+            say("bootstrap stopped (while starting)")
+            return 0
+        try:
+            status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
+            for maddr in status.maddrs:
+                say(f"bootstrap address: {maddr}")
+            if address_file:
+                Path(address_file).parent.mkdir(parents=True, exist_ok=True)
+                tmp = Path(address_file + ".tmp")
+                tmp.write_text("".join(m + "\n" for m in status.maddrs))
+                tmp.replace(address_file)  # atomic: a reader never sees half a file
+            if server:
+                server.set_serving(True)
+                say(f"control API on 127.0.0.1:{server.port}")
+            watch_swarm(dht, status, status_every, stop, say)
+        finally:
+            dht.shutdown()
     finally:
         if server:
             server.stop()
-        dht.shutdown()
     say("bootstrap stopped")
     return 0
 
