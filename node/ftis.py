@@ -69,11 +69,12 @@ def implausible_rows(d_sum: torch.Tensor, d_mean: torch.Tensor, tokens: torch.Te
                      group: torch.Tensor | None, cfg: LossConfig) -> torch.Tensor:
     """[N] bool: received rows of groups whose total log-ratio sum(log pi_theta - log pi_gen) is above
     ratio_bound + ratio_bound_per_token * tokens, and received rows whose mean divergence is above div_ceiling."""
-    group = torch.arange(len(d_sum)) if group is None else group
+    group = torch.arange(len(d_sum), device=d_sum.device) if group is None else group
     n_groups = int(group.max()) + 1 if len(group) else 0
     weight = received.to(d_sum.dtype)
-    log_ratio = torch.zeros(n_groups, dtype=d_sum.dtype).index_add(0, group, -d_sum * weight)
-    n_tokens = torch.zeros(n_groups, dtype=d_sum.dtype).index_add(0, group, tokens.to(d_sum.dtype) * weight)
+    zeros = torch.zeros(n_groups, dtype=d_sum.dtype, device=d_sum.device)
+    log_ratio = zeros.index_add(0, group, -d_sum * weight)
+    n_tokens = zeros.index_add(0, group, tokens.to(d_sum.dtype) * weight)
     too_likely = (log_ratio > cfg.ratio_bound + cfg.ratio_bound_per_token * n_tokens)[group]
     return received & (too_likely | (d_mean > cfg.div_ceiling))
 

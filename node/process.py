@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import fcntl
-import logging
 import os
 import signal
 import socket
@@ -24,7 +23,6 @@ import threading
 import time
 from pathlib import Path
 
-log = logging.getLogger(__name__)
 EXIT_FORCED = 1  # exit code when the watchdog had to end the process
 
 

@@ -149,7 +149,6 @@ class SwarmDHT:
         self._node = self._start(stop)
         self._published: dict[str, float] = {}  # kind -> expiration of our latest record
         self.peers_seen = -1  # other peers with live records at the last fetch (-1: no fetch yet)
-        self.reannounced = 0  # re-announcements to the initial peers so far
         self._maintenance = asyncio.run_coroutine_threadsafe(self._maintain(), self._loop)
 
     def _validators(self) -> list:
@@ -248,7 +247,6 @@ class SwarmDHT:
                        if not isinstance(r, BaseException))
         if rebootstrap and answered:
             await self._node.find_nearest_nodes([self._node.node_id])
-        self.reannounced += 1
         return answered
 
     @property
