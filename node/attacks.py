@@ -76,8 +76,9 @@ def group_record(v: Victim, index: int, completions: list[list[int]], logprobs: 
 
 def get_version(task: str) -> str:
     """The version a receiver would expect for a task reference (what a careful attacker would claim)."""
-    if offline_task(task) is not None:
-        return offline_task(task).version
+    offline = offline_task(task)
+    if offline is not None:
+        return offline.version
     if task.startswith("gym:"):
         import importlib.metadata
 

@@ -107,7 +107,7 @@ class SwarmProcesses:
         self.address = ""
 
     def start_bootstrap(self, *extra: str, port: int = 0, timeout: float = 90) -> str:
-        with open(self.out / "bootstrap.log", "a") as log:
+        with open(self.out / "bootstrap.log", "a" if self.bootstrap else "w") as log:  # a restart appends
             self.bootstrap = subprocess.Popen(
                 [sys.executable, CLI, "bootstrap", "--port", str(port), "--status-every", "10",
                  "--identity", str(self.out / "bootstrap.id"), *extra],
@@ -120,7 +120,7 @@ class SwarmProcesses:
         (self.out / f"{name}.jsonl").unlink(missing_ok=True)
         cmd = [sys.executable, CLI, "join", "--initial-peers", self.address, "--metrics", self.metrics_path(name),
                "--identity", str(self.out / f"{name}.id"), "--log-every", "1000000", *args]
-        with open(self.out / f"{name}.log", "a") as log:
+        with open(self.out / f"{name}.log", "a" if name in self.peers else "w") as log:  # a restart appends
             self.peers[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         return self.peers[name]
 
@@ -128,7 +128,7 @@ class SwarmProcesses:
         return str(self.out / f"{name}.jsonl")
 
     def metrics(self, name: str) -> list[dict]:
-        return read_metrics(self.out / f"{name}.jsonl")
+        return read_metrics(Path(self.metrics_path(name)))
 
     def wait_steps(self, name: str, steps: int, timeout: float) -> list[dict]:
         """Metrics of `name` once it has done `steps` steps in all; raises when it died or ran out of time."""
@@ -225,7 +225,7 @@ def run_local(args) -> int:
         swarm.stop()
     curves, summary = {}, {}
     for name in names:
-        rows = read_metrics(out / f"{name}.jsonl")
+        rows = swarm.metrics(name)
         summary[name] = peer_summary(rows)
         curves[name] = [r["reward"] for r in rows]
     (out / "summary.json").write_text(json.dumps(summary, indent=1))
