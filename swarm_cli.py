@@ -1,8 +1,10 @@
 """Command line of the swarm node: `swarm run | join | bootstrap | local | status | zoo | tasks`.
 
 Heavy libraries (torch, transformers, hivemind) are imported inside the chosen subcommand, so `--help` is
-instant. Every user error (bad configuration, unknown model or task, unreachable swarm) is one line on stderr
-and a non-zero exit code (2 for bad input, 3 for an unreachable swarm or node).
+instant. Every subcommand that takes a configuration resolves it through node/config.py (flags, --set,
+SWARM_SECTION__FIELD variables, --config TOML, the subcommand's own defaults). Every user error (bad
+configuration, unknown model or task, unreachable swarm) is one line on stderr and a non-zero exit code (2 for
+bad input, 3 for an unreachable swarm or node).
 """
 from __future__ import annotations
 
@@ -16,25 +18,9 @@ EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 
 
-def _overrides(args) -> dict:
-    """Named flags become --set assignments (they win over file and environment)."""
-    from node.config import parse_assignments
-
-    pairs = list(args.set or [])
-    named = {
-        "model.name": args.model, "model.lora": args.lora, "task.name": args.task, "task.split": args.split,
-        "train.steps": args.steps, "train.group_size": args.group_size, "train.prompts_per_step": args.prompts,
-        "train.seed": args.seed, "train.group_policy": args.group_policy, "train.batch_mode": args.batch_mode,
-        "train.lr": args.lr, "loss.variant": args.variant, "loss.aggregation": args.aggregation,
-        "generation.threads": args.threads, "generation.backend": args.backend,
-    }
-    for key in ("initial_peers", "swarm", "identity", "host", "port", "announce", "startup_timeout"):
-        value = getattr(args, key, None)
-        if value is not None:
-            value = ",".join(value) if isinstance(value, list) else value
-            named["swarm.name" if key == "swarm" else f"swarm.{key}"] = value
-    pairs += [f"{key}={value}" for key, value in named.items() if value is not None]
-    return parse_assignments(pairs)
+JOIN_DEFAULTS = {"train": {"steps": 0}}  # a volunteer runs until stopped
+BOOTSTRAP_DEFAULTS = {"swarm": {"port": 31330,  # a well-known port peers are told about
+                                "identity": str(Path.home() / ".local" / "share" / "swarm-node" / "bootstrap.id")}}
 
 
 def _zoo_progress():
@@ -54,14 +40,14 @@ def _zoo_progress():
 
 def _prepare(cfg) -> None:
     """Checks the task, then builds the zoo model if needed, with progress (before any network)."""
-    from node.quiet import quiet_libraries
+    from node.models.zoo import ZOO, ensure_built
+    from node.runtime import quiet_libraries
     from node.tasks import get_task
-    from node.zoo import ZOO, ensure_built
 
     quiet_libraries()
     get_task(cfg.task.name, cfg.task.data_files)  # an unknown task fails before any model is built
     if cfg.generation.backend == "vllm":  # a missing vLLM fails before any model or network
-        from node.vllm_backend import import_vllm
+        from node.generation.vllm_backend import import_vllm
 
         import_vllm()
     if cfg.model.name in ZOO:
@@ -80,9 +66,9 @@ def _describe(cfg, peer) -> str:
 
 def _train(args, cfg, peer, stop, status=None) -> int:
     """The step loop shared by `run` and `join`: progress, metrics file, summary, saved outputs."""
-    from node.plots import plot_rewards
-    from node.progress import Progress, summary
-    from node.runner import metrics_writer, train_loop
+    from node.metrics import metrics_writer
+    from node.report import Progress, plot_rewards, summary
+    from node.runner import train_loop
 
     progress = Progress(cfg.train.steps, every=args.log_every)
     write = metrics_writer(args.metrics)
@@ -110,9 +96,9 @@ def cmd_run(args) -> int:
     """Trains one peer alone on its task and prints a summary."""
     import threading
 
-    from node.config import load_config
+    from node.config import config_from_args
 
-    cfg = load_config(args.config, _overrides(args))
+    cfg = config_from_args(args)
     _prepare(cfg)
     from node.peer import Peer
 
@@ -129,23 +115,23 @@ def cmd_run(args) -> int:
 
 def cmd_join(args) -> int:
     """Joins a swarm: trains on own and received groups until stopped (or --steps)."""
-    from node.config import load_config
+    import dataclasses
 
+    from node.config import config_from_args
+
+    cfg = config_from_args(args, JOIN_DEFAULTS)
     if args.initial_peers_file:
         from node.runner import read_address_file
 
-        args.initial_peers = (args.initial_peers or []) + read_address_file(args.initial_peers_file,
-                                                                            args.startup_timeout or 30.0)
-    overrides = _overrides(args)
-    if args.steps is None:
-        overrides.setdefault("train", {})["steps"] = "0"  # a volunteer runs until stopped
-    cfg = load_config(args.config, overrides)
+        found = read_address_file(args.initial_peers_file, cfg.swarm.startup_timeout)
+        cfg = dataclasses.replace(cfg, swarm=dataclasses.replace(
+            cfg.swarm, initial_peers=(*cfg.swarm.initial_peers, *found)))
     _prepare(cfg)
-    from node.control import ControlServer, NodeStatus
+    from node.errors import Stopped
     from node.peer import Peer
     from node.process import stop_on_signals
-    from node.runner import connect, dht_settings
-    from node.swarm_dht import Stopped
+    from node.runner import connect
+    from node.swarm.control import ControlServer, NodeStatus
 
     status = NodeStatus(role="peer", model=cfg.model.name)
     server = dht = peer = None
@@ -155,7 +141,7 @@ def cmd_join(args) -> int:
     stop = stop_on_signals(args.stop_timeout)
     try:
         try:
-            dht = connect(dht_settings(cfg.swarm), args.join_attempts, stop)
+            dht = connect(cfg.swarm, args.join_attempts, stop)
         except Stopped as err:
             print(f"{err}", file=sys.stderr)
             return 0
@@ -177,31 +163,29 @@ def cmd_join(args) -> int:
 
 def cmd_bootstrap(args) -> int:
     """A DHT-only daemon that peers join through."""
+    from node.config import config_from_args
     from node.process import stop_on_signals
     from node.runner import run_bootstrap
-    from node.swarm_dht import DHTSettings
 
-    identity = args.identity if args.identity is not None else str(
-        Path.home() / ".local" / "share" / "swarm-node" / "bootstrap.id")
-    settings = DHTSettings(swarm=args.swarm, host=args.host, port=args.port, announce=tuple(args.announce or ()),
-                           identity_path=identity, startup_timeout=args.startup_timeout,
-                           initial_peers=tuple(args.initial_peers or ()))
-    return run_bootstrap(settings, args.status_every, args.control_port, stop_on_signals(args.stop_timeout),
+    cfg = config_from_args(args, BOOTSTRAP_DEFAULTS)  # a file shared with the peers works: [swarm] is read
+    return run_bootstrap(cfg.swarm, args.status_every, args.control_port, stop_on_signals(args.stop_timeout),
                          lambda line: print(line, flush=True), address_file=args.address_file)
 
 
 def cmd_local(args) -> int:
     """A bootstrap and N heterogeneous zoo peers as separate processes on loopback."""
-    from node.local_swarm import run_local
+    from node.config import config_from_args
+    from node.local_swarm import LOCAL_DEFAULTS, run_local
 
-    return run_local(args)
+    cfg = config_from_args(args, LOCAL_DEFAULTS)  # checked here: one line for a bad value, before anything
+    return run_local(args, cfg)
 
 
 def cmd_status(args) -> int:
     """Asks a running node (peer or bootstrap) through its control API."""
     import grpc
 
-    from node.control import query_health, query_status
+    from node.swarm.control import query_health, query_status
 
     query = query_health if args.health else query_status  # health: the standard grpc.health.v1 check
     try:
@@ -227,15 +211,15 @@ def cmd_status(args) -> int:
 
 def cmd_zoo(args) -> int:
     """Lists the zoo, or builds every model (cached) with progress."""
-    from node.zoo import ZOO, model_dir
+    from node.models.zoo import ZOO, model_dir
 
     if args.action == "list":
         for spec in ZOO.values():
             built = "built" if (model_dir(spec.name) / "config.json").exists() else "not built"
             print(f"{spec.name:<14} {spec.about:<48} {built}")
         return 0
-    from node.quiet import quiet_libraries
-    from node.zoo import ensure_built
+    from node.models.zoo import ensure_built
+    from node.runtime import quiet_libraries
 
     quiet_libraries()
     start = time.monotonic()
@@ -252,82 +236,67 @@ def cmd_tasks(args) -> int:
     return 0
 
 
-def _peer_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--config", help="TOML file with [model] [generation] [loss] [train] [task] [sagc] [swarm]")
-    p.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="override any field")
-    p.add_argument("--model", help="zoo name, local directory or hub name (default tiny-add)")
-    p.add_argument("--lora", action="store_const", const="true", help="train a LoRA adapter")
-    p.add_argument("--task", help="task name (see `swarm tasks`)")
-    p.add_argument("--split", help="train or test")
-    p.add_argument("--steps", help="training steps (join: default 0, i.e. until stopped)")
-    p.add_argument("--group-policy", help="sagc (default) or fixed")
-    p.add_argument("--group-size", help="completions per prompt (G) under --group-policy fixed")
-    p.add_argument("--batch-mode", help="fixed_prompts (default) or fixed_completions")
-    p.add_argument("--prompts", help="prompts per step")
-    p.add_argument("--seed")
-    p.add_argument("--lr")
-    p.add_argument("--variant", help="alone | nois | vis | tis | f-nois | f-vis | f-tis")
-    p.add_argument("--aggregation", help="grpo | dapo")
-    p.add_argument("--threads", help="torch threads (default 1)")
-    p.add_argument("--backend", help="generation backend: transformers (default) or vllm")
-    p.add_argument("--metrics", help="append one JSON line of metrics per step to this file")
-    p.add_argument("--out", help="save the trained model, resolved configuration and a reward plot here")
-    p.add_argument("--log-every", type=int, default=10, help="steps between progress lines when not a tty")
-
-
-def _network_arguments(p: argparse.ArgumentParser, default_port: int | None) -> None:
-    p.add_argument("--initial-peers", action="append", metavar="MULTIADDR",
-                   help="bootstrap or peer multiaddr (repeat, or comma-separate)")
-    p.add_argument("--swarm", default=None if default_port is None else "default", help="swarm name")
-    p.add_argument("--identity", help="identity file (stable peer id across restarts)")
-    p.add_argument("--host", default=None if default_port is None else "127.0.0.1",
-                   help="interface to listen on (0.0.0.0 in containers)")
-    p.add_argument("--port", type=int, default=default_port, help="DHT TCP port (0: any free port)")
-    p.add_argument("--announce", action="append", metavar="MULTIADDR", help="address to announce (public hosts)")
-    p.add_argument("--startup-timeout", type=float, default=None if default_port is None else 30.0,
-                   help="p2pd start-up time-out, seconds")
+def _stop_timeout(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stop-timeout", type=float, default=20.0,
                    help="seconds after SIGTERM / Ctrl-C within which the process ends, gracefully or not "
-                        "(default 20)")
+                        "(default: 20)")
+
+
+LOCAL_FLAGS = ("--task", "--steps", "--variant", "--backend", "--group-policy", "--group-size", "--prompts")
+
+
+def _output_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--metrics", help="append one JSON line of metrics per step to this file")
+    p.add_argument("--out", help="save the trained model, resolved configuration and a reward plot here")
+    p.add_argument("--log-every", type=int, default=10, help="steps between progress lines when not a tty "
+                   "(default: 10)")
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from node.config import NETWORK_FLAGS, PEER_FLAGS, add_config_arguments
+    from node.local_swarm import LOCAL_DEFAULTS
+
     parser = argparse.ArgumentParser(prog="swarm", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="train one peer alone (no swarm)")
-    _peer_arguments(run)
+    add_config_arguments(run, PEER_FLAGS)
+    _output_arguments(run)
     run.add_argument("--shuffle-rewards", action="store_true", help="control run: permute rewards in each step")
     run.set_defaults(func=cmd_run)
 
     join = sub.add_parser("join", help="join a swarm and train with it until stopped")
-    _peer_arguments(join)
-    _network_arguments(join, default_port=None)
-    join.add_argument("--join-attempts", type=int, default=0, help="tries to reach the swarm (0: until stopped)")
+    add_config_arguments(join, PEER_FLAGS + NETWORK_FLAGS, JOIN_DEFAULTS)
+    _output_arguments(join)
+    _stop_timeout(join)
+    join.add_argument("--join-attempts", type=int, default=0,
+                      help="tries to reach the swarm (0: until stopped) (default: 0)")
     join.add_argument("--initial-peers-file", help="read initial peers from this file (one multiaddr a line; "
-                      "waits up to --startup-timeout for it to appear)")
-    join.add_argument("--control-port", type=int, default=0, help="control API port (0: any free, -1: off)")
-    join.add_argument("--control-host", default="127.0.0.1", help="control API interface")
+                      "waits up to the start-up time-out for it to appear)")
+    join.add_argument("--control-port", type=int, default=0,
+                      help="control API port (0: any free, -1: off) (default: 0)")
+    join.add_argument("--control-host", default="127.0.0.1", help="control API interface (default: 127.0.0.1)")
     join.set_defaults(func=cmd_join)
 
     boot = sub.add_parser("bootstrap", help="run a DHT-only bootstrap node")
-    _network_arguments(boot, default_port=31330)
-    boot.add_argument("--status-every", type=float, default=30.0, help="seconds between status lines")
+    add_config_arguments(boot, NETWORK_FLAGS, BOOTSTRAP_DEFAULTS)
+    _stop_timeout(boot)
+    boot.add_argument("--status-every", type=float, default=30.0, help="seconds between status lines (default: 30)")
     boot.add_argument("--address-file", help="also write the multiaddrs here (peers read it: --initial-peers-file)")
-    boot.add_argument("--control-port", type=int, default=-1, help="control API port (0: any free, -1: off)")
+    boot.add_argument("--control-port", type=int, default=-1,
+                      help="control API port (0: any free, -1: off) (default: -1)")
     boot.set_defaults(func=cmd_bootstrap)
 
-    local = sub.add_parser("local", help="a local swarm: bootstrap + heterogeneous zoo peers as processes")
-    local.add_argument("--peers", type=int, default=4, help="number of peers (models cycle through the zoo)")
-    local.add_argument("--models", help="comma-separated zoo models to cycle through")
-    local.add_argument("--steps", type=int, default=150, help="training steps per peer")
-    local.add_argument("--task", default="arith-add", help="task all peers train on")
-    local.add_argument("--variant", default="f-tis", help="loss variant of every peer")
-    local.add_argument("--backend", default="transformers", help="generation backend of every peer: "
-                       "transformers or vllm")
-    local.add_argument("--out", default="runs/local", help="logs, metrics, summary and plot go here")
-    local.add_argument("--set", action="append", metavar="SECTION.FIELD=VALUE", help="passed to every peer")
+    local = sub.add_parser("local", help="a local swarm: bootstrap + heterogeneous zoo peers as processes; "
+                           "the configuration applies to every peer")
+    add_config_arguments(local, tuple(f for f in PEER_FLAGS if f.flag in LOCAL_FLAGS), LOCAL_DEFAULTS)
+    local.add_argument("--peers", type=int, default=4, help="number of peers (models cycle through the zoo) "
+                       "(default: 4)")
+    local.add_argument("--models", help="comma-separated zoo models to cycle through (default: "
+                       "tiny-add,tiny-sub,tiny-add-lora,small-add)")
+    local.add_argument("--out", default="runs/local", help="logs, metrics, summary and plot go here "
+                       "(default: runs/local)")
     local.set_defaults(func=cmd_local)
 
     status = sub.add_parser("status", help="ask a running node through its control API")

@@ -1,7 +1,7 @@
 """The attack catalogue against a small local swarm, one run per attack, and a table.
 
 Each run: a bootstrap and two honest `swarm join` processes (tiny-add full fine-tuning and tiny-add-lora, on
-arith-add, seeds 0 and 1) for --steps steps, and a hostile peer (node/attacks.py: its own hivemind node,
+arith-add, seeds 0 and 1) for --steps steps, and a hostile peer (node/swarm/attacks.py: its own hivemind node,
 our wire format) publishing the attack every half second. The same swarm without an attacker is the control;
 it runs twice, so the table also shows what two clean runs differ by (the noise band). Per attack: what the
 honest peers refused (by reason) or dropped in the loss (implausible), their reward over the last 20 steps
@@ -15,6 +15,7 @@ Writes <out>/results.json (resumable: finished runs are kept) and <out>/table.md
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -25,10 +26,10 @@ from pathlib import Path
 
 import msgpack
 
-from node import attacks
+from node.config import SwarmConfig
 from node.local_swarm import SwarmProcesses
 from node.process import rss_mb
-from node.swarm_dht import DHTSettings
+from node.swarm import attacks
 
 HONEST = {"full": ("tiny-add", 0), "lora": ("tiny-add-lora", 1)}
 COUNTING = {"full": ("tiny-count", 0), "lora": ("tiny-count", 1)}
@@ -100,20 +101,18 @@ def run(name: str, steps: int, out: Path) -> dict:
     try:
         sp.start_bootstrap()
         for role, (model, seed) in peers.items():
-            sets = [arg for s in options.get("peer_set", []) + (["generation.max_new_tokens=32", "sagc.tau=1.5", "sagc.delta=0.15"] if counting else [])
-                    for arg in ("--set", s)]
+            counting_sets = ["generation.max_new_tokens=32", "sagc.tau=1.5", "sagc.delta=0.15"] if counting else []
+            sets = [arg for s in options.get("peer_set", []) + counting_sets for arg in ("--set", s)]
             sp.start_peer(role, "--model", model, "--seed", str(seed), "--task", task, "--steps", str(steps),
                           *PEER_ARGS, *sets)
         if build is not None:
             victim = attacks.victim_for("tiny-add", task, with_model=options.get("with_model", False))
-            attacker = attacks.HostileDHT(DHTSettings(initial_peers=(sp.address,)))
+            attacker = attacks.HostileDHT(SwarmConfig(initial_peers=(sp.address,)))
             threading.Thread(target=attacker_loop, args=(build, victim, attacker, stop, sent), daemon=True).start()
         while any(p.poll() is None for p in sp.peers.values()):
             for role, proc in sp.peers.items():
-                try:
+                with contextlib.suppress(OSError, IndexError):  # a process that just ended
                     peak[role] = max(peak.get(role, 0.0), rss_mb(proc.pid))
-                except (OSError, IndexError):
-                    pass
             time.sleep(0.2)
         bootstrap_alive = sp.bootstrap.poll() is None
     finally:
@@ -126,15 +125,15 @@ def run(name: str, steps: int, out: Path) -> dict:
         rows = sp.metrics(role)
         rejected: dict[str, int] = {}
         for r in rows:
-            for reason, n in r["metrics"].get("rejected", {}).items():
+            for reason, n in r.swarm.rejected.items():
                 rejected[reason] = rejected.get(reason, 0) + n
-        step_seconds = [r["metrics"]["step_seconds"] for r in rows] or [0.0]
+        step_seconds = [r.step_seconds for r in rows] or [0.0]
         result["peers"][role] = {
             "steps": len(rows), "exit": sp.peers[role].returncode, "rejected": rejected,
-            "implausible": sum(r["metrics"].get("implausible", 0) for r in rows),
-            "reward_last20": statistics.mean(r["reward"] for r in rows[-20:]) if rows else 0.0,
-            "mean_G": statistics.mean(r["group_size"] for r in rows) if rows else 0.0,
-            "straggler_rate": statistics.mean(r["metrics"].get("straggler_rate", 0.0) for r in rows) if rows else 0.0,
+            "implausible": sum(r.loss.implausible for r in rows),
+            "reward_last20": statistics.mean(r.reward for r in rows[-20:]) if rows else 0.0,
+            "mean_G": statistics.mean(r.group_size for r in rows) if rows else 0.0,
+            "straggler_rate": statistics.mean(r.group.straggler_rate for r in rows) if rows else 0.0,
             "step_median": statistics.median(step_seconds), "step_max": max(step_seconds),
             "peak_rss_mb": peak.get(role, 0.0),
         }
@@ -164,7 +163,8 @@ def table(results: dict) -> str:
                 f"{p['straggler_rate']:.2f}" for p in res["peers"].values()) + ")"
         steps = " / ".join(f"{p['step_median']:.2f} / {p['step_max']:.2f}" for p in res["peers"].values())
         rss = " / ".join(f"{p['peak_rss_mb']:.0f}" for p in res["peers"].values())
-        alive = "" if res["bootstrap_alive"] and all(p["exit"] == 0 for p in res["peers"].values()) else " (a process died)"
+        survived = res["bootstrap_alive"] and all(p["exit"] == 0 for p in res["peers"].values())
+        alive = "" if survived else " (a process died)"
         lines.append(f"| {name}: {res['about']}{alive} | {' / '.join(cells)} | {effect} | {steps} | {rss} |")
     return "\n".join(lines)
 

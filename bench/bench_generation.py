@@ -15,9 +15,9 @@ import torch
 from transformers import GenerationConfig as HFGenerationConfig
 
 from node.config import GenerationConfig, ModelConfig
-from node.generation import TransformersBackend, left_pad
-from node.models import SMOLLM2, encode_prompt, load_model
-from node.quiet import quiet_libraries
+from node.generation.transformers_backend import TransformersBackend, left_pad
+from node.models.loading import SMOLLM2, encode_prompt, load_model
+from node.runtime import quiet_libraries
 from node.tasks import get_task
 
 

@@ -15,14 +15,13 @@ import time
 
 import torch
 
-from node.batching import build_batch
 from node.config import GenerationConfig, LossConfig, ModelConfig, TrainConfig
-from node.generation import TransformersBackend
-from node.learner import Learner, sequence_logprobs
-from node.models import encode_prompt, load_model
-from node.peer import score_groups
-from node.quiet import quiet_libraries
-from node.rollouts import Group
+from node.generation.rollouts import Group, score_group
+from node.generation.transformers_backend import TransformersBackend
+from node.models.loading import encode_prompt, load_model
+from node.rl.batching import build_batch
+from node.rl.learner import Learner, sequence_logprobs
+from node.runtime import quiet_libraries
 from node.tasks import get_task
 
 
@@ -31,8 +30,9 @@ def make_groups(name, task, items, group_size, own, seed):
     backend = TransformersBackend(loaded.model, loaded.tokenizer, GenerationConfig())
     prompts = [encode_prompt(loaded.tokenizer, it) for it in items]
     outputs, _ = backend.generate(prompts, group_size, seed)
-    groups = [Group(it, p, c, own=own) for it, p, c in zip(items, prompts, outputs)]
-    score_groups(task, groups)
+    groups = [Group(it, p, c, own=own) for it, p, c in zip(items, prompts, outputs, strict=True)]
+    for group in groups:
+        score_group(task, group)
     return groups
 
 
@@ -85,7 +85,7 @@ def main(argv=None):
     rows = sum(len(g.completions) for g in groups)
     f, g = statistics.median(ftis_times), statistics.median(grpo_times)
     print(f"{'model':<10} {'rows':>5} {'F-TIS step s':>13} {'GRPO step s':>12} {'ratio':>6}  filtered/rows")
-    print(f"{args.model:<10} {rows:>5} {f:>13.4f} {g:>12.4f} {f / g:>6.2f}  {metrics['filtered']}/{rows}")
+    print(f"{args.model:<10} {rows:>5} {f:>13.4f} {g:>12.4f} {f / g:>6.2f}  {metrics.filtered}/{rows}")
 
 
 if __name__ == "__main__":

@@ -22,8 +22,9 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from node.config import SwarmConfig
 from node.local_swarm import read_metrics
-from node.swarm_dht import DHTSettings, SwarmDHT
+from node.swarm.dht import SwarmDHT
 from protocol.codec import WireCard, WireCompletion, WireGroup, encode_group, pack_bundle
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,8 +42,8 @@ def bundle(step: int, groups: int = 8, g: int = 8, tokens: int = 64) -> bytes:
 
 
 def latency(repeats: int) -> list[float]:
-    a = SwarmDHT(DHTSettings(swarm="bench"))
-    b = SwarmDHT(DHTSettings(swarm="bench", initial_peers=tuple(a.visible_maddrs())))
+    a = SwarmDHT(SwarmConfig(name="bench"))
+    b = SwarmDHT(SwarmConfig(name="bench", initial_peers=tuple(a.visible_maddrs())))
     times = []
     try:
         for step in range(repeats):
@@ -102,12 +103,12 @@ def main(argv=None) -> int:
     size = len(bundle(0))
     with tempfile.TemporaryDirectory() as tmp:
         peak, rows = local_swarm(args.steps, args.peers, Path(tmp))
-    rows = [r for r in rows if r["step"] > 0]  # the first step waits for the other peers to start
-    step = [r["metrics"]["step_seconds"] for r in rows]
-    swarm = [r["metrics"].get("swarm_seconds", 0.0) for r in rows]
-    wait = [r["metrics"].get("swarm_wait_seconds", 0.0) for r in rows]
-    work_share = [(s - w) / t for s, w, t in zip(swarm, wait, step)]
-    total_share = [s / t for s, t in zip(swarm, step)]
+    rows = [r for r in rows if r.step > 0]  # the first step waits for the other peers to start
+    step = [r.step_seconds for r in rows]
+    swarm = [r.swarm.seconds for r in rows]
+    wait = [r.swarm.wait_seconds for r in rows]
+    work_share = [(s - w) / t for s, w, t in zip(swarm, wait, step, strict=True)]
+    total_share = [s / t for s, t in zip(swarm, step, strict=True)]
     print(f"{'figure':<52} {'value':>12}")
     print(f"{'publish -> visible at another peer, median':<52} {statistics.median(times) * 1000:>9.1f} ms")
     print(f"{'publish -> visible at another peer, p95':<52} {np.percentile(times, 95) * 1000:>9.1f} ms")

@@ -15,11 +15,11 @@ import time
 import torch
 
 from node.config import GenerationConfig, ModelConfig
-from node.generation import TransformersBackend
-from node.models import SMOLLM2, encode_prompt, load_model
-from node.quiet import quiet_libraries
+from node.generation.transformers_backend import TransformersBackend
+from node.generation.vllm_backend import VLLMBackend
+from node.models.loading import SMOLLM2, encode_prompt, load_model
+from node.runtime import quiet_libraries
 from node.tasks import get_task
-from node.vllm_backend import VLLMBackend
 
 # (prompts, G, max_new_tokens, temperature) per model: zoo answers are a few tokens, SmolLM2 talks
 SHAPES = {SMOLLM2: (8, 8, 64, 0.7)}

@@ -28,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 from node.config import SAGCConfig
-from node.group_policy import FixedGroups, SAGCGroups, prompts_for
-from node.summaries import LengthSummary
+from node.sagc.policy import FixedGroups, SAGCGroups, prompts_for
+from protocol.codec import LengthSummary
 
 FIXED = (4, 8, 12, 16)
 PROMPTS, COMPLETIONS = 16, 192  # fixed_prompts: prompts per step; fixed_completions: completions per step

@@ -2,9 +2,11 @@
 
 Each field is documented once, here, in the comment beside it. Every dataclass validates itself at
 construction, so an invalid value is caught before any model is loaded and reported as a single
-`ConfigError` line naming the field (the CLI prints it and exits non-zero). Values come from, in order of
-precedence: CLI `--set section.field=value` flags, environment variables `SWARM_SECTION__FIELD`, a TOML
-file, and the defaults below.
+`ConfigError` line naming the field (the CLI prints it and exits non-zero). Every subcommand resolves its
+configuration the same way (`config_from_args`), from, in order of precedence: named flags and
+`--set section.field=value`, environment variables `SWARM_SECTION__FIELD`, a TOML file (`--config`), the
+subcommand's own defaults (a bootstrap's port, a peer that runs until stopped), and the defaults below. The
+named flags are one table (`PEER_FLAGS`, `NETWORK_FLAGS`) of flag -> field.
 """
 from __future__ import annotations
 
@@ -18,14 +20,12 @@ import tomllib
 
 from protocol import MAX_RECORD_TTL
 
+from .errors import ConfigError
+
 VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis")
 AGGREGATIONS = ("grpo", "dapo")
 REDUCTIONS = ("sum", "mean")
 ENV_PREFIX = "SWARM_"
-
-
-class ConfigError(ValueError):
-    """An invalid configuration value; the message names the field."""
 
 
 def _check(ok: bool, name: str, message: str, value) -> None:
@@ -58,7 +58,7 @@ BACKENDS = ("transformers", "vllm")
 
 @dataclass(frozen=True)
 class GenerationConfig:
-    backend: str = "transformers"  # transformers (the training model itself) | vllm (node/vllm_backend.py)
+    backend: str = "transformers"  # transformers (the training model itself) | vllm (node/generation/vllm_backend.py)
     temperature: float = 1.0  # sampling temperature; behaviour log-probs are of the tempered distribution
     top_p: float = 1.0  # nucleus sampling mass; behaviour log-probs are renormalised over the nucleus
     max_new_tokens: int = 8  # completion length cap; a capped completion has finish reason "length"
@@ -85,6 +85,8 @@ class LossConfig:
     variant: str = "f-tis"  # alone | nois | vis | tis | f-nois | f-vis | f-tis (ALGORITHMS.md section 1)
     aggregation: str = "grpo"  # grpo: per-sequence token mean, then mean; dapo: token sum / total tokens
     trunc_c: float = 2.0  # C: truncation of the learner/generator importance weight (paper: 2)
+    # PPO clip of R = pi_theta / pi_theta_old. NO EFFECT YET: the learner makes one optimiser update per batch,
+    # so R = 1 at the only update; they take effect once a batch gets several updates (mini-batches, planned)
     eps_low: float = 0.2  # PPO clip below 1 (paper: 0.2)
     eps_high: float = 0.2  # PPO clip above 1 (paper: 0.2; DAPO clip-higher: 0.28)
     g: float = 50.0  # filter threshold on the divergence D_i (paper: 50 with a token sum)
@@ -93,7 +95,7 @@ class LossConfig:
     max_log_ratio: float = 20.0  # log-ratios are clamped to +-this before exp (defensive)
     ratio_bound: float = 20.0  # b: a received group whose sum of log pi_theta - log pi_gen over all its tokens
     #                            exceeds b (+ ratio_bound_per_token per token) gives no gradient; an honest
-    #                            sender's group does so with probability <= exp(-b) (node/ftis.py, SECURITY.md)
+    #                            sender's group does so with probability <= exp(-b) (node/rl/ftis.py, SECURITY.md)
     ratio_bound_per_token: float = 0.01  # allowance per token for numerical differences (e.g. bf16 engines)
     div_ceiling: float = 20.0  # a received completion whose per-token mean of log pi_gen - log pi_theta is above
     #                            this is implausibly unlikely under our model: no gradient (guards NoIS)
@@ -289,16 +291,29 @@ def _coerce(section: str, name: str, kind: type, raw):
     return raw
 
 
+def _field_sections(name: str) -> list[str]:
+    """The sections that have a field of this name."""
+    return [f.name for f in dataclasses.fields(NodeConfig)
+            if name in {g.name for g in dataclasses.fields(f.default_factory)}]
+
+
 def build_config(values: dict[str, dict] | None = None) -> NodeConfig:
     """Builds a NodeConfig from {section: {field: value}}; unknown names are errors, not ignored."""
     values = values or {}
     sections = {f.name: f for f in dataclasses.fields(NodeConfig)}
-    built = {}
     for section, entries in values.items():
-        if section not in sections:
-            raise ConfigError(f"unknown configuration section {section!r} (known: {', '.join(sections)})")
-        if not isinstance(entries, dict):
-            raise ConfigError(f"configuration section {section!r} must be a table")
+        if section in sections and isinstance(entries, dict):
+            continue
+        if section in sections:
+            raise ConfigError(f"configuration section [{section}] must be a table of fields, got {entries!r}")
+        owners = _field_sections(section)
+        hint = (f"; did you mean [{owners[0]}] {section} = ...?" if owners
+                else f" (sections: {', '.join(f'[{name}]' for name in sections)})")
+        if isinstance(entries, dict):
+            raise ConfigError(f"unknown configuration section [{section}]{hint}")
+        raise ConfigError(f"configuration key {section!r} is not inside a section: every field belongs to one"
+                          f"{hint}")
+    built = {}
     for section, sfield in sections.items():
         cls = sfield.default_factory
         hints = typing.get_type_hints(cls)
@@ -312,7 +327,8 @@ def build_config(values: dict[str, dict] | None = None) -> NodeConfig:
     return NodeConfig(**built)
 
 
-def _merge(base: dict, extra: dict) -> dict:
+def merge(base: dict, extra: dict) -> dict:
+    """{section: {field: value}} layers: `extra` wins field by field."""
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in base.items()}
     for section, entries in extra.items():
         if isinstance(entries, dict) and isinstance(out.get(section), dict):
@@ -334,28 +350,136 @@ def parse_assignments(items: list[str]) -> dict[str, dict]:
     return out
 
 
+def is_config_variable(name: str) -> bool:
+    """Whether an environment variable sets a configuration field (SWARM_SECTION__FIELD)."""
+    return name.startswith(ENV_PREFIX) and "__" in name
+
+
 def env_assignments(environ: dict[str, str] | None = None) -> dict[str, dict]:
     """Reads SWARM_SECTION__FIELD=value variables (for containers), e.g. SWARM_LOSS__TRUNC_C=2."""
     environ = os.environ if environ is None else environ
     out: dict[str, dict] = {}
     for key, value in environ.items():
-        if key.startswith(ENV_PREFIX) and "__" in key:
+        if is_config_variable(key):
             section, _, name = key[len(ENV_PREFIX):].partition("__")
             out.setdefault(section.lower(), {})[name.lower()] = value
     return out
 
 
+def read_toml(path: str | Path) -> dict:
+    try:
+        return tomllib.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"configuration file {str(path)!r} does not exist") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ConfigError(f"configuration file {str(path)!r} cannot be read: {err}") from None
+    except tomllib.TOMLDecodeError as err:
+        raise ConfigError(f"configuration file {str(path)!r} is not valid TOML: {err}") from None
+
+
 def load_config(path: str | Path | None = None, overrides: dict[str, dict] | None = None,
-                environ: dict[str, str] | None = None) -> NodeConfig:
-    """File, then environment, then explicit overrides (CLI flags) win."""
-    values: dict = {}
-    if path:
-        try:
-            values = tomllib.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"configuration file {str(path)!r} does not exist") from None
-        except tomllib.TOMLDecodeError as err:
-            raise ConfigError(f"configuration file {str(path)!r} is not valid TOML: {err}") from None
-    values = _merge(values, env_assignments(environ))
-    values = _merge(values, overrides or {})
+                environ: dict[str, str] | None = None, defaults: dict[str, dict] | None = None) -> NodeConfig:
+    """The layers, lowest first: the dataclass defaults, `defaults` (a subcommand's own, e.g. a bootstrap's
+    port), the TOML file, the environment, then `overrides` (CLI flags and --set)."""
+    values = merge(defaults or {}, read_toml(path) if path else {})
+    values = merge(values, env_assignments(environ))
+    values = merge(values, overrides or {})
     return build_config(values)
+
+
+def write_config(cfg: NodeConfig, path: str | Path) -> Path:
+    """Writes a resolved configuration as TOML that `load_config` reads back to the same NodeConfig."""
+    import tomli_w
+
+    Path(path).write_text(tomli_w.dumps(cfg.to_dict()))
+    return Path(path)
+
+
+def field_default(key: str, defaults: dict[str, dict] | None = None):
+    """The default of "section.field" (a subcommand's own default first)."""
+    section, _, name = key.partition(".")
+    if name in (defaults or {}).get(section, {}):
+        return defaults[section][name]
+    cls = {f.name: f.default_factory for f in dataclasses.fields(NodeConfig)}[section]
+    return {f.name: f for f in dataclasses.fields(cls)}[name].default
+
+
+# ---- command-line flags ----------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Flag:
+    """A command-line flag for one configuration field (the field's value type and validation apply)."""
+
+    flag: str
+    key: str  # section.field
+    help: str
+    repeat: bool = False  # may be repeated (and comma-separated): a list field
+    switch: bool = False  # takes no value: sets a bool field to true
+
+
+PEER_FLAGS = (
+    Flag("--model", "model.name", "zoo name, local directory or hub name"),
+    Flag("--lora", "model.lora", "train a LoRA adapter", switch=True),
+    Flag("--task", "task.name", "task name (see `swarm tasks`)"),
+    Flag("--split", "task.split", "train or test"),
+    Flag("--steps", "train.steps", "training steps (0: until stopped)"),
+    Flag("--group-policy", "train.group_policy", "sagc or fixed"),
+    Flag("--group-size", "train.group_size", "completions per prompt (G) under --group-policy fixed"),
+    Flag("--batch-mode", "train.batch_mode", "fixed_prompts or fixed_completions"),
+    Flag("--prompts", "train.prompts_per_step", "prompts per step"),
+    Flag("--seed", "train.seed", "seeds sampling, task order and LoRA initialisation"),
+    Flag("--lr", "train.lr", "learning rate, full fine-tuning (0: the model's recommended rate)"),
+    Flag("--variant", "loss.variant", " | ".join(VARIANTS)),
+    Flag("--aggregation", "loss.aggregation", "grpo or dapo"),
+    Flag("--threads", "generation.threads", "torch threads"),
+    Flag("--backend", "generation.backend", "generation backend: transformers or vllm"),
+)
+NETWORK_FLAGS = (
+    Flag("--swarm", "swarm.name", "swarm name"),
+    Flag("--initial-peers", "swarm.initial_peers", "bootstrap or peer multiaddr (repeat, or comma-separate)",
+         repeat=True),
+    Flag("--identity", "swarm.identity", "identity file: a stable peer id across restarts"),
+    Flag("--host", "swarm.host", "interface to listen on (0.0.0.0 in containers)"),
+    Flag("--port", "swarm.port", "DHT TCP port (0: any free port)"),
+    Flag("--announce", "swarm.announce", "address to announce (public hosts)", repeat=True),
+    Flag("--startup-timeout", "swarm.startup_timeout", "p2pd start-up time-out, seconds"),
+)
+
+
+def _shown(value) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple):
+        return ",".join(map(str, value)) or "none"
+    return str(value) if value != "" else "none"
+
+
+def add_config_arguments(parser, flags: tuple[Flag, ...], defaults: dict[str, dict] | None = None) -> None:
+    """--config, --set and the given flags on an argparse parser; each help shows the field's default."""
+    if not any(a.dest == "config" for a in parser._actions):
+        parser.add_argument("--config", help="TOML file with [model] [generation] [loss] [train] [task] [sagc] "
+                                             "[swarm] tables (environment SWARM_SECTION__FIELD and flags win)")
+        parser.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                            help="set any configuration field (wins over everything else)")
+    for f in flags:
+        dest = "cfg:" + f.key
+        shown = f"{f.help} (default: {_shown(field_default(f.key, defaults))})"
+        if f.switch:
+            parser.add_argument(f.flag, dest=dest, action="store_const", const="true", help=shown)
+        elif f.repeat:
+            parser.add_argument(f.flag, dest=dest, action="append", metavar="VALUE", help=shown)
+        else:
+            parser.add_argument(f.flag, dest=dest, metavar="VALUE", help=shown)
+
+
+def flag_assignments(args) -> dict[str, dict]:
+    """The configuration flags given on the command line, then --set (which wins), as assignments."""
+    pairs = []
+    for dest, value in vars(args).items():
+        if dest.startswith("cfg:") and value is not None:
+            pairs.append(f"{dest[4:]}={','.join(value) if isinstance(value, list) else value}")
+    return parse_assignments(pairs + list(getattr(args, "set", None) or []))
+
+
+def config_from_args(args, defaults: dict[str, dict] | None = None) -> NodeConfig:
+    """The one path from a parsed command line to a configuration: defaults, file, environment, flags."""
+    return load_config(getattr(args, "config", None), flag_assignments(args), defaults=defaults)

@@ -6,6 +6,7 @@ PID), and writes a summary of each peer's reward (summary.json and rewards.png) 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -15,33 +16,26 @@ import threading
 import time
 from pathlib import Path
 
-from .config import ConfigError, GenerationConfig
-from .progress import window_mean
+from .config import NodeConfig, is_config_variable, write_config
+from .errors import ConfigError
+from .metrics import StepResult, read_metrics
+from .models.zoo import ZOO, ensure_built
+from .report import plot_curves, window_mean
 
 DEFAULT_MODELS = ("tiny-add", "tiny-sub", "tiny-add-lora", "small-add")
-# several processes share 2 cores here: half the default prompts and received groups per step
-LIGHT_DEFAULTS = ("train.prompts_per_step=16", "swarm.received_groups=16",
-                  "generation.vllm_kv_cache_gib=0.25")  # zoo sequences are short; 4 engines share the RAM
+# `swarm local`'s own defaults (below the user's file, environment and flags): several processes share 2 cores
+# here, so half the default prompts and received groups per step; zoo sequences are short and 4 vLLM engines
+# share the RAM
+LOCAL_DEFAULTS = {"train": {"steps": 150, "prompts_per_step": 16}, "swarm": {"received_groups": 16},
+                  "generation": {"vllm_kv_cache_gib": 0.25}}
 CLI = str(Path(__file__).resolve().parents[1] / "swarm_cli.py")
 
 
-def read_metrics(path: Path) -> list[dict]:
-    if not path.exists():
-        return []
-    rows = []
-    for line in path.read_text().splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # a line being written
-    return rows
-
-
-def peer_summary(rows: list[dict]) -> dict:
-    rewards = [r["reward"] for r in rows]
+def peer_summary(rows: list[StepResult]) -> dict:
+    rewards = [r.reward for r in rows]
     rejected: dict[str, int] = {}
     for r in rows:
-        for reason, n in r["metrics"].get("rejected", {}).items():
+        for reason, n in r.swarm.rejected.items():
             rejected[reason] = rejected.get(reason, 0) + n
     return {
         "steps": len(rows),
@@ -49,11 +43,11 @@ def peer_summary(rows: list[dict]) -> dict:
         "reward_last": window_mean(rewards, head=False),
         "reward_start": sum(rewards[:3]) / len(rewards[:3]) if rows else 0.0,  # (nearly) before any update
         "reward_end": sum(rewards[-25:]) / len(rewards[-25:]) if rows else 0.0,
-        "groups_received": sum(r["metrics"].get("groups_used", 0) for r in rows),
-        "steps_with_received": sum(1 for r in rows if r["metrics"].get("groups_used", 0) > 0),
+        "groups_received": sum(r.swarm.groups_used for r in rows),
+        "steps_with_received": sum(1 for r in rows if r.swarm.groups_used > 0),
         "rejected": rejected,
-        "mean_group_size": sum(r["group_size"] for r in rows) / len(rows) if rows else 0.0,
-        "max_peers_seen": max((r["metrics"].get("peers", 0) for r in rows), default=0),
+        "mean_group_size": sum(r.group_size for r in rows) / len(rows) if rows else 0.0,
+        "max_peers_seen": max((r.swarm.peers for r in rows), default=0),
     }
 
 
@@ -97,10 +91,11 @@ class SwarmProcesses:
     the entry points of docker compose, as `swarm local`, the hostile-peer tests and bench/attacks.py use
     them. Every process is started here and ended here, by its PID."""
 
-    def __init__(self, out: Path):
+    def __init__(self, out: Path, env: dict[str, str] | None = None):
+        """env: the processes' environment (default: ours)."""
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+        self.env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
         self.bootstrap: subprocess.Popen | None = None
         self.bootstrap_lines: list[str] = []  # what the bootstrap printed (addresses, status lines)
         self.peers: dict[str, subprocess.Popen] = {}
@@ -127,20 +122,8 @@ class SwarmProcesses:
     def metrics_path(self, name: str) -> str:
         return str(self.out / f"{name}.jsonl")
 
-    def metrics(self, name: str) -> list[dict]:
-        return read_metrics(Path(self.metrics_path(name)))
-
-    def wait_steps(self, name: str, steps: int, timeout: float) -> list[dict]:
-        """Metrics of `name` once it has done `steps` steps in all; raises when it died or ran out of time."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            rows = self.metrics(name)
-            if len(rows) >= steps:
-                return rows
-            if self.peers[name].poll() is not None:
-                raise RuntimeError(f"{name} exited with {self.peers[name].returncode}: {self.log_tail(name)}")
-            time.sleep(0.2)
-        raise TimeoutError(f"{name} did not reach {steps} steps in {timeout:.0f} s: {self.log_tail(name)}")
+    def metrics(self, name: str) -> list[StepResult]:
+        return read_metrics(self.metrics_path(name))
 
     def log_tail(self, name: str, lines: int = 15) -> str:
         path = self.out / f"{name}.log"
@@ -152,38 +135,32 @@ class SwarmProcesses:
             stop_all([self.bootstrap])
 
 
-def progress_line(name: str, rows: list[dict]) -> str:
+def progress_line(name: str, rows: list[StepResult]) -> str:
     if not rows:
         return f"  {name:<22} starting"
     last = rows[-1]
-    recent = [r["reward"] for r in rows[-10:]]
-    m = last["metrics"]
-    return (f"  {name:<22} step {last['step'] + 1:>4}  reward {sum(recent) / len(recent):.3f}  G {last['group_size']:>2}"
-            f"  received {m.get('groups_used', 0):>3}  peers {m.get('peers', 0)}  rejected {sum(m.get('rejected', {}).values())}")
+    recent = [r.reward for r in rows[-10:]]
+    return (f"  {name:<22} step {last.step + 1:>4}  reward {sum(recent) / len(recent):.3f}  G {last.group_size:>2}"
+            f"  received {last.swarm.groups_used:>3}  peers {last.swarm.peers}"
+            f"  rejected {sum(last.swarm.rejected.values())}")
 
 
-def plot_all(curves: dict[str, list[float]], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from .plots import moving_average
-
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, rewards in curves.items():
-        ax.plot(range(1, len(rewards) + 1), moving_average(rewards, 10), lw=2, label=name)
-    ax.set(xlabel="step", ylabel="sampled reward (moving average 10)", ylim=(0, 1), title="local swarm")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+def peer_configs(cfg: NodeConfig, models: list[str], n: int) -> dict[str, NodeConfig]:
+    """Peer i runs zoo model i (cycling) with seed cfg.train.seed + i; everything else is `cfg`."""
+    out = {}
+    for i in range(n):
+        model = models[i % len(models)]
+        out[f"peer{i}-{model}"] = dataclasses.replace(
+            cfg, model=dataclasses.replace(cfg.model, name=model),
+            train=dataclasses.replace(cfg.train, seed=cfg.train.seed + i))
+    return out
 
 
-def run_local(args) -> int:
-    from .quiet import quiet_libraries
-    from .zoo import ZOO, ensure_built
+def run_local(args, cfg: NodeConfig) -> int:
+    """args: peers, models, out; cfg: every peer's configuration (resolved by the CLI, LOCAL_DEFAULTS below
+    the user's). Each peer gets its resolved configuration as a TOML file, <out>/<peer>.toml."""
+    from .runtime import quiet_libraries
+    from .tasks import get_task
 
     models = [m.strip() for m in args.models.split(",")] if args.models else list(DEFAULT_MODELS)
     for model in models:
@@ -191,9 +168,9 @@ def run_local(args) -> int:
             raise ConfigError(f"local: {model!r} is not a zoo model (known: {', '.join(ZOO)})")
     if args.peers < 1:
         raise ConfigError(f"local: --peers must be >= 1, got {args.peers}")
-    GenerationConfig(backend=args.backend)  # the config's own check: one line for an unknown backend
-    if args.backend == "vllm":  # a missing vLLM is one line here, not four peer logs
-        from .vllm_backend import import_vllm
+    get_task(cfg.task.name, cfg.task.data_files)  # an unknown task is one line here, not four peer logs
+    if cfg.generation.backend == "vllm":  # so is a missing vLLM
+        from .generation.vllm_backend import import_vllm
 
         import_vllm()
     out = Path(args.out)
@@ -202,18 +179,18 @@ def run_local(args) -> int:
     for model in dict.fromkeys(models):  # build each model once, here, before the peers start
         ensure_built(model, lambda name, step, total, loss: None if step % max(total // 5, 1) else print(
             f"  pre-training {name}: step {step}/{total}", file=sys.stderr, flush=True))
-    swarm = SwarmProcesses(out)
-    names = [f"peer{i}-{models[i % len(models)]}" for i in range(args.peers)]
+    configs = peer_configs(cfg, models, args.peers)
+    # the files hold the resolved configuration, environment included: the peers do not read it again
+    swarm = SwarmProcesses(out, env={k: v for k, v in os.environ.items() if not is_config_variable(k)})
+    names = list(configs)
     started = time.monotonic()
     try:
         print(f"bootstrap at {swarm.start_bootstrap()}", file=sys.stderr, flush=True)
-        for i, name in enumerate(names):
-            swarm.start_peer(name, "--model", models[i % len(models)], "--task", args.task, "--variant", args.variant,
-                             "--steps", str(args.steps), "--seed", str(i), "--join-attempts", "5",
-                             "--backend", args.backend,
-                             *[f"--set={s}" for s in (*LIGHT_DEFAULTS, *(args.set or []))])  # the user's --set wins
-        print(f"{len(names)} peers started; logs and metrics in {out}/ (Ctrl-C stops everything)",
-              file=sys.stderr, flush=True)
+        for name, peer_cfg in configs.items():
+            swarm.start_peer(name, "--config", str(write_config(peer_cfg, out / f"{name}.toml")),
+                             "--join-attempts", "5")
+        print(f"{len(names)} peers started; logs, metrics and configurations in {out}/ (Ctrl-C stops "
+              f"everything)", file=sys.stderr, flush=True)
         while any(p.poll() is None for p in swarm.peers.values()):
             time.sleep(5)
             print(f"[{time.monotonic() - started:.0f} s]", file=sys.stderr)
@@ -227,14 +204,15 @@ def run_local(args) -> int:
     for name in names:
         rows = swarm.metrics(name)
         summary[name] = peer_summary(rows)
-        curves[name] = [r["reward"] for r in rows]
-    (out / "summary.json").write_text(json.dumps(summary, indent=1))
+        curves[name] = [r.reward for r in rows]
+    written = [out / "summary.json"]
+    written[0].write_text(json.dumps(summary, indent=1))
     if any(curves.values()):
-        plot_all(curves, out / "rewards.png")
+        written.append(plot_curves(curves, out / "rewards.png", "local swarm"))
     print(f"local swarm summary ({time.monotonic() - started:.0f} s):")
     for name, s in summary.items():
         print(f"  {name:<22} steps {s['steps']:>4}  reward {s['reward_first']:.3f} -> {s['reward_last']:.3f}  "
               f"groups received {s['groups_received']}  rejected {sum(s['rejected'].values())}")
-    print(f"  written: {out / 'summary.json'}, {out / 'rewards.png'}")
+    print(f"  written: {', '.join(map(str, written))}")
     codes = [p.returncode for p in swarm.peers.values()]
     return 0 if all(code == 0 for code in codes) else 1

@@ -1,46 +1,29 @@
 """One peer's training step: group size -> task -> generate -> reward -> share -> learn -> control.
 
 The loop reads top to bottom like DESIGN.md's list. Sharing (publish ours, gather others') happens only with
-a transport; received groups arrive already validated and re-scored by node/exchange.py.
+a transport; received groups arrive already validated and re-scored by node/swarm/exchange.py.
 """
 from __future__ import annotations
 
 import json
 import random
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
+from protocol.codec import LengthSummary
+
 from .config import NodeConfig
-from .exchange import GatherResult, GroupExchange, make_card
 from .generation import make_backend
-from .group_policy import make_group_policy, prompts_for
-from .learner import Learner
-from .models import encode_prompt, load_model
-from .rollouts import Group
-from .summaries import summarize
+from .generation.rollouts import Group, score_group
+from .metrics import StepResult, SwarmMetrics
+from .models.loading import encode_prompt, load_model
+from .models.zoo import recommended_lr
+from .rl.learner import Learner
+from .runtime import set_threads
+from .sagc.policy import make_group_policy, prompts_for, summarize
+from .swarm import SwarmTransport
+from .swarm.exchange import GatherResult, GroupExchange, make_card
 from .tasks import get_task
-from .threads import set_threads
-from .zoo import recommended_lr
-
-
-@dataclass
-class StepResult:
-    step: int
-    reward: float  # mean sampled reward of this step's own completions
-    group_size: int
-    prompts: int
-    gen_seconds: float
-    learn_seconds: float
-    tokens: int  # completion tokens generated
-    metrics: dict = field(default_factory=dict)
-
-
-def score_groups(task, groups: list[Group]) -> None:
-    """Sets each completion's reward with the task's verifier (locally: rewards are never trusted)."""
-    for group in groups:
-        for c in group.completions:
-            c.reward = task.score(group.item, c.text, c.finish_reason == "stop")
 
 
 def shuffle_rewards(groups: list[Group], rng: random.Random) -> None:
@@ -48,13 +31,13 @@ def shuffle_rewards(groups: list[Group], rng: random.Random) -> None:
     completions = [c for g in groups for c in g.completions]
     rewards = [c.reward for c in completions]
     rng.shuffle(rewards)
-    for c, r in zip(completions, rewards):
+    for c, r in zip(completions, rewards, strict=True):
         c.reward = r
 
 
 class Peer:
-    def __init__(self, cfg: NodeConfig, shuffle_control: bool = False, transport=None):
-        """transport: None for a peer alone, else a swarm transport (node/swarm_dht.py or MemorySwarm)."""
+    def __init__(self, cfg: NodeConfig, shuffle_control: bool = False, transport: SwarmTransport | None = None):
+        """transport: None for a peer alone, else the swarm (node/swarm/dht.py, or node/swarm/memory.py)."""
         set_threads(cfg.generation.threads)
         self.cfg = cfg
         self.task = get_task(cfg.task.name, cfg.task.data_files)
@@ -91,45 +74,47 @@ class Peer:
         items = self.next_items(n_prompts)
         prompts = [encode_prompt(self.loaded.tokenizer, item) for item in items]
         outputs, gen_seconds = self.backend.generate(prompts, group_size, seed=self.cfg.train.seed * 100003 + step)
-        groups = [Group(item, p, comps, gen_seconds) for item, p, comps in zip(items, prompts, outputs)]
-        score_groups(self.task, groups)
+        groups = [Group(item, p, comps, gen_seconds) for item, p, comps in zip(items, prompts, outputs, strict=True)]
+        for group in groups:
+            score_group(self.task, group)
         reward = sum(sum(g.rewards) for g in groups) / sum(len(g.completions) for g in groups)
         if self.shuffle_control:
             shuffle_rewards(groups, self.rng)
-        own_summaries = [summarize(g, self.family) for g in groups]
+        own_summaries = [summarize(g, self.family, step) for g in groups]
         local = groups[: self.cfg.swarm.local_groups] if self.cfg.swarm.local_groups else groups
         received, swarm_metrics = self.share(groups, own_summaries, step, sum(len(g.completions) for g in local))
         start = time.perf_counter()
-        metrics = self.learner.step(local + received.groups)
+        loss_metrics = self.learner.step(local + received.groups)
         self.backend.sync(self.loaded.model)  # the next step samples from the updated weights
         learn_seconds = time.perf_counter() - start
-        metrics.update(swarm_metrics)
-        metrics.update(self.policy.after_step(own_summaries, received.summaries, self.family))
+        group_metrics = self.policy.after_step(own_summaries, received.summaries, self.family)
         tokens = sum(sum(g.lengths) for g in groups)
-        metrics["step_seconds"] = time.perf_counter() - step_start
         # decode slots spent: a padded batch runs every sequence as long as the longest; vLLM frees a
         # sequence's slot when it ends
-        metrics["padded_tokens"] = (sum(len(g.completions) for g in groups) * max(max(g.lengths) for g in groups)
-                                    if self.backend.pads_batch else tokens)
-        return StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, metrics)
+        padded = (sum(len(g.completions) for g in groups) * max(max(g.lengths) for g in groups)
+                  if self.backend.pads_batch else tokens)
+        return StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, padded,
+                          step_seconds=time.perf_counter() - step_start, loss=loss_metrics, swarm=swarm_metrics,
+                          group=group_metrics)
 
-    def share(self, groups: list[Group], summaries, step: int, own_completions: int) -> tuple[GatherResult, dict]:
+    def share(self, groups: list[Group], summaries: list[LengthSummary], step: int,
+              own_completions: int) -> tuple[GatherResult, SwarmMetrics]:
         """Publishes this step's groups and gathers other peers' (nothing when alone); one sender may add at
         most swarm.max_sender_share x our own completions of the step."""
         if self.exchange is None:
-            return GatherResult(), {}
+            return GatherResult(), SwarmMetrics()
         start = time.perf_counter()
         published = self.exchange.publish(groups, summaries, step)
         sender_cap = max(1, int(own_completions * self.cfg.swarm.max_sender_share))
         received = self.exchange.gather(self.cfg.swarm.received_groups, sender_cap)
-        return received, {
-            **published, "groups_received": received.received, "groups_used": len(received.groups),
-            "senders_used": received.senders, "rejected": dict(received.rejected), "bytes_in": received.bytes_in,
-            "polls": received.polls, "peers": received.peers, "swarm_seconds": time.perf_counter() - start,
-            "swarm_wait_seconds": received.waited, "receive_budget_hit": received.budget_hit,
-            "received_reward": (sum(sum(g.rewards) for g in received.groups)
-                                / max(sum(len(g.completions) for g in received.groups), 1)),
-        }
+        return received, SwarmMetrics(
+            published=published.published, unsent=published.unsent, publish_ok=published.ok,
+            bytes_out=published.bytes_out, groups_received=received.received, groups_used=len(received.groups),
+            senders_used=received.senders, rejected=dict(received.rejected), bytes_in=received.bytes_in,
+            polls=received.polls, peers=received.peers, seconds=time.perf_counter() - start,
+            wait_seconds=received.waited, budget_hit=received.budget_hit,
+            received_reward=(sum(sum(g.rewards) for g in received.groups)
+                             / max(sum(len(g.completions) for g in received.groups), 1)))
 
     def close(self) -> None:
         if self.exchange is not None:

@@ -23,15 +23,9 @@ import threading
 import time
 from pathlib import Path
 
+from .errors import IdentityInUse, PortInUse
+
 EXIT_FORCED = 1  # exit code when the watchdog had to end the process
-
-
-class PortInUse(OSError):
-    """A port that another process holds; the message names it."""
-
-
-class IdentityInUse(RuntimeError):
-    """An identity file that another running process holds; the message names it."""
 
 
 def ensure_port_free(host: str, port: int, what: str) -> None:

@@ -7,17 +7,21 @@ retries an unreachable bootstrap with exponential back-off.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import hashlib
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .control import ControlServer, NodeStatus
-from .models import first_line
+from .config import SwarmConfig
+from .errors import Stopped, SwarmUnreachable, first_line
+from .metrics import StepResult
+from .swarm.control import ControlServer, NodeStatus
+
+if TYPE_CHECKING:
+    from .peer import Peer
 
 log = logging.getLogger(__name__)
 
@@ -29,10 +33,10 @@ def backoff_delays(first: float = 2.0, factor: float = 2.0, cap: float = 60.0):
         delay = min(delay * factor, cap)
 
 
-def connect(settings, attempts: int, stop: threading.Event, sleep: Callable[[float], bool] | None = None):
+def connect(settings: SwarmConfig, attempts: int, stop: threading.Event, sleep: Callable[[float], bool] | None = None):
     """A SwarmDHT, retrying an unreachable swarm `attempts` times (0: until stopped) with back-off; raises
     Stopped when `stop` is set meanwhile."""
-    from .swarm_dht import Stopped, SwarmDHT, SwarmUnreachable
+    from .swarm.dht import SwarmDHT
 
     wait = sleep or stop.wait
     for attempt, delay in enumerate(backoff_delays(), start=1):
@@ -48,15 +52,8 @@ def connect(settings, attempts: int, stop: threading.Event, sleep: Callable[[flo
     raise AssertionError("unreachable")
 
 
-def dht_settings(swarm_cfg):
-    from .swarm_dht import DHTSettings
-
-    return DHTSettings(swarm=swarm_cfg.name, initial_peers=swarm_cfg.initial_peers, host=swarm_cfg.host,
-                       port=swarm_cfg.port, announce=swarm_cfg.announce, identity_path=swarm_cfg.identity,
-                       startup_timeout=swarm_cfg.startup_timeout, reannounce_every=swarm_cfg.reannounce_every)
-
-
-def train_loop(peer, steps: int, stop: threading.Event, on_step: Callable, status: NodeStatus | None = None):
+def train_loop(peer: Peer, steps: int, stop: threading.Event, on_step: Callable[[StepResult], None],
+               status: NodeStatus | None = None) -> list[StepResult]:
     """Runs steps until `steps` (0: forever) or stop; returns the step results."""
     results, recent = [], collections.deque(maxlen=20)
     step = 0
@@ -71,30 +68,16 @@ def train_loop(peer, steps: int, stop: threading.Event, on_step: Callable, statu
     return results
 
 
-def update_status(status: NodeStatus, result, recent) -> None:
-    m = result.metrics
+def update_status(status: NodeStatus, result: StepResult, recent) -> None:
     status.step = result.step + 1
     status.group_size = result.group_size
     status.reward = sum(recent) / len(recent)
-    status.lam = float(m.get("lambda", 0.0))
-    status.peers = int(m.get("peers", status.peers))
-    status.groups_out += int(m.get("published", 0))
-    status.groups_in += int(m.get("groups_used", 0))
-    for reason, count in m.get("rejected", {}).items():
+    status.lam = result.group.lam
+    status.peers = result.swarm.peers
+    status.groups_out += result.swarm.published
+    status.groups_in += result.swarm.groups_used
+    for reason, count in result.swarm.rejected.items():
         status.rejected[reason] = status.rejected.get(reason, 0) + count
-
-
-def metrics_writer(path: str | None):
-    """A callable writing one JSON line per step (flushed, so `local` can follow it), or a no-op."""
-    if not path:
-        return lambda result: None
-    handle = open(path, "a")  # noqa: SIM115 (kept open for the run, closed at exit)
-
-    def write(result):
-        handle.write(json.dumps(dataclasses.asdict(result)) + "\n")
-        handle.flush()
-
-    return write
 
 
 class SwarmWatch:
@@ -127,8 +110,6 @@ class SwarmWatch:
 
 def read_address_file(path: str, timeout: float) -> list[str]:
     """Multiaddrs from a file a bootstrap wrote, waiting up to `timeout` seconds for it to appear."""
-    from .swarm_dht import SwarmUnreachable
-
     deadline = time.monotonic() + timeout
     file = Path(path)
     while not file.exists() or not file.read_text().strip():
@@ -141,7 +122,7 @@ def read_address_file(path: str, timeout: float) -> list[str]:
 def run_bootstrap(settings, status_every: float, control_port: int, stop: threading.Event,
                   say: Callable[[str], None], address_file: str | None = None) -> int:
     """A DHT-only node that others join through; prints its addresses, then a status line periodically."""
-    from .swarm_dht import Stopped, SwarmDHT
+    from .swarm.dht import SwarmDHT
 
     status = NodeStatus(role="bootstrap")
     # first: a taken control port fails before the DHT starts

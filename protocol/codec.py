@@ -251,24 +251,26 @@ def group_identity(group: WireGroup) -> bytes:
 
 
 @dataclass(frozen=True)
-class WireSummary:
-    group_size: int
-    max_len: int
-    median_len: float
+class LengthSummary:
+    """What SAGC needs to know about a finished group, small enough to gossip: the node's and the wire's type."""
+
+    group_size: int  # G: completions in the group
+    max_len: int  # tokens of the longest completion
+    median_len: float  # median completion length in tokens
     mean_len: float
-    total_tokens: int
-    gen_seconds: float
-    family: str
-    step: int = 0
+    total_tokens: int  # sum of completion lengths (the useful work)
+    gen_seconds: float  # wall time of the generate call that produced the group
+    family: str  # model family of the generator, e.g. "qwen2" or "llama"
+    step: int = 0  # the generator's training step (a receiver counts one sender's step once)
 
 
-def encode_summary(s: WireSummary) -> bytes:
+def encode_summary(s: LengthSummary) -> bytes:
     return pb.LengthSummary(version=PROTOCOL_VERSION, group_size=s.group_size, max_len=s.max_len,
                             median_len=s.median_len, mean_len=s.mean_len, total_tokens=s.total_tokens,
                             gen_seconds=s.gen_seconds, family=s.family, step=s.step).SerializeToString()
 
 
-def decode_summary(data: bytes, limits: Limits = Limits()) -> WireSummary:
+def decode_summary(data: bytes, limits: Limits = Limits()) -> LengthSummary:
     msg = _parse(data, Limits(max_bytes=min(limits.max_bytes, 1024)), pb.LengthSummary)
     numbers = (msg.median_len, msg.mean_len, msg.gen_seconds)
     if not all(np.isfinite(x) and x >= 0 for x in numbers):
@@ -277,7 +279,7 @@ def decode_summary(data: bytes, limits: Limits = Limits()) -> WireSummary:
         raise RecordError("shape", f"group size {msg.group_size}, max length {msg.max_len}")
     if not msg.median_len <= msg.max_len or msg.total_tokens > msg.group_size * msg.max_len:
         raise RecordError("shape", "inconsistent lengths")
-    return WireSummary(msg.group_size, msg.max_len, msg.median_len, msg.mean_len, msg.total_tokens,
+    return LengthSummary(msg.group_size, msg.max_len, msg.median_len, msg.mean_len, msg.total_tokens,
                        msg.gen_seconds, _check_text("family", msg.family, limits), msg.step)
 
 

@@ -12,7 +12,7 @@ def _one_thread():
 def tiny():
     """The zoo's tiny-add model and tokenizer (built once per machine, then cached)."""
     from node.config import ModelConfig
-    from node.models import load_model
+    from node.models.loading import load_model
 
     torch.set_num_threads(1)
     loaded = load_model(ModelConfig(name="tiny-add"))

@@ -21,13 +21,40 @@ def swarm(*args, env=None):
     (["run", "--variant", "bogus"], "loss.variant must be one of"),
     (["run", "--steps", "many"], "train.steps must be an integer"),
     (["run", "--config", "/no/such.toml"], "does not exist"),
+    (["join", "--port", "http"], "swarm.port must be an integer"),
+    (["bootstrap", "--set", "swarm.name=a/b"], "swarm.name must be non-empty without '/'"),
+    (["bootstrap", "--config", "/no/such.toml"], "does not exist"),
+    (["local", "--task", "nope", "--out", "{out}"], "unknown task 'nope'"),
+    (["local", "--variant", "bogus", "--out", "{out}"], "loss.variant must be one of"),
+    (["local", "--models", "tiny-add,gpt-9", "--out", "{out}"], "'gpt-9' is not a zoo model"),
 ])
-def test_bad_input_is_one_clear_line(args, message):
-    out = swarm(*args)
+def test_bad_input_is_one_clear_line(args, message, tmp_path):
+    out = swarm(*[a.format(out=tmp_path / "local") for a in args])
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("swarm: error:"), out.stderr
     assert "Traceback" not in out.stderr
+    assert not (tmp_path / "local").exists()  # `local` wrote nothing: no summary, no plot claimed
+
+
+def test_a_top_level_toml_key_is_reported_as_what_it_is(tmp_path):
+    config = tmp_path / "peer.toml"
+    config.write_text("steps = 3\n[model]\nname = \"tiny-add\"\n")
+    out = swarm("run", "--config", str(config))
+    assert out.returncode == 2 and out.stderr.strip().splitlines() == [
+        "swarm: error: configuration key 'steps' is not inside a section: every field belongs to one; "
+        "did you mean [train] steps = ...?"]
+
+
+def test_help_shows_the_defaults_of_the_configuration():
+    out = swarm("join", "--help")
+    text = " ".join(out.stdout.split())  # argparse wraps lines
+    for expected in ("--lr VALUE learning rate", "(default: 0.0)", "--steps VALUE training steps (0: until "
+                     "stopped) (default: 0)", "--group-size VALUE completions per prompt (G) under --group-policy "
+                     "fixed (default: 8)", "--port VALUE DHT TCP port (0: any free port) (default: 0)"):
+        assert expected in text, expected
+    boot = " ".join(swarm("bootstrap", "--help").stdout.split())
+    assert "(default: 31330)" in boot and "--model" not in boot
 
 
 def test_unreachable_hub_model_is_one_line():

@@ -78,3 +78,47 @@ def test_status_of_nobody_is_one_line():
                          text=True, timeout=60, check=False)
     assert out.returncode == 3 and out.stderr.strip().startswith("swarm: error: no node answers at")
     assert len(out.stderr.strip().splitlines()) == 1
+
+
+def status_of(address: str) -> str:
+    out = subprocess.run([*CLI, "status", address], capture_output=True, text=True, timeout=60, check=False)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_address_file_discovery_one_configuration_path_and_status_of_both_roles(tmp_path):
+    """As in docker compose: the bootstrap writes its address file, a peer finds the swarm through it. The
+    bootstrap takes its swarm name from a --config file, the peer from SWARM_SWARM__NAME: had either ignored
+    its source, they would watch different keys and the bootstrap would count no peer. Then `swarm status` of
+    the peer and of the bootstrap (its status watch) show the exchange."""
+    config = tmp_path / "swarm.toml"
+    config.write_text('[swarm]\nname = "from-config"\n')
+    address_file, boot_control, peer_control = tmp_path / "shared" / "boot.addr", free_port(), free_port()
+    boot = subprocess.Popen([*CLI, "bootstrap", "--port", "0", "--identity", str(tmp_path / "boot.id"),
+                             "--config", str(config), "--status-every", "1", "--control-port", str(boot_control),
+                             "--address-file", str(address_file)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    env = {**os.environ, "SWARM_SWARM__NAME": "from-config", "PYTHONUNBUFFERED": "1"}
+    with open(tmp_path / "peer.log", "w") as log:
+        peer = subprocess.Popen([*CLI, "join", "--initial-peers-file", str(address_file), "--prompts", "4",
+                                 "--control-port", str(peer_control), "--identity", str(tmp_path / "peer.id"),
+                                 "--startup-timeout", "60"], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+    try:
+        deadline, peer_status, boot_status = time.monotonic() + 180, "", ""
+        while time.monotonic() < deadline:
+            time.sleep(1)
+            assert peer.poll() is None and boot.poll() is None, (tmp_path / "peer.log").read_text()[-3000:]
+            try:
+                peer_status, boot_status = status_of(f"127.0.0.1:{peer_control}"), status_of(
+                    f"127.0.0.1:{boot_control}")
+            except AssertionError:
+                continue  # a control API that is not up yet
+            if "step 0," not in peer_status and "peers 1," in boot_status:
+                break
+        assert address_file.read_text().strip().startswith("/ip4/127.0.0.1/tcp/")
+        assert peer_status.startswith("peer ") and "model tiny-add, step " in peer_status, peer_status
+        assert "step 0," not in peer_status and "groups out 0," not in peer_status, peer_status
+        assert boot_status.startswith("bootstrap ") and "peers 1," in boot_status, boot_status
+        assert "0 groups/min" not in boot_status, boot_status  # the watch saw the peer's bundles arrive
+    finally:
+        assert stop(peer) == 0 and stop(boot) == 0

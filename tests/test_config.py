@@ -1,6 +1,7 @@
 import pytest
 
-from node.config import ConfigError, build_config, env_assignments, load_config, parse_assignments
+from node.config import build_config, env_assignments, load_config, parse_assignments
+from node.errors import ConfigError
 
 
 def test_defaults_are_the_documented_ones():
@@ -40,7 +41,7 @@ def test_candidate_lists_from_toml_or_flags():
 def test_unknown_names_are_refused():
     with pytest.raises(ConfigError, match="loss.bogus"):
         build_config({"loss": {"bogus": 1}})
-    with pytest.raises(ConfigError, match="section 'nope'"):
+    with pytest.raises(ConfigError, match=r"unknown configuration section \[nope\]"):
         build_config({"nope": {}})
 
 

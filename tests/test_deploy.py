@@ -59,13 +59,13 @@ def test_compose_file_validates(tmp_path):
 
 
 def test_gpu_profile_generates_with_vllm_and_cpu_peers_with_transformers():
-    from node.config import load_config
+    from node.config import config_from_args
 
     parser = swarm_cli.build_parser()
     backends = {}
     for name, svc in services().items():
-        if name != "bootstrap":
-            backends[name] = load_config(None, swarm_cli._overrides(parser.parse_args(svc["command"]))).generation
+        if name != "bootstrap":  # the CLI's own path from a command line to a configuration
+            backends[name] = config_from_args(parser.parse_args(svc["command"]), swarm_cli.JOIN_DEFAULTS).generation
     assert backends["peer-gpu"].backend == "vllm" and backends["peer-gpu"].vllm_gpu_memory == 0.3
     assert {b.backend for n, b in backends.items() if n != "peer-gpu"} == {"transformers"}
     build = services()["peer-gpu"]["build"]["args"]

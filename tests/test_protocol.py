@@ -7,12 +7,12 @@ import pytest
 from protocol import PROTOCOL_VERSION
 from protocol import swarm_pb2 as pb
 from protocol.codec import (
+    LengthSummary,
     Limits,
     RecordError,
     WireCard,
     WireCompletion,
     WireGroup,
-    WireSummary,
     decode_group,
     decode_summary,
     encode_group,
@@ -67,10 +67,10 @@ def test_group_round_trip():
     back = decode_group(encode_group(g), receiver_vocab=99)
     assert back.prompt_ids == g.prompt_ids and (back.task, back.split, back.index) == ("arith", "train", 7)
     assert back.card == g.card and back.step == 3 and back.created == 1000.5
-    for a, b in zip(g.completions, back.completions):
+    for a, b in zip(g.completions, back.completions, strict=True):
         assert a.token_ids == b.token_ids and a.finish_reason == b.finish_reason
         # float16: relative error below 2^-11
-        assert all(abs(x - y) <= 2 ** -11 * abs(x) + 1e-7 for x, y in zip(a.logprobs, b.logprobs))
+        assert all(abs(x - y) <= 2 ** -11 * abs(x) + 1e-7 for x, y in zip(a.logprobs, b.logprobs, strict=True))
 
 
 @pytest.mark.parametrize("vocab, bound", [(99, 3.02), (49152, 4.02), (151646, 5.02)])
@@ -125,7 +125,7 @@ def test_unknown_fields_are_ignored():
 
 
 def test_summary_round_trip_and_checks():
-    s = WireSummary(8, 40, 10.0, 12.5, 100, 0.25, "qwen2", 4)
+    s = LengthSummary(8, 40, 10.0, 12.5, 100, 0.25, "qwen2", 4)
     assert decode_summary(encode_summary(s)) == s
     bad = pb.LengthSummary.FromString(encode_summary(s))
     bad.total_tokens = 10_000

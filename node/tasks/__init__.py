@@ -1,14 +1,16 @@
 """Task registry: a task name (plus options) -> a Task that rebuilds items from task references."""
 from __future__ import annotations
 
+from node.errors import UnknownTaskError
+
 from .arith import _OPS as _ARITH_NAMES
 from .arith import ArithmeticTask
-from .base import Item, Task, TaskRef, UnknownTaskError, item_seed
+from .base import Item, Task, TaskRef, item_seed
 from .count import CountTask
 from .gym import PREFIX as GYM_PREFIX
 from .hub_math import _SPECS as _HUB_NAMES
 
-__all__ = ["Item", "Task", "TaskRef", "UnknownTaskError", "get_task", "item_seed", "offline_task", "task_names"]
+__all__ = ["Item", "Task", "TaskRef", "get_task", "item_seed", "offline_task", "task_names"]
 OFFLINE = (*_ARITH_NAMES, "count")  # built from the name alone, offline, in microseconds
 
 

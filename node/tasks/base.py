@@ -10,10 +10,6 @@ from dataclasses import dataclass
 from typing import Protocol
 
 
-class UnknownTaskError(ValueError):
-    """A task name (or task reference) that this peer cannot rebuild."""
-
-
 @dataclass(frozen=True)
 class TaskRef:
     task: str  # task name, e.g. "arith" or "gym:chain_sum"

@@ -8,7 +8,9 @@ from __future__ import annotations
 import collections
 import importlib.metadata
 
-from .base import Item, TaskRef, UnknownTaskError, item_seed
+from node.errors import UnknownTaskError
+
+from .base import Item, TaskRef, item_seed
 
 PREFIX = "gym:"
 CACHE = 4096  # items kept (a step scores the items it generated; received references are bounded too)

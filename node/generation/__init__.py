@@ -1,0 +1,41 @@
+"""Generation: complete groups of completions with the behaviour log-probs of what was sampled.
+
+Two backends behind one seam (`GenerationBackend`): transformers (the training model itself,
+transformers_backend.py) and vLLM (an engine that follows the training weights, vllm_backend.py, the only
+vLLM importer). `make_backend` picks one from `generation.backend`; both are imported only when chosen.
+"""
+from __future__ import annotations
+
+from typing import Protocol
+
+from node.config import GenerationConfig
+
+from .rollouts import Completion
+
+
+class GenerationBackend(Protocol):
+    name: str  # "transformers" | "vllm"
+    pads_batch: bool  # a step decodes as one padded batch until its longest sequence ends
+    eos_ids: set[int]
+    pad_id: int
+
+    def generate(self, prompts: list[list[int]], group_size: int, seed: int) -> tuple[list[list[Completion]], float]:
+        """G completions for each prompt; returns the groups and the wall seconds of generation."""
+        ...
+
+    def sync(self, model) -> None:
+        """Makes the next generate sample from `model`'s current weights (after each optimiser step)."""
+        ...
+
+    def close(self) -> None: ...
+
+
+def make_backend(sampling: GenerationConfig, loaded, seed: int = 0) -> GenerationBackend:
+    """The generation backend named by `generation.backend` for a loaded model (node/models.LoadedModel)."""
+    if sampling.backend == "vllm":
+        from .vllm_backend import VLLMBackend
+
+        return VLLMBackend(loaded.model, loaded.tokenizer, sampling, lora=loaded.lora, seed=seed)
+    from .transformers_backend import TransformersBackend
+
+    return TransformersBackend(loaded.model, loaded.tokenizer, sampling)

@@ -1,0 +1,119 @@
+"""What one training step reports, as typed records, and the JSON-lines file they are written to.
+
+A step's result holds three parts, each filled by the layer that knows it: the learner's loss statistics
+(node/rl), the exchange's (node/swarm: what was published, received, rejected), and the group policy's
+(node/sagc). One line of the metrics file is `StepResult.to_json()`; `read_metrics` gives the results back.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class LossMetrics:
+    """The learner's step (node/rl/ftis.py); `skipped` when no row had a gradient to give."""
+
+    loss: float = 0.0
+    sequences: int = 0  # completions with at least one token in the loss
+    tokens: int = 0
+    dropped_tokens: int = 0  # tokens whose behaviour log-prob was impossible (non-finite or positive)
+    implausible: int = 0  # received rows refused by the plausibility bounds
+    filtered: int = 0  # rows whose advantage the F- filter zeroed
+    kept: int = 0
+    filtered_frac: float = 0.0
+    mean_weight: float = 1.0  # mean importance weight w over tokens
+    truncated_frac: float = 0.0  # tokens with w above C
+    clip_frac: float = 0.0  # tokens whose PPO ratio was clipped
+    div_sum_mean: float = 0.0  # divergence D (token sum), mean over rows
+    div_sum_max: float = 0.0
+    div_tok_mean: float = 0.0  # divergence per token, mean over rows
+    grad_norm: float = 0.0  # before clipping
+    skipped: bool = False
+
+
+@dataclass
+class SwarmMetrics:
+    """Sharing in one step (node/swarm/exchange.py); all zero for a peer alone."""
+
+    published: int = 0  # own groups in the published bundle
+    unsent: int = 0  # own groups left out (bundle size limit)
+    publish_ok: bool = True  # every publish collected so far succeeded
+    bytes_out: int = 0
+    groups_received: int = 0  # received groups decoded for the first time
+    groups_used: int = 0  # received groups trained on
+    senders_used: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)  # reason -> records
+    bytes_in: int = 0
+    polls: int = 0
+    peers: int = 0  # other peers with a live group record at the last poll
+    seconds: float = 0.0  # publish + gather
+    wait_seconds: float = 0.0  # of which waiting for fresh groups
+    budget_hit: str = ""  # the per-step work budget that ended processing, if any
+    received_reward: float = 0.0  # mean reward (our verifier) of the received completions used
+
+
+@dataclass
+class GroupMetrics:
+    """The group policy after the step (node/sagc/policy.py)."""
+
+    straggler_rate: float = 0.0  # share of own groups that straggled
+    summaries_used: int = 0  # length summaries (own and others') fed to the controller
+    max_sender_evidence: float = 0.0  # the largest evidence one other peer's summaries carried
+    lam: float = 0.0  # SAGC's dual variable lambda
+    p_mean: dict[str, float] = field(default_factory=dict)  # size -> believed straggler probability
+
+
+@dataclass
+class StepResult:
+    step: int
+    reward: float  # mean sampled reward of this step's own completions
+    group_size: int
+    prompts: int
+    gen_seconds: float
+    learn_seconds: float
+    tokens: int  # completion tokens generated
+    padded_tokens: int = 0  # decode slots spent (a padded batch runs every row as long as its longest)
+    step_seconds: float = 0.0
+    time: float = field(default_factory=time.time)  # wall clock (Unix seconds) when the step ended
+    loss: LossMetrics = field(default_factory=LossMetrics)
+    swarm: SwarmMetrics = field(default_factory=SwarmMetrics)
+    group: GroupMetrics = field(default_factory=GroupMetrics)
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self))
+
+    @classmethod
+    def from_dict(cls, row: dict) -> StepResult:
+        parts = {"loss": LossMetrics, "swarm": SwarmMetrics, "group": GroupMetrics}
+        return cls(**{k: parts[k](**v) if k in parts else v for k, v in row.items()})
+
+
+def metrics_writer(path: str | None):
+    """A callable writing one JSON line per step (flushed, so `swarm local` can follow it), or a no-op."""
+    if not path:
+        return lambda result: None
+    handle = open(path, "a")  # noqa: SIM115 (kept open for the run, closed at exit)
+
+    def write(result: StepResult) -> None:
+        handle.write(result.to_json() + "\n")
+        handle.flush()
+
+    return write
+
+
+def read_metrics(path: str | Path) -> list[StepResult]:
+    """The results in a metrics file, up to a line being written (or none when there is no file)."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(StepResult.from_dict(json.loads(line)))
+        except (json.JSONDecodeError, TypeError):
+            break  # a line being written
+    return rows

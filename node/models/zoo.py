@@ -1,0 +1,150 @@
+"""The offline model zoo: small Qwen2-style peers the project builds itself, with no download.
+
+Peers differ the way the F-TIS paper's do: two sizes (~0.3M and ~3M parameters), two expertises (pre-trained
+on different task mixtures) and a LoRA configuration. Building is seeded and deterministic; the result is
+cached under `zoo_dir()` keyed by a hash of the specs, the tokenizer and the torch version, so tests and demos
+build each model once per machine.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ZOO_FORMAT = 2  # bump when the build recipe (pretrain.py, tokenizer) changes
+
+
+@dataclass(frozen=True)
+class ZooSpec:
+    name: str
+    about: str
+    layers: int = 2
+    hidden: int = 128
+    intermediate: int = 256
+    heads: int = 4
+    kv_heads: int = 2
+    mixture: dict = field(default_factory=lambda: {"arith-add": 0.8, "arith-sub": 0.2})
+    label_accuracy: float = 0.3  # share of pre-training labels that are right (the rest are off by one)
+    steps: int = 1000
+    batch: int = 64
+    lr: float = 3e-3
+    seed: int = 0
+    base: str = ""  # a LoRA entry names the zoo model whose weights it starts from
+    lora: bool = False  # train this entry with a LoRA adapter
+    rl_lr: float = 1e-3  # recommended RL learning rate, full fine-tuning (train.lr = 0 picks it)
+    rl_lora_lr: float = 3e-3  # recommended RL learning rate through LoRA (train.lora_lr = 0 picks it)
+
+
+_ADD = {"arith-add": 0.8, "arith-sub": 0.2}
+_SUB = {"arith-add": 0.2, "arith-sub": 0.8}
+ZOO = {
+    spec.name: spec
+    for spec in (
+        ZooSpec("tiny-add", "0.3M params, mostly addition", mixture=_ADD, seed=1),
+        ZooSpec("tiny-sub", "0.3M params, mostly subtraction", mixture=_SUB, seed=2, rl_lr=3e-4),
+        ZooSpec("small-add", "3M params, mostly addition", layers=4, hidden=256, intermediate=704, heads=8,
+                kv_heads=4, mixture=_ADD, steps=300, lr=1e-3, seed=3, rl_lr=1e-4, rl_lora_lr=1e-3),
+        ZooSpec("tiny-add-lora", "tiny-add trained through a LoRA adapter", base="tiny-add", lora=True),
+        ZooSpec("tiny-count", "0.3M params, counting with run-on habits", mixture={"count": 1.0},
+                label_accuracy=0.5, steps=350, batch=48, seed=4),
+    )
+}
+
+
+def zoo_dir() -> Path:
+    """Cache root: $SWARM_ZOO_DIR, else ~/.cache/swarm-node/zoo."""
+    root = os.environ.get("SWARM_ZOO_DIR") or Path.home() / ".cache" / "swarm-node" / "zoo"
+    return Path(root)
+
+
+def _spec_hash(spec: ZooSpec) -> str:
+    import torch
+
+    from .tokenizer import CHARACTERS, SPECIAL_TOKENS
+
+    recipe = {k: v for k, v in dataclasses.asdict(spec).items() if k in _BUILD_FIELDS}
+    blob = json.dumps([ZOO_FORMAT, recipe, SPECIAL_TOKENS, CHARACTERS, torch.__version__], sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+_BUILD_FIELDS = ("name", "layers", "hidden", "intermediate", "heads", "kv_heads", "mixture", "label_accuracy",
+                 "steps", "batch", "lr", "seed")  # what the weights depend on (the cache key)
+
+
+def recommended_lr(name: str, lora: bool) -> float:
+    """The RL learning rate for a model: the zoo entry's, else the F-TIS paper's 1e-6 (1e-5 for LoRA) for
+    real models (learning rates that suit a 0.3M model would wreck a 1.5B one)."""
+    if name in ZOO:
+        spec = ZOO[name]
+        return spec.rl_lora_lr if lora else spec.rl_lr
+    return 1e-5 if lora else 1e-6
+
+
+def weights_spec(name: str) -> ZooSpec:
+    """The spec whose weights a zoo entry loads (a LoRA entry loads its base's)."""
+    spec = ZOO[name]
+    return ZOO[spec.base] if spec.base else spec
+
+
+def model_dir(name: str) -> Path:
+    spec = weights_spec(name)
+    return zoo_dir() / f"{spec.name}-{_spec_hash(spec)}"
+
+
+def build_model(spec: ZooSpec, progress: Callable[[int, float], None] | None = None):
+    """Initialises and pre-trains one zoo model; returns (model, tokenizer, losses)."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from .pretrain import pretrain
+    from .tokenizer import build_tokenizer
+
+    tokenizer = build_tokenizer()
+    config = Qwen2Config(
+        vocab_size=len(tokenizer), hidden_size=spec.hidden, intermediate_size=spec.intermediate,
+        num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.kv_heads,
+        max_position_embeddings=256, tie_word_embeddings=True, pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id, bos_token_id=None)
+    torch.manual_seed(spec.seed)
+    model = Qwen2ForCausalLM(config)
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    losses = pretrain(model, tokenizer, spec.mixture, spec.label_accuracy, spec.steps, spec.batch, spec.lr,
+                      spec.seed, progress)
+    return model, tokenizer, losses
+
+
+def ensure_built(name: str, progress: Callable[[str, int, int, float], None] | None = None) -> Path:
+    """Returns the cached directory of a zoo model, building it first if needed (safe across processes)."""
+    from filelock import FileLock
+
+    from node.runtime import single_thread
+
+    spec = weights_spec(name)
+    target = model_dir(name)
+    if (target / "config.json").exists():
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(target) + ".lock"):
+        if (target / "config.json").exists():
+            return target  # another process built it while we waited
+        step_cb = (lambda step, loss: progress(spec.name, step, spec.steps, loss)) if progress else None
+        with single_thread():
+            model, tokenizer, losses = build_model(spec, step_cb)
+        scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{spec.name}-"))
+        model.save_pretrained(scratch)
+        tokenizer.save_pretrained(scratch)
+        (scratch / "zoo.json").write_text(json.dumps(
+            {"spec": dataclasses.asdict(spec), "final_loss": losses[-1] if losses else None}, indent=1))
+        try:
+            scratch.rename(target)
+        except OSError:
+            shutil.rmtree(scratch, ignore_errors=True)
+            raise
+    return target

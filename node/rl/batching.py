@@ -1,0 +1,71 @@
+"""Turns groups into padded training tensors with group-relative advantages (pure: no model, no I/O).
+
+Advantages (GRPO): each completion is compared with its own group only."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+
+import torch
+
+from node.generation.rollouts import Group
+
+
+def group_advantages(rewards: list[float], eps_std: float) -> list[float]:
+    """(r_i - mean(r)) / (std(r) + eps_std), with the population std of the group."""
+    n = len(rewards)
+    mean = sum(rewards) / n
+    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / n)
+    return [(r - mean) / (std + eps_std) for r in rewards]
+
+
+def has_variance(rewards: list[float]) -> bool:
+    """DAPO drops groups whose rewards are all equal: they give no signal, only dilute the token mean."""
+    return max(rewards) > min(rewards)
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [N, L] prompt + completion, right-padded
+    attention: torch.Tensor  # [N, L]
+    positions: torch.Tensor  # [N, T] index into input_ids of each completion token (0 where padded)
+    mask: torch.Tensor  # [N, T] bool, real completion tokens
+    logp_gen: torch.Tensor  # [N, T] behaviour log-probs (0 where padded)
+    advantages: torch.Tensor  # [N]
+    own: torch.Tensor  # [N] bool
+    group: torch.Tensor  # [N] long, index of the row's group in the step
+
+    def to(self, device) -> Batch:
+        return Batch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
+
+
+def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_variance: bool) -> Batch | None:
+    """One row per completion; None when nothing is left (e.g. every group had equal rewards under DAPO)."""
+    rows, row_group = [], []
+    for g, group in enumerate(groups):
+        if drop_zero_variance and not has_variance(group.rewards):
+            continue
+        for completion, adv in zip(group.completions, group_advantages(group.rewards, eps_std), strict=True):
+            if completion.token_ids:
+                rows.append((group.prompt_ids, completion, adv, group.own))
+                row_group.append(g)
+    if not rows:
+        return None
+    width = max(len(p) + len(c.token_ids) for p, c, _, _ in rows)
+    t_max = max(len(c.token_ids) for _, c, _, _ in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(rows), width), dtype=torch.long)
+    positions = torch.zeros((len(rows), t_max), dtype=torch.long)
+    mask = torch.zeros((len(rows), t_max), dtype=torch.bool)
+    logp_gen = torch.zeros((len(rows), t_max), dtype=torch.float32)
+    for i, (prompt, completion, _, _) in enumerate(rows):
+        p, c = len(prompt), len(completion.token_ids)
+        input_ids[i, : p + c] = torch.tensor(prompt + completion.token_ids)
+        attention[i, : p + c] = 1
+        positions[i, :c] = torch.arange(p, p + c)
+        mask[i, :c] = True
+        logp_gen[i, :c] = torch.tensor(completion.logprobs, dtype=torch.float32)
+    advantages = torch.tensor([adv for _, _, adv, _ in rows], dtype=torch.float32)
+    own = torch.tensor([o for _, _, _, o in rows], dtype=torch.bool)
+    return Batch(input_ids, attention, positions, mask, logp_gen, advantages, own, torch.tensor(row_group))

@@ -1,0 +1,142 @@
+"""The F-TIS loss (ALGORITHMS.md section 1) as a pure function of tensors.
+
+Objective per token (maximised; the returned loss is its negative):
+
+    min(w, C) * min(R * A, clip(R, 1 - eps_low, 1 + eps_high) * A)
+
+w = pi_theta / pi_gen is the importance weight between the learner and the generator of the completion,
+treated as a constant (computed from detached log-probs: no gradient flows through it, as in TIS).
+R = pi_theta / pi_theta_old is the PPO ratio against the learner's own pre-update policy.
+A is the group-relative advantage; the F- variants zero it for completions with A <= 0 and divergence
+D = sum_t (log pi_gen - log pi_theta) > g (or the per-token mean, by configuration), which keeps them in the
+group statistics but stops their gradient.
+
+Shapes: N completions (rows) x T completion positions; `mask` marks real completion tokens.
+Behaviour log-probs that are non-finite or positive are impossible for an honest generator: those tokens are
+dropped (masked out and counted) and replaced before any arithmetic so that no NaN reaches the gradient.
+
+Plausibility (docs/SECURITY.md): a received completion's behaviour log-probs are the sender's claim, and they
+set both w and D. For completions y that an honest generator sampled from pi_gen, whatever our model,
+E[pi_theta(y) / pi_gen(y)] = sum_y pi_theta(y) <= 1, and the G completions of a group are independent samples,
+so by Markov's inequality the group's total log-ratio sum_i sum_t (log pi_theta - log pi_gen) exceeds b with
+probability at most exp(-b). A received group above `ratio_bound` (+ `ratio_bound_per_token` per token, for
+numerical differences between the two computations) claims its tokens were far less likely to its sampler
+than our model finds them: exactly how a sender would pin w at C on text of its choice. Such a group gives
+no gradient (its rows are counted as `implausible`). The other side: a received completion whose per-token
+mean of log pi_gen - log pi_theta exceeds `div_ceiling` is one our model finds implausibly unlikely (w already
+shrinks it; this guards the variants that ignore w). Own completions are never checked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from node.config import LossConfig
+from node.metrics import LossMetrics
+
+_NO_WEIGHT = ("alone", "nois", "f-nois")
+_UNTRUNCATED = ("vis", "f-vis")
+
+
+@dataclass
+class LossInputs:
+    logp: torch.Tensor  # [N, T] learner log-probs of the sampled tokens (carries the gradient)
+    logp_old: torch.Tensor  # [N, T] learner log-probs before this update (constant)
+    logp_gen: torch.Tensor  # [N, T] generator's behaviour log-probs (from the wire for received groups)
+    mask: torch.Tensor  # [N, T] bool, True on completion tokens
+    advantages: torch.Tensor  # [N] group-relative advantages
+    own: torch.Tensor  # [N] bool, True for completions this peer generated
+    group: torch.Tensor | None = None  # [N] long, the row's group (None: each row is a group of its own)
+
+
+def importance_weights(logp: torch.Tensor, logp_gen: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
+    """[N, T] constant weights of the configured variant: 1, untruncated, or truncated at C."""
+    if cfg.variant in _NO_WEIGHT:
+        return torch.ones_like(logp)
+    log_w = (logp.detach() - logp_gen).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
+    w = log_w.exp()
+    return w if cfg.variant in _UNTRUNCATED else w.clamp(max=cfg.trunc_c)
+
+
+def divergence(logp: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per completion: sum and per-token mean of (log pi_gen - log pi_theta), an estimate of KL(gen||theta)."""
+    per_token = (logp_gen - logp.detach()) * mask
+    total = per_token.sum(dim=1)
+    return total, total / mask.sum(dim=1).clamp(min=1)
+
+
+def implausible_rows(d_sum: torch.Tensor, d_mean: torch.Tensor, tokens: torch.Tensor, received: torch.Tensor,
+                     group: torch.Tensor | None, cfg: LossConfig) -> torch.Tensor:
+    """[N] bool: received rows of groups whose total log-ratio sum(log pi_theta - log pi_gen) is above
+    ratio_bound + ratio_bound_per_token * tokens, and received rows whose mean divergence is above div_ceiling."""
+    group = torch.arange(len(d_sum), device=d_sum.device) if group is None else group
+    n_groups = int(group.max()) + 1 if len(group) else 0
+    weight = received.to(d_sum.dtype)
+    zeros = torch.zeros(n_groups, dtype=d_sum.dtype, device=d_sum.device)
+    log_ratio = zeros.index_add(0, group, -d_sum * weight)
+    n_tokens = zeros.index_add(0, group, tokens.to(d_sum.dtype) * weight)
+    too_likely = (log_ratio > cfg.ratio_bound + cfg.ratio_bound_per_token * n_tokens)[group]
+    return received & (too_likely | (d_mean > cfg.div_ceiling))
+
+
+def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, LossMetrics]:
+    mask = inp.mask.bool()
+    valid_gen = torch.isfinite(inp.logp_gen) & (inp.logp_gen <= 0)
+    dropped = mask & ~valid_gen
+    mask = mask & valid_gen
+    if cfg.variant == "alone":
+        mask = mask & inp.own.bool()[:, None]
+    # replace bad behaviour log-probs before any arithmetic (masked anyway; this keeps NaN out of autograd)
+    logp_gen = torch.where(valid_gen, inp.logp_gen, inp.logp.detach())
+    maskf = mask.to(inp.logp.dtype)
+
+    d_sum, d_mean = divergence(inp.logp, logp_gen, maskf)
+    received = ~inp.own.bool() & mask.any(dim=1)
+    group = None if inp.group is None else inp.group.to(d_sum.device)
+    implausible = implausible_rows(d_sum, d_mean, maskf.sum(dim=1), received, group, cfg)
+    mask = mask & ~implausible[:, None]
+    maskf = mask.to(inp.logp.dtype)
+    w = importance_weights(inp.logp, logp_gen, cfg)
+    if cfg.negative_c and cfg.variant not in _NO_WEIGHT:  # hardening: received negatives weigh at most this
+        negative = ((inp.advantages <= 0) & ~inp.own.bool())[:, None]
+        w = torch.where(negative, w.clamp(max=cfg.negative_c), w)
+    d = d_sum if cfg.divergence == "sum" else d_mean
+    has_tokens = mask.any(dim=1)
+    filtered = torch.zeros_like(has_tokens)
+    if cfg.variant.startswith("f-"):
+        filtered = (inp.advantages <= 0) & (d > cfg.g) & has_tokens
+    adv = torch.where(filtered, torch.zeros_like(inp.advantages), inp.advantages)[:, None]  # [N, 1]
+
+    log_ratio = (inp.logp - inp.logp_old).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
+    ratio = log_ratio.exp()
+    clipped = ratio.clamp(1 - cfg.eps_low, 1 + cfg.eps_high)
+    surrogate = torch.minimum(ratio * adv, clipped * adv)  # [N, T]
+    per_token = w * surrogate * maskf
+
+    counts = maskf.sum(dim=1)
+    if cfg.aggregation == "grpo":  # mean over each completion's tokens, then over completions
+        rows = has_tokens.sum().clamp(min=1)
+        objective = (per_token.sum(dim=1) / counts.clamp(min=1)).sum() / rows
+    else:  # dapo: every token of the batch counts the same
+        objective = per_token.sum() / counts.sum().clamp(min=1)
+    loss = -objective
+
+    n_tok = mask.sum().clamp(min=1)
+    metrics = LossMetrics(
+        loss=loss.item(),
+        sequences=int(has_tokens.sum()),
+        tokens=int(mask.sum()),
+        dropped_tokens=int(dropped.sum()),
+        implausible=int(implausible.sum()),
+        filtered=int(filtered.sum()),
+        kept=int((has_tokens & ~filtered).sum()),
+        filtered_frac=float(filtered.sum() / has_tokens.sum().clamp(min=1)),
+        mean_weight=float((w * maskf).sum() / n_tok),
+        truncated_frac=float((((inp.logp.detach() - logp_gen).exp() > cfg.trunc_c) & mask).sum() / n_tok),
+        clip_frac=float((((ratio - clipped).abs() > 0) & mask).sum() / n_tok),
+        div_sum_mean=float(d_sum[has_tokens].mean()) if has_tokens.any() else 0.0,
+        div_sum_max=float(d_sum[has_tokens].max()) if has_tokens.any() else 0.0,
+        div_tok_mean=float(d_mean[has_tokens].mean()) if has_tokens.any() else 0.0,
+    )
+    return loss, metrics

@@ -1,0 +1,200 @@
+"""The attack catalogue: what a hostile volunteer can publish, built with the real wire format.
+
+Used by the hostile-peer tests and by bench/attacks.py (docs/SECURITY.md has the threat model and the
+measured table). Every builder returns what a hostile peer would publish: encoded records, packed into
+bundles under its own signed subkey by `HostileDHT`, a SwarmDHT that refuses nothing itself, so whatever
+stops an attack is always the honest receivers' and DHT holders' own checks. An attacker knows everything
+public: the task, the zoo's tokenizer, even the zoo models' weights (`Victim.model`, for claims that match
+them).
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from node.models.loading import encode_prompt
+from node.tasks import Task, get_task, offline_task
+from protocol import swarm_pb2 as pb
+from protocol.codec import (
+    LengthSummary,
+    WireCard,
+    WireCompletion,
+    WireGroup,
+    encode_group,
+    encode_summary,
+    pack_bundle,
+)
+
+from .dht import MAX_VALUE_BYTES, SwarmDHT, record_key
+
+HUB_TASKS = ("gsm8k", "math500")  # dataset-backed: an offline receiver must never try to load them
+GYM_TASKS = ("gym:chain_sum", "gym:basic_arithmetic", "gym:leg_counting", "gym:fraction_simplification",
+             "gym:gcd", "gym:lcm", "gym:prime_factorization", "gym:count_bits", "gym:decimal_arithmetic",
+             "gym:number_sorting", "gym:word_sorting", "gym:letter_counting", "gym:caesar_cipher",
+             "gym:spell_backward", "gym:propositional_logic", "gym:base_conversion", "gym:simple_equations",
+             "gym:products", "gym:power_function", "gym:number_filtering")
+
+
+@dataclass
+class Victim:
+    """What an attacker knows about its targets (all of it public)."""
+
+    tokenizer: object
+    card: WireCard  # claims the victims' own tokenizer and vocabulary
+    eos_id: int
+    task: Task
+    max_new_tokens: int
+    model: object = None  # the victims' zoo model, for claims that match it
+
+    def prompt(self, index: int) -> list[int]:
+        return encode_prompt(self.tokenizer, self.task.item("train", index))
+
+    def ids(self, text: str) -> list[int]:
+        return self.tokenizer(text).input_ids
+
+
+def victim_for(model_name: str, task_name: str, max_new_tokens: int = 8, with_model: bool = False) -> Victim:
+    from node.config import ModelConfig
+    from node.models.loading import load_model
+
+    from .exchange import make_card
+
+    loaded = load_model(ModelConfig(name=model_name))
+    card = make_card(loaded.model, loaded.tokenizer, "transformers", 1.0, 1.0, lora=False)
+    return Victim(loaded.tokenizer, card, loaded.tokenizer.eos_token_id, get_task(task_name), max_new_tokens,
+                  loaded.model if with_model else None)
+
+
+def group_record(v: Victim, index: int, completions: list[list[int]], logprobs: list[list[float]],
+                 created: float, task: str | None = None, step: int = 0) -> bytes:
+    """An encoded group for the victims' task item `index` (prompt ids exactly as the victims encode them)."""
+    comps = [WireCompletion(ids, lps, "stop" if ids and ids[-1] == v.eos_id else "length")
+             for ids, lps in zip(completions, logprobs, strict=True)]
+    ref_task = task or v.task.name
+    version = v.task.version if task is None else get_version(ref_task)
+    return encode_group(WireGroup(ref_task, version, "train", index, v.prompt(index), comps, v.card, step, created))
+
+
+def get_version(task: str) -> str:
+    """The version a receiver would expect for a task reference (what a careful attacker would claim)."""
+    offline = offline_task(task)
+    if offline is not None:
+        return offline.version
+    if task.startswith("gym:"):
+        import importlib.metadata
+
+        return importlib.metadata.version("reasoning-gym")
+    return "hub"
+
+
+def plain(v: Victim, index: int, g: int = 8, created: float = 0.0, **kw) -> bytes:
+    """An unremarkable group: the right answer and wrong ones, each claimed at -0.5 per token."""
+    answer = v.task.item("train", index).answer
+    texts = [answer if i % 2 else str(int(answer) + 1) for i in range(g)]
+    completions = [v.ids(t) + [v.eos_id] for t in texts]
+    return group_record(v, index, completions, [[-0.5] * len(c) for c in completions], created, **kw)
+
+
+# ---- crashes and stalls ------------------------------------------------------------------------------------
+def task_references(v: Victim, names, created: float) -> list[bytes]:
+    """Groups whose task reference names a task the victims should never build from a record."""
+    return [plain(v, 7 + i, created=created, task=name) for i, name in enumerate(names)]
+
+
+def long_completions(v: Victim, created: float, tokens: int = 1000, index: int = 11) -> list[bytes]:
+    """A 6 KB group whose two completions run to `tokens` tokens (the victims generate max_new_tokens)."""
+    digits = v.ids("1" * (tokens - 1)) + [v.eos_id]
+    return [group_record(v, index, [digits, digits[:-1] + [v.eos_id]], [[-0.1] * tokens] * 2, created)]
+
+
+# ---- poisoning ---------------------------------------------------------------------------------------------
+CLAIMS = ("low", "floor", "matched")  # -30 per token; just inside the surprisal bound; the victims' own
+
+
+def padding_poison(v: Victim, index: int, created: float, claims: str = "low", pad: int = 0,
+                   g: int = 8) -> bytes:
+    """Right answers behind '=' padding the verifier ignores (rewarded), plain wrong answers (not): the group
+    teaches 'pad', and claimed log-probs set the weight it is taught with. pad=0: as much as fits the
+    victims' length limit (the published attack used 30)."""
+    answer = v.task.item("train", index).answer
+    pad = pad or max(v.max_new_tokens - len(answer) - 1, 1)
+    padded = v.ids("=" * pad + answer) + [v.eos_id]
+    wrong = v.ids(str(int(answer) + 1)) + [v.eos_id]
+    completions = [padded if i % 2 == 0 else wrong for i in range(g)]
+    return group_record(v, index, completions, claimed_logprobs(v, index, completions, claims), created)
+
+
+def claimed_logprobs(v: Victim, index: int, completions: list[list[int]], claims: str) -> list[list[float]]:
+    if claims == "low":
+        return [[-30.0] * len(c) for c in completions]
+    if claims == "floor":  # the most surprisal the codec's honest-sampler bound lets through, spread evenly
+        per_token = math.log(v.card.vocab_size) + 1.0
+        return [[-min(per_token, (len(c) * math.log(v.card.vocab_size) + 19.0) / len(c))] * len(c)
+                for c in completions]
+    return model_logprobs(v, v.prompt(index), completions)
+
+
+def model_logprobs(v: Victim, prompt: list[int], completions: list[list[int]]) -> list[list[float]]:
+    """The victims' model's own log-probs of each completion: w = 1 and D = 0 at the receivers."""
+    import torch
+
+    from node.generation.rollouts import Completion, Group
+    from node.rl.batching import build_batch
+    from node.rl.learner import sequence_logprobs
+
+    group = Group(v.task.item("train", 0), prompt, [Completion(c, [0.0] * len(c), "stop") for c in completions])
+    batch = build_batch([group], v.tokenizer.pad_token_id, 1e-4, drop_zero_variance=False)
+    with torch.no_grad():
+        logp = sequence_logprobs(v.model, batch, temperature=1.0)
+    return [logp[i, : len(c)].tolist() for i, c in enumerate(completions)]
+
+
+# ---- replays and forged summaries --------------------------------------------------------------------------
+def restamped(record: bytes, step: int, created: float) -> bytes:
+    """The same group with a new step and publish time (what a replaying peer sends)."""
+    msg = pb.Group.FromString(record)
+    msg.step, msg.created = step, created
+    return msg.SerializeToString()
+
+
+def summary_flood(step: int, n: int = 256, group_size: int = 16) -> list[bytes]:
+    """n summaries saying 'groups of 16 never straggle' (median = max), stamped with `step`."""
+    return [encode_summary(LengthSummary(group_size, 8, 8.0, 8.0, 8 * group_size, 0.1, "qwen2", step))
+            for _ in range(n)]
+
+
+# ---- the hostile peer --------------------------------------------------------------------------------------
+class HostileDHT(SwarmDHT):
+    """A DHT node that validates nothing itself (it still signs its own subkey): a stand-in for a raw hivemind
+    client speaking our wire format."""
+
+    def _validators(self) -> list:
+        return [self.validator]
+
+    def publish_records(self, kind: str, records: list[bytes], ttl: float = 60.0) -> bool:
+        bundle, _ = pack_bundle(records, MAX_VALUE_BYTES)
+        return self.publish(kind, bundle, ttl)
+
+    def raw_store(self, kind: str, value: bytes, expiration: float, subkey) -> bool:
+        """Stores any (subkey, value, expiration) under our swarm's key on the other nodes (not in our own
+        storage), signed only where the subkey carries our owner marker; True when any node took it."""
+        return bool(self._call(self._node.store(record_key(self.settings.name, kind), value, expiration,
+                                                subkey=subkey, exclude_self=True), timeout=15))
+
+
+def unsigned_stores(dht: HostileDHT, n: int = 8) -> list[bool]:
+    """The published crash: plain `str` and `bytes` subkeys (no owner marker, so no signature needed) with one
+    shared expiration, then our own marker with an expiration 1e9 s away. Returns what each store reported."""
+    expiration = dht.now() + 60
+    results = []
+    for i in range(n):
+        subkey = f"peer-{i}" if i % 2 else f"peer-{i}".encode()
+        results.append(dht.raw_store("groups", b"x" * 100, expiration, subkey=subkey))
+    results.append(dht.raw_store("groups", b"y" * 100, dht.now() + 1e9, subkey=dht.own_subkey))
+    return results
+
+
+def random_indices(seed: int, n: int) -> list[int]:
+    rng = random.Random(seed)
+    return [rng.randrange(2**31) for _ in range(n)]

@@ -1,0 +1,96 @@
+"""Local gRPC control API: `swarm status` asks a running node; the same server answers grpc.health.v1.
+
+Docker health checks and orchestrators use the standard health service; people use `swarm status`.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent import futures
+from dataclasses import dataclass, field
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from node.errors import PortInUse
+from node.process import ensure_port_free
+from protocol import control_pb2, control_pb2_grpc
+
+
+@dataclass
+class NodeStatus:
+    """What a node reports; the node's loop updates it, the server reads it."""
+
+    peer_id: str = ""
+    role: str = "peer"
+    maddrs: list[str] = field(default_factory=list)
+    model: str = ""
+    step: int = 0
+    group_size: int = 0
+    reward: float = 0.0
+    lam: float = 0.0
+    peers: int = 0
+    groups_out: int = 0
+    groups_in: int = 0
+    rejected: dict[str, int] = field(default_factory=dict)
+    groups_per_minute: float = 0.0
+    started: float = field(default_factory=time.monotonic)
+
+    def to_reply(self) -> control_pb2.StatusReply:
+        return control_pb2.StatusReply(
+            peer_id=self.peer_id, role=self.role, maddrs=self.maddrs, model=self.model, step=self.step,
+            group_size=self.group_size, reward=self.reward, peers=self.peers, groups_out=self.groups_out,
+            groups_in=self.groups_in, rejected=self.rejected, uptime=time.monotonic() - self.started,
+            groups_per_minute=self.groups_per_minute, **{"lambda": self.lam})
+
+
+class _Control(control_pb2_grpc.ControlServicer):
+    def __init__(self, status: Callable[[], NodeStatus]):
+        self.status = status
+
+    def Status(self, request, context):
+        return self.status().to_reply()
+
+
+class ControlServer:
+    """Serves Control and grpc.health.v1 on host:port (port 0: any free port, see `.port`).
+
+    SO_REUSEPORT is off: a taken port is an error (PortInUse), never a second server on it that might answer
+    the first one's `status` / `--health` calls."""
+
+    def __init__(self, status: Callable[[], NodeStatus], host: str = "127.0.0.1", port: int = 0,
+                 serving: bool = True):
+        """serving: the health check's first answer (a node that is still starting says NOT_SERVING)."""
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2), options=[("grpc.so_reuseport", 0)])
+        control_pb2_grpc.add_ControlServicer_to_server(_Control(status), self.server)
+        self.health = health.HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        ensure_port_free(host, port, "control API")
+        try:
+            self.port = self.server.add_insecure_port(f"{host}:{port}")
+        except RuntimeError:  # grpc's failed bind
+            self.port = 0
+        if self.port == 0:
+            raise PortInUse(f"control API port {port} on {host} could not be bound (in use?)")
+        self.server.start()
+        self.set_serving(serving)
+
+    def set_serving(self, serving: bool) -> None:
+        state = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        self.health.set("", state)
+
+    def stop(self) -> None:
+        self.set_serving(False)
+        self.server.stop(grace=1).wait(5)
+
+
+def query_status(address: str, timeout: float = 5.0) -> control_pb2.StatusReply:
+    with grpc.insecure_channel(address) as channel:
+        return control_pb2_grpc.ControlStub(channel).Status(control_pb2.StatusRequest(), timeout=timeout)
+
+
+def query_health(address: str, timeout: float = 5.0) -> str:
+    with grpc.insecure_channel(address) as channel:
+        reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""),
+                                                           timeout=timeout)
+    return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)

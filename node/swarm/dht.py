@@ -1,0 +1,334 @@
+"""hivemind as the gossip layer, behind one synchronous facade. The only module that imports hivemind.
+
+Two hivemind traps are avoided by construction:
+- the stock `hivemind.DHT` runs its node in a child process behind a pipe read in non-blocking mode, and that
+  process dies on values above ~16 KiB; we run `DHTNode` in our own asyncio loop on a daemon thread instead
+  (140 KB values stored and fetched 30/30 at ~25 ms here);
+- a value above the 4 MiB message limit is silently not replicated; `publish` refuses values above
+  MAX_VALUE_BYTES (3 MiB) with an error instead.
+
+Records: for each kind (e.g. "groups", "summaries") one DHT key per swarm and protocol version; each peer
+writes only under its own subkey, which RSASignatureValidator binds to the peer's RSA public key (a forged
+subkey or an overwrite of another peer's record is refused by every honest node). The schema validator makes
+that binding mandatory: hivemind's signature check applies only to subkeys that carry the owner marker, so a
+record under our keys must have a `bytes` subkey that *is* an owner marker (a plain or `str` subkey would need
+no signature, and mixing `str` and `bytes` subkeys crashes hivemind's expiry heap), an expiration at most
+MAX_RECORD_TTL (+ clock skew) ahead, and a byte-string value within the size budget. Values expire; on clean
+shutdown a peer overwrites its records with an empty tombstone, which readers skip.
+
+Healing: a node that restarts (same identity, same address) comes back with an empty routing table, and the
+others have dropped it from theirs. Every node therefore re-announces itself to its initial peers every
+`reannounce_every` seconds, and sooner, with back-off, while it sees no other peer (re-bootstrapping its
+routing table then), so the swarm heals after any single process restarts.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+import time
+from pathlib import Path
+
+from node.config import SwarmConfig
+from node.errors import IdentityInUse, Stopped, SwarmUnreachable, first_line
+from node.process import IdentityLock, ensure_port_free, kill_pids, own_children
+from protocol import CLOCK_SKEW, MAX_RECORD_TTL, PROTOCOL_VERSION
+
+log = logging.getLogger(__name__)
+
+
+OWNER_SUBKEY = re.compile(rb"\[owner:[^\[\]]+\]")  # hivemind's RSASignatureValidator marker, nothing else
+ALONE_FIRST_RETRY = 2.0  # seconds before the first re-bootstrap once a node sees no other peer (then doubling)
+
+
+MAX_VALUE_BYTES = 3 * 1024 * 1024  # publish refuses values above this (hivemind's message limit is 4 MiB)
+
+
+def record_key(swarm: str, kind: str) -> str:
+    return f"{swarm}/v{PROTOCOL_VERSION}/{kind}"
+
+
+KINDS = ("groups", "summaries")
+
+
+def _schema_validator(swarm: str, max_bytes: int):
+    """Every honest node refuses records outside our schema: only our keys; the subkey a `bytes` owner marker
+    (so RSASignatureValidator always checks the owner's signature); an expiration at most MAX_RECORD_TTL
+    ahead (+ clock skew); the value a byte string under the size budget. (Content is validated again,
+    strictly, by every receiver's codec.)"""
+    from hivemind.dht.protocol import DHTProtocol
+    from hivemind.dht.routing import DHTID
+    from hivemind.dht.validation import RecordValidatorBase
+    from hivemind.utils.timed_storage import get_dht_time
+
+    key_ids = {DHTID.generate(source=record_key(swarm, kind)).to_bytes() for kind in KINDS}
+
+    def loads(data: bytes):
+        try:
+            return DHTProtocol.serializer.loads(data)
+        except Exception:  # noqa: BLE001 (anything undecodable is simply invalid)
+            return None
+
+    class SwarmSchemaValidator(RecordValidatorBase):
+        def validate(self, record) -> bool:
+            if record.key not in key_ids:
+                return False
+            subkey = loads(record.subkey)
+            if not isinstance(subkey, bytes) or not OWNER_SUBKEY.fullmatch(subkey):
+                return False
+            if not record.expiration_time <= get_dht_time() + MAX_RECORD_TTL + CLOCK_SKEW:
+                return False
+            value = loads(record.value)
+            return isinstance(value, bytes) and len(value) <= max_bytes
+
+        @property
+        def priority(self) -> int:
+            return 0  # after the signature validator has checked and stripped the signature
+
+    return SwarmSchemaValidator()
+
+
+def _load_or_create_signing_key(path: str):
+    """An RSA key for record signatures, kept beside the libp2p identity so the subkey survives restarts."""
+    from cryptography.hazmat.primitives import serialization
+    from hivemind.utils.crypto import RSAPrivateKey
+
+    if not path:
+        return RSAPrivateKey()
+    key_file = Path(path + ".rsa")
+    if key_file.exists():
+        key = RSAPrivateKey.__new__(RSAPrivateKey)
+        key._private_key = serialization.load_der_private_key(key_file.read_bytes(), password=None)
+        return key
+    key = RSAPrivateKey()
+    key_file.parent.mkdir(parents=True, exist_ok=True)
+    key_file.write_bytes(key.to_bytes())
+    key_file.chmod(0o600)
+    return key
+
+
+class SwarmDHT:
+    """A DHT node in a private event loop with blocking, time-bounded methods."""
+
+    def __init__(self, settings: SwarmConfig, stop: threading.Event | None = None):
+        """stop: an event that, once set, abandons a start in progress (raises Stopped)."""
+        from hivemind.dht.crypto import RSASignatureValidator
+        from hivemind.dht.validation import CompositeValidator
+
+        self.settings = settings
+        ensure_port_free(settings.host, settings.port, "DHT")
+        self._lock = IdentityLock(settings.identity) if settings.identity else None
+        self.validator = RSASignatureValidator(_load_or_create_signing_key(settings.identity))
+        self.record_validator = CompositeValidator(self._validators())
+        self._loop = asyncio.new_event_loop()
+        self._loop.set_exception_handler(self._loop_error)
+        self._closing = False
+        self._thread = threading.Thread(target=self._loop.run_forever, name="swarm-dht", daemon=True)
+        self._thread.start()
+        self._node = self._start(stop)
+        self._published: dict[str, float] = {}  # kind -> expiration of our latest record
+        self.peers_seen = -1  # other peers with live records at the last fetch (-1: no fetch yet)
+        self._maintenance = asyncio.run_coroutine_threadsafe(self._maintain(), self._loop)
+
+    def _validators(self) -> list:
+        """Signatures first, then our schema (a red-team harness overrides this to store anything)."""
+        return [self.validator, _schema_validator(self.settings.name, MAX_VALUE_BYTES)]
+
+    def _start(self, stop: threading.Event | None):
+        from hivemind.p2p.p2p_daemon_bindings.utils import P2PDaemonError
+
+        daemons_before = set(own_children("p2pd"))
+        future = asyncio.run_coroutine_threadsafe(self._create(), self._loop)
+        deadline = time.monotonic() + self.settings.startup_timeout + 30
+        try:
+            while True:
+                try:
+                    return future.result(timeout=0.2)
+                except TimeoutError:
+                    if stop is not None and stop.is_set():
+                        raise Stopped("stopped while joining the swarm") from None
+                    if time.monotonic() > deadline:
+                        raise
+        except (P2PDaemonError, OSError, RuntimeError, TimeoutError, ValueError) as err:
+            self._closing = True
+            kill_pids(set(own_children("p2pd")) - daemons_before)  # a daemon of the abandoned attempt
+            future.cancel()
+            try:  # let asyncio see the daemon's exit and close its pipes while the loop still runs
+                self._call(asyncio.sleep(0.3), timeout=5)
+            except Exception as pause_error:  # noqa: BLE001 (the loop is stopped below in any case)
+                log.debug("pausing after an abandoned start: %s", first_line(pause_error))
+            self._stop_loop(close=False)  # objects of the abandoned start may still call into the loop
+            self._release()
+            if isinstance(err, Stopped):
+                raise
+            if "already taken" in str(err):  # hivemind's own check: this peer id is live elsewhere
+                raise IdentityInUse(f"identity file {self.settings.identity} is used by a running peer "
+                                    f"of the swarm: {first_line(err)}") from None
+            raise SwarmUnreachable(self._describe_failure(err)) from None
+
+    def _loop_error(self, loop, context: dict) -> None:
+        """hivemind's background tasks: one line, not a traceback (debug only once we are shutting down,
+        when cancelled daemons and connections report their ends)."""
+        error = context.get("exception")
+        line = f"DHT background: {context.get('message')}" + (f" ({first_line(error)})" if error else "")
+        log.log(logging.DEBUG if self._closing else logging.WARNING, line)
+
+    def _describe_failure(self, err: Exception) -> str:
+        peers = ", ".join(self.settings.initial_peers) or "none"
+        return f"could not join the swarm (initial peers: {peers}): {first_line(err)}"
+
+    async def _create(self):
+        from hivemind.dht.node import DHTNode
+
+        s = self.settings
+        kwargs = {"host_maddrs": [f"/ip4/{s.host}/tcp/{s.port}"], "startup_timeout": s.startup_timeout}
+        if s.announce:
+            kwargs["announce_maddrs"] = list(s.announce)
+        if s.identity:
+            Path(s.identity).parent.mkdir(parents=True, exist_ok=True)
+            kwargs["identity_path"] = s.identity
+        return await DHTNode.create(initial_peers=list(s.initial_peers), record_validator=self.record_validator,
+                                    **kwargs)
+
+    def _call(self, coro, timeout: float):
+        return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
+
+    # ---- healing --------------------------------------------------------------------------------------
+    def alone(self) -> bool:
+        """Whether the last fetch found no other peer's records."""
+        return self.peers_seen == 0
+
+    async def _maintain(self) -> None:
+        """Re-announces to the initial peers every reannounce_every seconds; while alone, sooner, doubling."""
+        retry = ALONE_FIRST_RETRY
+        while True:
+            alone = self.alone()
+            await asyncio.sleep(min(retry, self.settings.reannounce_every) if alone
+                                else self.settings.reannounce_every)
+            try:
+                answered = await self._reannounce(rebootstrap=self.alone())
+            except Exception as err:  # noqa: BLE001 (a failed re-announcement is retried, never fatal)
+                log.debug("re-announcing failed: %s", err)
+                answered = 0
+            if alone and answered:
+                log.info("no other peer seen: re-announced to %d initial peer(s)", answered)
+            retry = retry * 2 if self.alone() else ALONE_FIRST_RETRY
+
+    async def _reannounce(self, rebootstrap: bool) -> int:
+        """Pings every initial peer (each learns us again, e.g. after its own restart); when `rebootstrap`,
+        also looks up our own id, which refills our routing table from theirs."""
+        from hivemind.p2p import PeerID
+        from hivemind.utils.multiaddr import Multiaddr
+
+        peers = {PeerID.from_base58(Multiaddr(m)["p2p"]) for m in self.settings.initial_peers}
+        pings = [self._node.protocol.call_ping(peer, validate=False, strict=False) for peer in peers]
+        answered = sum(r is not None for r in await asyncio.gather(*pings, return_exceptions=True)
+                       if not isinstance(r, BaseException))
+        if rebootstrap and answered:
+            await self._node.find_nearest_nodes([self._node.node_id])
+        return answered
+
+    @property
+    def own_subkey(self) -> bytes:
+        return self.validator.local_public_key
+
+    @property
+    def peer_id(self) -> str:
+        return str(self._node.peer_id)
+
+    def visible_maddrs(self) -> list[str]:
+        return [str(m) for m in self._call(self._node.get_visible_maddrs(), timeout=10)]
+
+    def now(self) -> float:
+        from hivemind.utils.timed_storage import get_dht_time
+
+        return get_dht_time()
+
+    def publish(self, kind: str, value: bytes, ttl: float, timeout: float = 10.0) -> bool:
+        """Stores our record of this kind (replacing our previous one); False when no replica took it."""
+        return bool(self.publish_async(kind, value, ttl).result(timeout))
+
+    def publish_async(self, kind: str, value: bytes, ttl: float):
+        """Like publish, without waiting: returns a concurrent future (result True when stored)."""
+        if len(value) > MAX_VALUE_BYTES:
+            raise ValueError(f"{kind} record of {len(value)} bytes exceeds the limit of "
+                             f"{MAX_VALUE_BYTES} bytes (hivemind drops values above 4 MiB silently)")
+        expiration = max(self.now() + ttl, self._published.get(kind, 0.0) + 1e-3)
+        self._published[kind] = expiration
+        coro = self._node.store(record_key(self.settings.name, kind), value, expiration, subkey=self.own_subkey)
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+
+    def fetch(self, kind: str, timeout: float = 10.0) -> dict[bytes, tuple[bytes, float]]:
+        """Other peers' live records of this kind: {subkey: (value, expiration)}; tombstones skipped."""
+        return self.fetch_async(kind).result(timeout)
+
+    def fetch_async(self, kind: str):
+        """Starts a fetch in the DHT's loop; returns a concurrent future of fetch()'s result."""
+        return asyncio.run_coroutine_threadsafe(self._fetch(kind), self._loop)
+
+    async def _fetch(self, kind: str) -> dict[bytes, tuple[bytes, float]]:
+        found = await self._node.get(record_key(self.settings.name, kind), latest=True)
+        if found is None or not isinstance(found.value, dict):
+            self.peers_seen = 0
+            return {}
+        out = {}
+        for subkey, item in found.value.items():
+            if subkey != self.own_subkey and isinstance(item.value, bytes) and item.value:
+                out[subkey] = (item.value, item.expiration_time)
+        self.peers_seen = len(out)
+        return out
+
+    def withdraw(self, timeout: float = 5.0) -> None:
+        """Replaces each of our records with an empty tombstone (a later expiration wins in hivemind); waits at
+        most `timeout` seconds in all."""
+        stores = []
+        for kind, expiration in list(self._published.items()):
+            tomb_expiration = max(expiration, self.now()) + 1.0
+            stores.append(asyncio.run_coroutine_threadsafe(self._node.store(
+                record_key(self.settings.name, kind), b"", tomb_expiration, subkey=self.own_subkey), self._loop))
+        deadline = time.monotonic() + timeout
+        for future in stores:
+            try:
+                future.result(timeout=max(deadline - time.monotonic(), 0.01))
+            except TimeoutError:
+                log.warning("withdrawing our records timed out; they will expire by themselves")
+                break
+        self._published.clear()
+
+    def shutdown(self) -> None:
+        """Stops the node; bounded in time and never raises (a stuck daemon is killed)."""
+        self._closing = True
+        self._maintenance.cancel()
+        try:
+            self._call(self._node.shutdown(), timeout=10)
+        except Exception as err:  # noqa: BLE001 (shutting down must always finish)
+            log.warning("the DHT did not shut down cleanly (%s); killing its daemon", first_line(err))
+            child = getattr(self._node.p2p, "_child", None)
+            kill_pids({child.pid} if child is not None and child.returncode is None else set())
+        finally:
+            self._stop_loop()
+            self._release()
+
+    def _release(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+
+    def _stop_loop(self, close: bool = True) -> None:
+        try:
+            self._call(_cancel_pending(), timeout=5)
+        except Exception as err:  # noqa: BLE001 (the loop is stopped below in any case)
+            log.debug("cancelling the DHT's tasks: %s", first_line(err))
+        finally:
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+            if close and not self._thread.is_alive():
+                self._loop.close()
+
+
+async def _cancel_pending() -> None:
+    """Cancels hivemind's background tasks so the loop stops cleanly."""
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)

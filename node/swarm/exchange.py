@@ -1,0 +1,391 @@
+"""Sharing groups with the swarm: publish ours, gather fresh ones from others, trust none of them.
+
+The transport is a `SwarmTransport` (node/swarm/__init__.py): the DHT over hivemind (dht.py) or the
+in-process MemorySwarm (memory.py); both are asynchronous, so tests take production's path. Each peer's
+record of a kind is a msgpack list of encoded wire records (protocol/codec.py) from its latest step.
+
+The trust boundary is here (docs/SECURITY.md). Every received group is decoded under a size budget and
+validated (protocol/codec.py: tokenizer, vocabulary, length within our own generation limit, plausible
+behaviour log-probs); its task reference must name a task this peer has loaded or can build offline in
+microseconds, its prompt and answer are rebuilt from it, its prompt ids must equal our own encoding, and its
+completions are re-scored by our verifier. What fails is dropped and counted by reason, once per record,
+never raised: a peer never crashes on what comes from the network. A group is identified by its content, not
+by the fields a sender can restamp, and is used at most once; groups from the future or the past are refused.
+
+What one sender can cost or steer in a step is bounded: received records are taken round-robin across
+senders (in a random order each step), one sender's accepted completions are capped relative to our own, and
+the work spent on received records (records, bytes, CPU seconds, accepted or rejected alike) has a per-step
+budget. Length summaries are de-duplicated per sender and step; node/sagc/policy.py bounds their weight.
+"""
+from __future__ import annotations
+
+import collections
+import hashlib
+import logging
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from node.config import SwarmConfig
+from node.errors import first_line
+from node.generation.rollouts import Completion, Group, score_completion
+from node.models.loading import encode_prompt
+from node.tasks import Task, offline_task
+from protocol import CLOCK_SKEW
+from protocol.codec import (
+    LengthSummary,
+    Limits,
+    RecordError,
+    WireCard,
+    WireCompletion,
+    WireGroup,
+    decode_group,
+    decode_summary,
+    encode_group,
+    encode_summary,
+    group_identity,
+    pack_bundle,
+    unpack_bundle,
+)
+
+from . import SwarmTransport
+
+log = logging.getLogger(__name__)
+SUMMARY_BUNDLE_BYTES = 256 * 1024  # a peer's length summaries of one step (tens of bytes each)
+MEMORY = 100_000  # records, groups and bundles remembered as already handled (each a 16-byte digest)
+
+
+def digest(data: bytes) -> bytes:
+    return hashlib.blake2b(data, digest_size=16).digest()
+
+
+class BoundedSet:
+    """A set that forgets its oldest members beyond `size` (memory of what was handled, bounded)."""
+
+    def __init__(self, size: int):
+        self.size, self._items = size, collections.OrderedDict()
+
+    def add(self, key) -> bool:
+        """Adds key; False when it was already there."""
+        if key in self._items:
+            return False
+        self._items[key] = None
+        if len(self._items) > self.size:
+            self._items.popitem(last=False)
+        return True
+
+    def __contains__(self, key) -> bool:
+        return key in self._items
+
+
+@dataclass
+class GatherResult:
+    groups: list[Group] = field(default_factory=list)
+    summaries: dict[bytes, list[LengthSummary]] = field(default_factory=dict)  # sender -> its new summaries
+    rejected: collections.Counter = field(default_factory=collections.Counter)  # reason -> records
+    received: int = 0  # groups decoded for the first time this step
+    senders: int = 0  # other peers whose groups were used this step
+    bytes_in: int = 0
+    polls: int = 0
+    peers: int = 0  # other peers with a live group record at the last poll
+    waited: float = 0.0  # seconds slept between polls (waiting for fresh groups, not work)
+    budget_hit: str = ""  # the per-step work budget that ended processing ("records", "bytes", "cpu"), if any
+
+
+@dataclass
+class PublishResult:
+    published: int  # own groups in the bundle
+    unsent: int  # own groups left out by the size limit
+    ok: bool  # no publish failed (those started earlier and finished since included)
+    bytes_out: int
+
+
+@dataclass
+class WorkBudget:
+    """Per-step bounds on the work spent on received records, rejected ones included."""
+
+    records: int
+    bytes: int
+    cpu_seconds: float
+    used_records: int = 0
+    used_bytes: int = 0
+    cpu_start: float = field(default_factory=time.thread_time)
+
+    def charge(self, n_bytes: int, record: bool) -> None:
+        self.used_bytes += n_bytes
+        self.used_records += record
+
+    def exhausted(self) -> str:
+        """The name of the exhausted budget, or ""."""
+        if self.used_records >= self.records:
+            return "records"
+        if self.used_bytes >= self.bytes:
+            return "bytes"
+        if time.thread_time() - self.cpu_start >= self.cpu_seconds:
+            return "cpu"
+        return ""
+
+
+@dataclass
+class _Queue:
+    """The records of one sender's current bundle not yet looked at this step."""
+
+    bundle: bytes  # digest of the bundle
+    records: collections.deque
+
+
+def make_card(model, tokenizer, backend: str, temperature: float, top_p: float, lora: bool) -> WireCard:
+    from node import __version__
+    from node.models.tokenizer import tokenizer_fingerprint
+
+    return WireCard(family=getattr(model.config, "model_type", "unknown"),
+                    n_params=sum(p.numel() for p in model.parameters()), lora=lora,
+                    tokenizer=tokenizer_fingerprint(tokenizer), vocab_size=len(tokenizer), backend=backend,
+                    temperature=temperature, top_p=top_p, software=__version__)
+
+
+def to_wire(group: Group, card: WireCard, step: int, created: float) -> WireGroup:
+    ref = group.item.ref
+    comps = [WireCompletion(c.token_ids, c.logprobs, c.finish_reason, c.reward) for c in group.completions]
+    return WireGroup(ref.task, ref.version, ref.split, ref.index, group.prompt_ids, comps, card, step, created)
+
+
+class GroupExchange:
+    def __init__(self, transport: SwarmTransport, cfg: SwarmConfig, tokenizer, card: WireCard, eos_ids: set[int],
+                 task: Task, max_new_tokens: int, sleep: Callable[[float], None] = time.sleep, seed: int = 0):
+        """task: the task this peer trains on (received references to it reuse it); max_new_tokens: this
+        peer's generation limit, which no received completion may exceed."""
+        self.transport, self.cfg, self.tokenizer, self.card = transport, cfg, tokenizer, card
+        self.eos_ids, self.sleep, self.own_task = eos_ids, sleep, task
+        self.limits = Limits(max_tokens=max_new_tokens)
+        self.rng = random.Random(seed)
+        self.seen = BoundedSet(MEMORY)  # digests of records and group identities already handled
+        self.done_bundles = BoundedSet(MEMORY)  # digests of bundles whose every record was handled
+        self.summary_steps = BoundedSet(MEMORY)  # (sender, step) pairs whose summaries were counted
+        self.logged = BoundedSet(4096)  # (sender, reason) already logged once
+        self.pending: list = []  # futures of asynchronous publishes not yet collected
+        self.prefetched: dict = {}  # kind -> future of a fetch started at the beginning of the step
+
+    # ---- publishing -------------------------------------------------------------------------------------
+    def publish(self, groups: list[Group], summaries: list[LengthSummary], step: int) -> PublishResult:
+        """Publishes this step's groups and summaries; never raises for network trouble."""
+        now = self.transport.now()
+        wires = [to_wire(g, self.card, step, now) for g in groups]
+        for wire in wires:  # our own groups, echoed back by anyone, are replays
+            self.seen.add(group_identity(wire))
+        records = [encode_group(wire) for wire in wires]
+        bundle, unsent = pack_bundle(records, self.limits.max_bytes)
+        sums = [encode_summary(s) for s in summaries]
+        sum_bundle, _ = pack_bundle(sums, SUMMARY_BUNDLE_BYTES)
+        ok = True
+        for kind, value in (("groups", bundle), ("summaries", sum_bundle)):
+            try:  # do not wait: training goes on meanwhile
+                self.pending.append(self.transport.publish_async(kind, value, self.cfg.record_ttl))
+            except (TimeoutError, OSError, RuntimeError, ValueError) as err:
+                log.warning("publishing %s failed (%s); training goes on", kind, err)
+                ok = False
+        ok &= self._collect_publishes()
+        return PublishResult(len(records) - unsent, unsent, ok, len(bundle) + len(sum_bundle))
+
+    def _collect_publishes(self) -> bool:
+        """Collects the outcome of the publishes that have finished (never waits); False if one failed."""
+        ok, still = True, []
+        for future in self.pending:
+            if not future.done():
+                still.append(future)
+            elif future.cancelled() or future.exception() is not None or not future.result():
+                ok = False
+                if future.exception() is not None:
+                    log.warning("an earlier publish failed: %s", future.exception())
+        self.pending = still
+        return ok
+
+    # ---- gathering --------------------------------------------------------------------------------------
+    def prefetch(self) -> None:
+        """Starts fetching other peers' records now (the DHT works while we generate); gather uses them."""
+        self.prefetched = {kind: self.transport.fetch_async(kind) for kind in ("groups", "summaries")}
+
+    def work_budget(self) -> WorkBudget:
+        c = self.cfg
+        return WorkBudget(c.max_records_per_step, c.max_bytes_per_step, c.max_receive_cpu)
+
+    def gather(self, budget: int, sender_cap: int) -> GatherResult:
+        """Fresh groups of other peers, up to `budget` groups and `sender_cap` completions from any one
+        sender, waiting at most gather_deadline and working within the per-step budget; never spins."""
+        result, work = GatherResult(), self.work_budget()
+        queues: dict[bytes, _Queue] = {}
+        taken: collections.Counter = collections.Counter()  # sender -> completions accepted this step
+        deadline = self.transport.now() + self.cfg.gather_deadline
+        interval = 0.05
+        while True:
+            result.polls += 1
+            records = self._fetch("groups", result)
+            result.peers = len(records)
+            self._enqueue(records, queues, result, work)
+            self._take(queues, taken, budget, sender_cap, result, work)
+            result.budget_hit = work.exhausted()
+            if (len(result.groups) >= budget or result.peers == 0 or result.budget_hit
+                    or self.transport.now() >= deadline):
+                break
+            pause = min(interval, max(deadline - self.transport.now(), 0.0))
+            self.sleep(pause)
+            result.waited += pause
+            interval = min(interval * 2, 1.0)  # adaptive back-off between polls
+        result.senders = sum(1 for n in taken.values() if n > 0)
+        self._gather_summaries(result, work)
+        return result
+
+    def _fetch(self, kind: str, result: GatherResult) -> dict:
+        try:  # the first poll of a step uses the fetch started at its beginning
+            future = self.prefetched.pop(kind, None) or self.transport.fetch_async(kind)
+            return future.result(timeout=max(self.cfg.gather_deadline, 10.0))
+        except Exception as err:  # noqa: BLE001 (the network layer's failures must never stop training)
+            log.warning("fetching %s failed (%s); this step trains on what it has", kind, first_line(err))
+            result.rejected["fetch"] += 1
+            return {}
+
+    def _enqueue(self, records: dict, queues: dict, result: GatherResult, work: WorkBudget) -> None:
+        """Unpacks each sender's bundle that is new to us (a bundle seen whole before costs one hash)."""
+        for sender, (value, _) in records.items():
+            bundle = digest(value)
+            if bundle in self.done_bundles or (sender in queues and queues[sender].bundle == bundle):
+                continue
+            if work.exhausted():
+                return
+            work.charge(len(value), record=False)
+            result.bytes_in += len(value)
+            try:
+                items = unpack_bundle(value, self.limits.max_bytes)
+            except RecordError as err:
+                self.done_bundles.add(bundle)
+                self._reject(result, sender, err.reason, str(err))
+                continue
+            queues[sender] = _Queue(bundle, collections.deque(items))
+
+    def _take(self, queues: dict, taken: collections.Counter, budget: int, sender_cap: int,
+              result: GatherResult, work: WorkBudget) -> None:
+        """Round-robin over senders in a random order: one record from each in turn, until the budget is
+        full, the work budget is spent, or no sender under its cap has records left."""
+        order = list(queues)
+        self.rng.shuffle(order)
+        while len(result.groups) < budget and not work.exhausted():
+            progressed = False
+            for sender in order:
+                if taken[sender] >= sender_cap:
+                    continue
+                raw = self._next_new(queues[sender])
+                if raw is None:
+                    continue
+                progressed = True
+                group = self._accept(result, sender, raw, work)
+                if group is not None:
+                    result.groups.append(group)
+                    taken[sender] += len(group.completions)
+                if len(result.groups) >= budget or work.exhausted():
+                    return
+            if not progressed:
+                return
+
+    def _next_new(self, queue: _Queue) -> bytes | None:
+        """The sender's next record not handled before (those are skipped for the cost of a hash: this very
+        record was used or rejected already and is not counted again), or None when none is left."""
+        while queue.records:
+            raw = queue.records.popleft()
+            if not queue.records:
+                self.done_bundles.add(queue.bundle)
+            if self.seen.add(digest(raw)):
+                return raw
+        return None
+
+    def _accept(self, result: GatherResult, sender: bytes, raw: bytes, work: WorkBudget) -> Group | None:
+        """The record (new to us) as a rebuilt, re-scored group, or None (rejected and counted)."""
+        work.charge(len(raw), record=True)
+        try:
+            wire = decode_group(raw, receiver_vocab=len(self.tokenizer), limits=self.limits,
+                                tokenizer=self.card.tokenizer)
+        except RecordError as err:
+            self._reject(result, sender, err.reason, str(err))
+            return None
+        if not self.seen.add(group_identity(wire)):
+            self._reject(result, sender, "replay", f"group {wire.task}/{wire.split}/{wire.index} seen before")
+            return None
+        result.received += 1
+        reason = self._check(wire)
+        group, reason = (None, reason) if reason else self._rebuild(wire)
+        if group is None:
+            self._reject(result, sender, reason, f"group {wire.task}/{wire.split}/{wire.index}")
+        return group
+
+    def _check(self, wire: WireGroup) -> str:
+        now = self.transport.now()
+        if wire.created > now + CLOCK_SKEW:
+            return "future"
+        if now - wire.created > self.cfg.max_age:
+            return "stale"
+        for c in wire.completions:
+            if c.finish_reason == "stop" and c.token_ids[-1] not in self.eos_ids:
+                return "shape"
+        return ""
+
+    def _task(self, name: str) -> Task | None:
+        """Our own task, or one that any peer builds offline in microseconds; nothing else is resolved."""
+        return self.own_task if name == self.own_task.name else offline_task(name)
+
+    def _rebuild(self, wire: WireGroup) -> tuple[Group | None, str]:
+        """The group with prompt and rewards rebuilt locally, or (None, reason)."""
+        task = self._task(wire.task)
+        if task is None or task.version != wire.task_version or wire.split not in task.splits:
+            return None, "task"
+        try:  # the task's own code runs on a hostile reference: whatever it raises is a rejection
+            item = task.item(wire.split, wire.index)
+            if encode_prompt(self.tokenizer, item) != wire.prompt_ids:
+                return None, "prompt"
+            comps = []
+            for c in wire.completions:
+                text = self.tokenizer.decode(c.token_ids, skip_special_tokens=True)
+                comp = Completion(c.token_ids, c.logprobs, c.finish_reason, text)
+                comp.reward = score_completion(task, item, comp)  # our verifier, not theirs
+                comps.append(comp)
+        except Exception as err:  # noqa: BLE001 (see above)
+            log.warning("rebuilding %s/%s/%s failed: %s", wire.task, wire.split, wire.index, first_line(err))
+            return None, "task"
+        return Group(item, list(wire.prompt_ids), comps, own=False), ""
+
+    def _reject(self, result: GatherResult, sender: bytes, reason: str, detail: str) -> None:
+        result.rejected[reason] += 1
+        if self.logged.add((sender, reason)):  # once per sender and reason
+            log.warning("rejected a record from peer %s: %s", sender[-12:].hex(), detail)
+
+    def _gather_summaries(self, result: GatherResult, work: WorkBudget) -> None:
+        """Other peers' length summaries, each (sender, sender step) counted once."""
+        for sender, (value, _) in self._fetch("summaries", result).items():
+            bundle = digest(value)
+            if work.exhausted() or not self.done_bundles.add(bundle):
+                continue
+            work.charge(len(value), record=False)
+            try:
+                decoded = [decode_summary(raw) for raw in unpack_bundle(value, SUMMARY_BUNDLE_BYTES)]
+            except RecordError as err:
+                self._reject(result, sender, "summary", str(err))
+                continue
+            fresh = [s for s in decoded if (sender, s.step) not in self.summary_steps]
+            for s in fresh:
+                self.summary_steps.add((sender, s.step))
+            if fresh:
+                result.summaries[sender] = fresh
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Lets the last publishes land (at most `timeout` seconds in all), then withdraws our records."""
+        deadline = time.monotonic() + timeout
+        for future in self.pending:  # let the last publishes land before the tombstones
+            try:
+                error = future.exception(timeout=max(deadline - time.monotonic(), 0.01))
+            except TimeoutError:
+                error = "timed out"
+            if error is not None:
+                log.warning("a last publish did not finish: %s", error)
+        try:
+            self.transport.withdraw()
+        except (TimeoutError, OSError, RuntimeError) as err:
+            log.warning("withdrawing our records failed (%s); they will expire", err)

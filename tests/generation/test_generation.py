@@ -1,0 +1,87 @@
+"""Transformers backend: complete groups whose behaviour log-probs are those of the sampled distribution."""
+import pytest
+import torch
+from transformers.generation.logits_process import TopPLogitsWarper
+
+from node.config import GenerationConfig, LossConfig
+from node.generation.rollouts import Group, split_completion
+from node.generation.transformers_backend import TransformersBackend
+from node.models.loading import encode_prompt
+from node.rl.batching import build_batch
+from node.rl.ftis import divergence, importance_weights
+from node.rl.learner import sequence_logprobs
+from node.tasks import get_task
+
+
+def forward_logprobs(model, prompt, completion, temperature, top_p):
+    """Log-probs of `completion` under the tempered, nucleus-filtered next-token distribution."""
+    ids = torch.tensor([prompt + completion])
+    with torch.no_grad():
+        logits = model(input_ids=ids).logits[0, len(prompt) - 1: -1] / temperature  # [T, V]
+    if top_p < 1.0:
+        logits = TopPLogitsWarper(top_p)(None, logits)
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return logp.gather(1, torch.tensor(completion)[:, None]).squeeze(1)
+
+
+@pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 1.0), (0.7, 0.9)])
+def test_behaviour_logprobs_match_a_forward_pass(tiny, temperature, top_p):
+    model, tok = tiny
+    backend = TransformersBackend(model, tok, GenerationConfig(temperature=temperature, top_p=top_p,
+                                                               max_new_tokens=6))
+    task = get_task("arith")
+    # prompts of different lengths, so the batch is left-padded
+    items = [task.item("train", i) for i in range(6)]
+    prompts = [encode_prompt(tok, it) for it in items]
+    assert len({len(p) for p in prompts}) > 1
+    groups, seconds = backend.generate(prompts, group_size=4, seed=1)
+    assert seconds > 0 and [len(g) for g in groups] == [4] * 6
+    checked = 0
+    for prompt, group in zip(prompts, groups, strict=True):
+        for c in group:
+            assert len(c.token_ids) == len(c.logprobs) >= 1
+            ref = forward_logprobs(model, prompt, c.token_ids, temperature, top_p)
+            assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-4), (c, ref)
+            checked += len(c.token_ids)
+    assert checked >= 24
+
+
+def test_finish_reasons_and_eos_cut(tiny):
+    model, tok = tiny
+    backend = TransformersBackend(model, tok, GenerationConfig(max_new_tokens=1))
+    groups, _ = backend.generate([tok("7+8=").input_ids], group_size=8, seed=0)
+    # one token cannot hold a two-digit answer plus EOS: every completion is cut by length
+    assert all(c.finish_reason == "length" and len(c.token_ids) == 1 for c in groups[0])
+    assert split_completion([5, 6, 1, 0, 0], [-1.0] * 5, {1}) == ([5, 6, 1], [-1.0] * 3, "stop")
+    assert split_completion([5, 6], [-1.0, -2.0], {1}) == ([5, 6], [-1.0, -2.0], "length")
+
+
+def test_sampling_is_seeded(tiny):
+    model, tok = tiny
+    backend = TransformersBackend(model, tok, GenerationConfig())
+    a, _ = backend.generate([tok("3+4=").input_ids], group_size=8, seed=5)
+    b, _ = backend.generate([tok("3+4=").input_ids], group_size=8, seed=5)
+    other, _ = backend.generate([tok("3+4=").input_ids], group_size=8, seed=6)
+    assert [c.token_ids for c in a[0]] == [c.token_ids for c in b[0]]
+    assert [c.token_ids for c in a[0]] != [c.token_ids for c in other[0]]  # the seed is what decides
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.0])
+def test_the_learner_and_the_generator_agree_on_own_groups(tiny, temperature):
+    """On-policy data must look on-policy to the loss: importance weight 1 and divergence 0 (the learner's
+    log-probs, from a padded training batch, equal the behaviour log-probs recorded while sampling)."""
+    model, tok = tiny
+    backend = TransformersBackend(model, tok, GenerationConfig(temperature=temperature, max_new_tokens=6))
+    task = get_task("arith")
+    items = [task.item("train", i) for i in range(6)]
+    prompts = [encode_prompt(tok, it) for it in items]
+    outputs, _ = backend.generate(prompts, group_size=4, seed=3)
+    groups = [Group(it, p, c) for it, p, c in zip(items, prompts, outputs, strict=True)]
+    batch = build_batch(groups, backend.pad_id, eps_std=1e-4, drop_zero_variance=False)
+    with torch.no_grad():
+        logp = sequence_logprobs(model, batch, temperature)
+    w = importance_weights(logp, batch.logp_gen, LossConfig(variant="tis"))
+    d_sum, _ = divergence(logp, batch.logp_gen, batch.mask.float())
+    assert batch.mask.sum() >= 24
+    assert torch.allclose(w[batch.mask], torch.ones_like(w[batch.mask]), atol=1e-5), w[batch.mask]
+    assert d_sum.abs().max() <= 1e-5 * batch.mask.sum(dim=1).max()

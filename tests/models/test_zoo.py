@@ -1,0 +1,72 @@
+"""The offline zoo: sizes, determinism, save/load, and expertise that differs."""
+import dataclasses
+
+import pytest
+import torch
+
+from node.config import GenerationConfig, ModelConfig
+from node.errors import ModelLoadError
+from node.generation.rollouts import score_completion
+from node.generation.transformers_backend import TransformersBackend
+from node.models.loading import encode_prompt, load_base, load_model
+from node.models.zoo import ZOO, build_model
+from node.tasks import get_task
+
+
+def n_params(model):
+    return sum(p.numel() for p in model.parameters())
+
+
+def test_two_sizes_and_a_lora_entry():
+    sizes = {name: n_params(build_model(dataclasses.replace(spec, steps=0))[0])
+             for name, spec in ZOO.items() if not spec.base}
+    assert 0.2e6 <= sizes["tiny-add"] <= 0.5e6 and 0.2e6 <= sizes["tiny-sub"] <= 0.5e6
+    assert 2e6 <= sizes["small-add"] <= 4e6
+    assert ZOO["tiny-add-lora"].lora and ZOO["tiny-add-lora"].base == "tiny-add"
+    assert ZOO["tiny-add"].mixture != ZOO["tiny-sub"].mixture
+
+
+def test_pretraining_is_deterministic():
+    spec = dataclasses.replace(ZOO["tiny-add"], steps=3)
+    a, _, loss_a = build_model(spec)
+    b, _, loss_b = build_model(spec)
+    assert loss_a == loss_b
+    assert all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True))
+
+
+def test_save_and_load_round_trip(tmp_path, tiny):
+    model, tok = tiny
+    model.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    loaded, tok2, source = load_base(str(tmp_path))
+    assert source == "local" and tok2.get_vocab() == tok.get_vocab()
+    pairs = zip(model.state_dict().values(), loaded.state_dict().values(), strict=True)
+    assert all(torch.equal(x, y) for x, y in pairs)
+
+
+def test_lora_entry_loads_as_a_peft_model():
+    loaded = load_model(ModelConfig(name="tiny-add-lora"))
+    assert loaded.lora and hasattr(loaded.model, "peft_config")
+
+
+def test_unknown_model_is_a_clear_error():
+    with pytest.raises(ModelLoadError, match="not a zoo name"):
+        load_base("./no/such/model")
+
+
+def sampled_reward(name, task_name):
+    loaded = load_model(ModelConfig(name=name))
+    backend = TransformersBackend(loaded.model, loaded.tokenizer, GenerationConfig())
+    task = get_task(task_name)
+    items = [task.item("train", i) for i in range(64)]
+    groups, _ = backend.generate([encode_prompt(loaded.tokenizer, it) for it in items], 8, seed=0)
+    scores = [score_completion(task, it, c) for it, g in zip(items, groups, strict=True) for c in g]
+    return sum(scores) / len(scores)
+
+
+def test_expertise_differs():
+    add_on_add, add_on_sub = sampled_reward("tiny-add", "arith-add"), sampled_reward("tiny-add", "arith-sub")
+    sub_on_add, sub_on_sub = sampled_reward("tiny-sub", "arith-add"), sampled_reward("tiny-sub", "arith-sub")
+    assert add_on_add > sub_on_add and sub_on_sub > add_on_sub
+    # every model starts with room to learn: sampled reward is low on its own specialty
+    assert add_on_add <= 0.45 and sub_on_sub <= 0.45

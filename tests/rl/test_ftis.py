@@ -1,0 +1,153 @@
+"""F-TIS loss: exact values on hand-written tensors."""
+import math
+
+import pytest
+import torch
+
+from node.config import LossConfig
+from node.rl.ftis import LossInputs, ftis_loss
+
+
+def make(logp, logp_gen, mask, adv, own=None, logp_old=None):
+    logp = torch.tensor(logp, dtype=torch.float64, requires_grad=True)
+    return LossInputs(
+        logp=logp,
+        logp_old=logp.detach().clone() if logp_old is None else torch.tensor(logp_old, dtype=torch.float64),
+        logp_gen=torch.tensor(logp_gen, dtype=torch.float64),
+        mask=torch.tensor(mask, dtype=torch.bool),
+        advantages=torch.tensor(adv, dtype=torch.float64),
+        own=torch.tensor(own if own is not None else [True] * len(adv)),
+    )
+
+
+def grad_of(inp, cfg):
+    loss, metrics = ftis_loss(inp, cfg)
+    loss.backward()
+    return loss.item(), inp.logp.grad.clone(), metrics
+
+
+def test_on_policy_with_large_c_is_plain_grpo():
+    lp = [[math.log(0.5), math.log(0.25), 0.0], [math.log(0.5), math.log(0.5), math.log(0.1)]]
+    mask = [[1, 1, 0], [1, 1, 1]]
+    loss, grad, m = grad_of(make(lp, lp, mask, [1.0, -1.0]), LossConfig(variant="f-tis", trunc_c=100.0))
+    # plain GRPO: objective = mean_i mean_t A_i = (1 - 1) / 2; d(-J)/d logp = -A_i / (|a_i| * N)
+    assert loss == pytest.approx(0.0, abs=1e-12)
+    expected = torch.tensor([[-1 / 4, -1 / 4, 0.0], [1 / 6, 1 / 6, 1 / 6]], dtype=torch.float64)
+    assert torch.allclose(grad, expected, atol=1e-12)
+    assert m.mean_weight == pytest.approx(1.0) and m.filtered == 0 and m.dropped_tokens == 0
+
+
+@pytest.mark.parametrize("variant, weight", [("tis", 2.0), ("vis", 10.0), ("nois", 1.0), ("f-tis", 2.0)])
+def test_truncation_caps_the_weight(variant, weight):
+    # learner prob 0.5, generator prob 0.05: w = 10
+    inp = make([[math.log(0.5)] * 2], [[math.log(0.05)] * 2], [[1, 1]], [1.0])
+    loss, grad, m = grad_of(inp, LossConfig(variant=variant, trunc_c=2.0))
+    assert loss == pytest.approx(-weight)
+    assert m.mean_weight == pytest.approx(weight)
+    assert torch.allclose(grad, torch.full((1, 2), -weight / 2, dtype=torch.float64))
+
+
+def test_filter_zeroes_only_negative_advantage_high_divergence():
+    far, near = -30.0, -0.1
+    # row 0: positive advantage and far from the learner (kept); row 1: negative and far (filtered);
+    # rows 2, 3: negative and near (kept)
+    lp = [[far, far], [far, far], [near, near], [near, near]]
+    gen = [[near, near]] * 4
+    adv = [1.5, -0.5, -0.5, -0.5]
+    mask = [[1, 1]] * 4
+    _, g_tis, m_tis = grad_of(make(lp, gen, mask, adv), LossConfig(variant="tis", g=50.0))
+    _, g_f, m_f = grad_of(make(lp, gen, mask, adv), LossConfig(variant="f-tis", g=50.0))
+    assert m_f.filtered == 1 and m_f.kept == 3 and m_tis.filtered == 0
+    assert m_f.filtered_frac == 0.25 and m_tis.filtered_frac == 0.0
+    assert torch.equal(g_f[1], torch.zeros(2, dtype=torch.float64))
+    assert not torch.equal(g_tis[1], torch.zeros(2, dtype=torch.float64))
+    # the other rows (and the 1/N group denominator) are exactly as without the filter
+    for row in (0, 2, 3):
+        assert torch.equal(g_f[row], g_tis[row])
+    assert m_f.div_sum_max == pytest.approx(2 * 29.9)
+
+
+def test_filter_uses_the_configured_reduction():
+    lp, gen = [[-30.0, -30.0]], [[-0.1, -0.1]]
+    _, _, by_sum = grad_of(make(lp, gen, [[1, 1]], [-1.0]), LossConfig(variant="f-tis", g=50.0))
+    _, _, by_mean = grad_of(make(lp, gen, [[1, 1]], [-1.0]), LossConfig(variant="f-tis", g=50.0,
+                                                                        divergence="mean"))
+    assert by_sum.filtered == 1  # D = 59.8 > 50
+    assert by_mean.filtered == 0  # D = 29.9 <= 50
+
+
+def test_bad_behaviour_logprobs_are_dropped_and_never_reach_the_gradient():
+    lp = [[-1.0, -1.0, -1.0], [-1.0, -1.0, -1.0]]
+    gen = [[-1.0, float("nan"), -1.0], [float("inf"), -1.0, 0.5]]
+    inp = make(lp, gen, [[1, 1, 1], [1, 1, 1]], [1.0, -1.0])
+    loss, grad, m = grad_of(inp, LossConfig(variant="f-tis"))
+    assert m.dropped_tokens == 3 and m.tokens == 3
+    assert math.isfinite(loss) and torch.isfinite(grad).all()
+    assert grad[0, 1] == 0 and grad[1, 0] == 0 and grad[1, 2] == 0
+    # the surviving tokens are on-policy: row 0 mean over 2 tokens, row 1 over 1 token, N = 2
+    assert grad[0, 0] == pytest.approx(-1 / 4) and grad[1, 1] == pytest.approx(1 / 2)
+
+
+def test_dapo_aggregation_is_a_token_mean():
+    lp = [[-1.0, -1.0, 0.0], [-1.0, -1.0, -1.0]]
+    inp = make(lp, lp, [[1, 1, 0], [1, 1, 1]], [2.0, -1.0])
+    loss, grad, _ = grad_of(inp, LossConfig(variant="tis", aggregation="dapo"))
+    assert loss == pytest.approx(-(2 * 2 - 1 * 3) / 5)
+    assert torch.allclose(grad, torch.tensor([[-0.4, -0.4, 0.0], [0.2, 0.2, 0.2]], dtype=torch.float64))
+
+
+def test_ppo_clip_bounds_the_ratio():
+    # R = pi_theta / pi_old = 1.5 on a positive advantage: clipped to 1 + eps_high, no gradient
+    inp = make([[math.log(0.6)]], [[math.log(0.6)]], [[1]], [1.0], logp_old=[[math.log(0.4)]])
+    loss, grad, m = grad_of(inp, LossConfig(variant="nois", eps_high=0.28))
+    assert loss == pytest.approx(-1.28)
+    assert grad.item() == 0.0 and m.clip_frac == 1.0
+
+
+def test_alone_ignores_received_completions():
+    lp = [[-1.0], [-1.0]]
+    inp = make(lp, lp, [[1], [1]], [1.0, -1.0], own=[True, False])
+    loss, grad, m = grad_of(inp, LossConfig(variant="alone"))
+    assert loss == pytest.approx(-1.0) and m.sequences == 1
+    assert grad[1, 0] == 0.0
+
+
+def test_received_groups_whose_claims_are_implausibly_low_give_no_gradient():
+    """Markov on E[pi_theta / pi_gen] <= 1: a received group whose total log-ratio sum(log pi_theta -
+    log pi_gen) exceeds ratio_bound + ratio_bound_per_token * tokens is dropped, whole; own rows never are."""
+    cfg = LossConfig(variant="f-tis", ratio_bound=20.0, ratio_bound_per_token=0.5)
+    # group 0: two received rows of 2 tokens, log-ratio 5 per token: total 20 <= 20 + 0.5 * 4 = 22 (kept)
+    # group 1: same rows, log-ratio 6 per token: total 24 > 22 (dropped, both rows, whatever their advantage)
+    # group 2: log-ratio 6 per token, but our own rows (never checked)
+    lp = [[-1.0, -1.0]] * 6
+    gen = [[-6.0, -6.0]] * 2 + [[-7.0, -7.0]] * 4
+    adv = [1.0, -1.0] * 3
+    inp = make(lp, gen, [[1, 1]] * 6, adv, own=[False] * 4 + [True] * 2)
+    inp.group = torch.tensor([0, 0, 1, 1, 2, 2])
+    _, grad, m = grad_of(inp, cfg)
+    assert m.implausible == 2 and m.sequences == 4
+    assert torch.equal(grad[2:4], torch.zeros(2, 2, dtype=torch.float64))
+    assert (grad[[0, 1, 4, 5]] != 0).all()
+    # the same rows as groups of their own: 12 <= 20 + 0.5 * 2 each; the evidence is in the group's sum
+    inp.group = None
+    inp.logp.grad = None
+    assert grad_of(inp, cfg)[2].implausible == 0
+
+
+def test_a_completion_our_model_finds_implausibly_unlikely_is_dropped_under_every_variant():
+    lp, gen = [[-25.0, -25.0], [-1.0, -1.0]], [[-0.1, -0.1], [-1.0, -1.0]]
+    for variant in ("nois", "tis", "f-tis"):
+        _, grad, m = grad_of(make(lp, gen, [[1, 1]] * 2, [1.0, -1.0], own=[False, False]),
+                             LossConfig(variant=variant, div_ceiling=20.0))
+        assert m.implausible == 1 and grad[0].abs().sum() == 0 and grad[1].abs().sum() > 0
+
+
+def test_negative_c_caps_only_received_negatives():
+    # w = 10 everywhere; trunc_c 2; negative_c 1: the received negative row weighs 1, the others 2
+    lp, gen = [[math.log(0.5)]] * 3, [[math.log(0.05)]] * 3
+    inp = make(lp, gen, [[1]] * 3, [1.0, -1.0, -1.0], own=[False, False, True])
+    _, grad, _ = grad_of(inp, LossConfig(variant="tis", trunc_c=2.0, negative_c=1.0))
+    assert grad[:, 0].tolist() == pytest.approx([-2 / 3, 1 / 3, 2 / 3])
+    inp.logp.grad = None
+    _, grad, _ = grad_of(inp, LossConfig(variant="tis", trunc_c=2.0))
+    assert grad[:, 0].tolist() == pytest.approx([-2 / 3, 2 / 3, 2 / 3])

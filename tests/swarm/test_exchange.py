@@ -1,0 +1,245 @@
+"""Sharing through an in-memory swarm: groups flow, hostile records are dropped and counted, peers go on."""
+import msgpack
+import numpy as np
+import pytest
+
+from node.config import build_config
+from node.generation.rollouts import score_completion
+from node.peer import Peer
+from node.swarm import attacks
+from node.swarm.memory import MemorySwarm
+from protocol import swarm_pb2 as pb
+from protocol.codec import encode_group, pack_bundle
+
+
+def peer(hub, name, model="tiny-add", **swarm):
+    cfg = build_config({"model": {"name": model}, "task": {"name": "arith"},
+                        "train": {"group_policy": "fixed", "group_size": 4, "prompts_per_step": 4},
+                        "swarm": {"gather_deadline": 0.2, **swarm}})
+    return Peer(cfg, transport=hub.transport(name))
+
+
+@pytest.fixture(scope="module")
+def hub_and_peers():
+    hub = MemorySwarm()
+    return hub, peer(hub, "a"), peer(hub, "b", model="tiny-sub")
+
+
+def test_groups_flow_between_heterogeneous_peers(hub_and_peers):
+    _, a, b = hub_and_peers
+    a.step(0)  # a publishes; b not yet
+    rb = b.step(0)
+    assert rb.swarm.groups_used == 4 and rb.swarm.rejected == {}
+    assert rb.loss.sequences == 32  # 4 own groups x 4 + 4 received x 4
+    ra = a.step(1)
+    assert ra.swarm.groups_used == 4 and ra.swarm.bytes_in > 0 and ra.swarm.bytes_out > 0
+    again = a.step(2)  # b has not published anything new: its step-0 groups are not used twice
+    assert again.swarm.groups_used == 0
+
+
+def test_received_rewards_are_rescored_locally(hub_and_peers):
+    hub, a, b = hub_and_peers
+    b.step(10)
+    honest = hub.records["groups"].pop(b"b")  # only the liar's copy can reach `a`
+    groups = [pb.Group.FromString(raw) for raw in msgpack.unpackb(honest[0], raw=True)]
+    claimed = next(g for g in groups if min(c.reward for c in g.completions) == 0.0)  # b found a wrong one
+    truth = [c.reward for c in claimed.completions]
+    for c in claimed.completions:  # the liar claims every completion is right
+        c.reward = 1.0
+    hub.records["groups"][b"liar"] = (pack_bundle([claimed.SerializeToString()], 10**6)[0], hub.clock() + 60)
+    result = a.exchange.gather(budget=100, sender_cap=1000)
+    assert len(result.groups) == 1 and result.groups[0].item.ref.index == claimed.task.index
+    rescored = result.groups[0].completions
+    assert [c.reward for c in rescored] == truth  # our verifier's rewards, not the claimed 1.0s
+    assert all(c.reward == score_completion(a.task, result.groups[0].item, c) for c in rescored)
+    del hub.records["groups"][b"liar"]
+    hub.records["groups"][b"b"] = honest
+
+
+def tamper(hub, mutate):
+    """A copy of b's latest record, changed by `mutate`, published by 'mallory'."""
+    raw = msgpack.unpackb(hub.records["groups"][b"b"][0], raw=True)[0]
+    msg = pb.Group.FromString(raw)
+    msg.completions.add().CopyFrom(msg.completions[0])  # new content: not a replay of b's group
+    mutate(msg)
+    return msg.SerializeToString()
+
+
+@pytest.mark.parametrize("mutate, reason", [
+    (lambda m: setattr(m, "version", 99), "version"),
+    (lambda m: setattr(m.completions[0], "logprobs", np.full(len(m.completions[0].logprobs) // 2, np.nan,
+                                                             "<f2").tobytes()), "logprob"),
+    (lambda m: setattr(m.completions[0], "logprobs", np.full(len(m.completions[0].logprobs) // 2, 0.7,
+                                                             "<f2").tobytes()), "logprob"),
+    (lambda m: setattr(m.completions[0], "token_ids", bytes([250]) * len(m.completions[0].token_ids)), "vocab"),
+    (lambda m: setattr(m.card, "tokenizer", "other-tokenizer"), "tokenizer"),
+    (lambda m: setattr(m.task, "task", "no-such-task"), "task"),
+    (lambda m: setattr(m, "prompt_ids", bytes([20, 21, 22])), "prompt"),
+    (lambda m: setattr(m, "created", 1.0), "stale"),
+    # "stop" claims the completion ended with EOS: one that does not is malformed
+    (lambda m: (setattr(m.completions[0], "finish", pb.FINISH_STOP),
+                setattr(m.completions[0], "token_ids", bytes([40]) * len(m.completions[0].token_ids))), "shape"),
+])
+def test_hostile_records_are_rejected_counted_and_the_peer_keeps_training(hub_and_peers, mutate, reason):
+    hub, a, b = hub_and_peers
+    b.step(20)
+    bad = tamper(hub, mutate)
+    hub.records["groups"][b"mallory"] = (pack_bundle([bad], 10**6)[0], hub.clock() + 60)
+    result = a.step(21)
+    assert result.swarm.rejected.get(reason, 0) >= 1, result.swarm.rejected
+    assert result.swarm.groups_used >= 1  # b's honest groups still arrive
+    assert np.isfinite(result.loss.loss)
+    del hub.records["groups"][b"mallory"]
+
+
+def test_garbage_and_oversize_bundles(hub_and_peers):
+    hub, a, _ = hub_and_peers
+    hub.records["groups"][b"mallory"] = (b"\xc1\xff not msgpack", hub.clock() + 60)
+    hub.records["summaries"][b"mallory"] = (msgpack.packb([b"\x00\x01"]), hub.clock() + 60)
+    result = a.step(30)
+    assert result.swarm.rejected.get("malformed", 0) >= 1 and result.swarm.rejected.get("summary")
+    hub.records["groups"][b"mallory"] = (msgpack.packb([b"x" * (4 * 1024 * 1024)]), hub.clock() + 60)
+    result = a.step(31)  # the oversize bundle, and only it, is refused once (the garbage is not counted again)
+    assert result.swarm.rejected == {"malformed": 1} and np.isfinite(result.loss.loss)
+    del hub.records["groups"][b"mallory"], hub.records["summaries"][b"mallory"]
+
+
+def test_local_groups_bounds_own_groups_trained_on_but_all_are_published():
+    hub = MemorySwarm()
+    lone = peer(hub, "lone", local_groups=1)
+    result = lone.step(0)
+    assert result.swarm.published == 4 and result.loss.sequences == 4  # 1 own group of G 4 trained on
+    assert len(msgpack.unpackb(hub.records["groups"][b"lone"][0])) == 4
+
+
+def test_gathering_waits_boundedly_and_never_spins():
+    hub = MemorySwarm()
+    lone = peer(hub, "lone", gather_deadline=5.0)
+    assert lone.step(0).swarm.polls == 1  # nobody else in the swarm: no waiting at all
+    other = peer(hub, "other")
+    other.step(0)
+    lone.step(1)
+    slept = []
+    lone.exchange.sleep = slept.append  # nothing new arrives: poll with growing intervals until the deadline
+    clock = iter(range(1000))
+    hub.clock = lambda: 1e9 + next(clock) * 0.5
+    result = lone.exchange.gather(budget=10, sender_cap=1000)
+    assert result.polls <= 12 and slept == sorted(slept) and slept[-1] <= 1.0
+
+
+def test_summaries_of_other_peers_reach_the_controller():
+    hub = MemorySwarm()
+    cfg_extra = {"train": {"group_policy": "sagc", "prompts_per_step": 2}}
+    a = peer(hub, "a")
+    b = Peer(build_config({"model": {"name": "tiny-add"}, "task": {"name": "arith"}, **cfg_extra,
+                           "swarm": {"gather_deadline": 0.1}}), transport=hub.transport("b"))
+    a.step(0)
+    assert b.step(0).group.summaries_used == 2 + 4  # own 2 groups + a's 4 summaries (G=4 is a candidate)
+
+
+def test_a_bundle_respects_the_size_budget():
+    records = [encode_group_stub(i) for i in range(10)]
+    bundle, left = pack_bundle(records, max_bytes=3 * len(records[0]) + 60)
+    assert left == 7 and len(msgpack.unpackb(bundle)) == 3
+
+
+def encode_group_stub(i):
+    from protocol.codec import WireCard, WireCompletion, WireGroup
+
+    card = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0")
+    comps = [WireCompletion([1, 2, 3], [-0.5, -0.5, -0.5], "length") for _ in range(2)]
+    return encode_group(WireGroup("arith", "1", "train", i, [4, 5], comps, card))
+
+
+# ---- the trust boundary, exactly (in-memory transport; the same attacks through real processes are in
+# test_hostile_swarm.py) ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def victim():
+    return attacks.victim_for("tiny-add", "arith")
+
+
+def lone_peer(hub, name="a", model="tiny-add", **swarm):
+    p = peer(hub, name, model=model, **swarm)
+    p.exchange.sleep = lambda s: None
+    return p
+
+
+def publish(hub, sender: bytes, records, kind="groups"):
+    hub.records[kind][sender] = (pack_bundle(records, 3 << 20)[0], hub.clock() + 60)
+
+
+def test_each_record_counts_once_however_often_it_is_polled(victim):
+    hub = MemorySwarm()
+    a = lone_peer(hub)
+    publish(hub, b"m", [attacks.padding_poison(victim, i, hub.clock(), claims="low") for i in range(5)])
+    totals = [a.step(s).swarm.rejected.get("logprob", 0) for s in range(6)]
+    assert sum(totals) == 5 and totals[0] == 5
+
+
+def test_replays_restamps_echoes_and_the_future_are_refused(victim):
+    hub = MemorySwarm()
+    a, b = lone_peer(hub, "a"), lone_peer(hub, "b", model="tiny-sub")
+    a.step(0)
+    original = msgpack.unpackb(hub.records["groups"][b"a"][0], raw=True)
+    assert b.step(0).swarm.groups_used == 4
+    now = hub.clock()
+    publish(hub, b"m", [attacks.restamped(r, 10**6, now) for r in original]  # b used these already
+            + [attacks.plain(victim, 77, created=now + 3600)])
+    hub.records["groups"][b"echo"] = hub.records["groups"][b"a"]  # a's own groups, back to a
+    m_b, m_a = b.step(1).swarm, a.step(1).swarm
+    assert m_b.rejected == {"replay": 4, "future": 1}
+    assert m_a.rejected["replay"] >= 4 and m_a.rejected["future"] == 1
+
+
+def test_one_sender_cannot_fill_a_step(victim):
+    hub = MemorySwarm()
+    a = lone_peer(hub, received_groups=64)
+    publish(hub, b"m", [attacks.plain(victim, 3000 + i, created=hub.clock()) for i in range(64)])
+    result = a.exchange.gather(budget=64, sender_cap=16)  # 16 completions: our own 4 groups of 4
+    assert len(result.groups) == 2 and result.senders == 1  # groups of 8: 8 + 8 reaches the cap
+
+
+def test_work_on_received_records_has_a_per_step_budget(victim):
+    hub = MemorySwarm()
+    a = lone_peer(hub, max_records_per_step=10)
+    bad = [attacks.padding_poison(victim, i, hub.clock(), claims="low") for i in range(30)]
+    publish(hub, b"m", bad)
+    result = a.exchange.gather(budget=32, sender_cap=10**6)
+    assert result.rejected["logprob"] == 10 and result.budget_hit == "records"  # rejected ones count
+    cpu = lone_peer(MemorySwarm(), max_receive_cpu=1e-9)
+    publish(cpu.exchange.transport.hub, b"m", bad)
+    result = cpu.exchange.gather(budget=32, sender_cap=10**6)
+    assert result.budget_hit == "cpu" and sum(result.rejected.values()) <= 1
+    few_bytes = lone_peer(MemorySwarm(), max_bytes_per_step=100)
+    publish(few_bytes.exchange.transport.hub, b"m", bad)
+    assert few_bytes.exchange.gather(budget=32, sender_cap=10**6).budget_hit == "bytes"
+
+
+def test_task_references_resolve_only_to_our_task_or_offline_ones(victim, monkeypatch):
+    import sys
+
+    hub = MemorySwarm()
+    a = lone_peer(hub)
+    publish(hub, b"m", attacks.task_references(victim, ("gsm8k", "math500", "gym:chain_sum"), hub.clock())
+            + attacks.task_references(victim, ("count",), hub.clock()))  # count: offline, but not this prompt
+    before = set(sys.modules)
+    result = a.exchange.gather(budget=8, sender_cap=10**6)
+    assert result.rejected == {"task": 3, "prompt": 1}
+    assert not {"datasets", "reasoning_gym"} & (set(sys.modules) - before)  # nothing was loaded to check
+    monkeypatch.setattr(a.task, "score", lambda *args: 1 / 0)  # whatever the task's own code raises ...
+    publish(hub, b"m", [attacks.plain(victim, 5, created=hub.clock())])
+    assert a.exchange.gather(budget=8, sender_cap=10**6).rejected == {"task": 1}  # ... is a rejection
+
+
+def test_summaries_count_once_per_sender_and_step():
+    hub = MemorySwarm()
+    a = lone_peer(hub)
+    publish(hub, b"m", attacks.summary_flood(step=5, n=20), kind="summaries")
+    first = a.exchange.gather(budget=1, sender_cap=1).summaries
+    publish(hub, b"m", attacks.summary_flood(step=5, n=30), kind="summaries")  # same step, another bundle
+    second = a.exchange.gather(budget=1, sender_cap=1).summaries
+    publish(hub, b"m", attacks.summary_flood(step=6, n=3), kind="summaries")
+    third = a.exchange.gather(budget=1, sender_cap=1).summaries
+    assert len(first[b"m"]) == 20 and second == {} and len(third[b"m"]) == 3

@@ -1,0 +1,71 @@
+"""Poisoning (issue point 5) through a real DHT on loopback: two honest peers (full and LoRA) train on
+arith-add while a hostile peer publishes, every step, groups of right answers behind '=' padding that the
+verifier ignores, claiming behaviour log-probs of -30 per token (which used to pin every importance weight at
+C and drove the receivers' reward to 0 for good). Its groups must all be refused, and the honest peers must
+learn as they do in a clean run with the same seeds."""
+import statistics
+
+import pytest
+
+from node.config import SwarmConfig, build_config
+from node.peer import Peer
+from node.swarm import attacks
+from node.swarm.dht import SwarmDHT
+
+STEPS = 60
+BAND = 0.08  # |attacked - clean| of the last 20 steps' mean reward; clean vs clean, same seeds: <= 0.04 here
+
+
+def honest_config(model: str, seed: int):
+    return build_config({"model": {"name": model}, "task": {"name": "arith-add"},
+                         "train": {"group_policy": "fixed", "group_size": 8, "prompts_per_step": 16, "seed": seed},
+                         "swarm": {"received_groups": 16, "gather_deadline": 0.3}})
+
+
+def poison_records(v, step: int, now: float) -> list[bytes]:
+    """The published attack (30 '=' of padding) and the same inside our length limit, both claiming -30."""
+    indices = attacks.random_indices(10_000 + step, 8)
+    return ([attacks.padding_poison(v, i, now, claims="low", pad=30) for i in indices[:4]]
+            + [attacks.padding_poison(v, i, now, claims="low") for i in indices[4:]])
+
+
+def run_swarm(attack: bool, steps: int = STEPS) -> dict:
+    """Rewards and rejections of the two honest peers, with or without the attacker."""
+    boot = SwarmDHT(SwarmConfig())
+    initial = tuple(boot.visible_maddrs())
+    dhts = [SwarmDHT(SwarmConfig(initial_peers=initial)) for _ in range(2)]
+    attacker = attacks.HostileDHT(SwarmConfig(initial_peers=initial)) if attack else None
+    peers = [Peer(honest_config("tiny-add", 0), transport=dhts[0]),
+             Peer(honest_config("tiny-add-lora", 1), transport=dhts[1])]
+    victim = attacks.victim_for("tiny-add", "arith-add")
+    out = {"rewards": [[], []], "rejected": {}, "sent": 0}
+    try:
+        for step in range(steps):
+            if attacker is not None:
+                records = poison_records(victim, step, attacker.now())
+                assert attacker.publish_records("groups", records)
+                out["sent"] += len(records)
+            for i, peer in enumerate(peers):
+                result = peer.step(step)
+                out["rewards"][i].append(result.reward)
+                for reason, n in result.swarm.rejected.items():
+                    out["rejected"][reason] = out["rejected"].get(reason, 0) + n
+    finally:
+        for peer in peers:
+            peer.close()
+        for dht in [*dhts, boot] + ([attacker] if attacker else []):
+            dht.shutdown()
+    return out
+
+
+@pytest.mark.slow
+def test_the_published_poisoning_attack_is_refused_and_honest_learning_is_unchanged():
+    clean, attacked = run_swarm(attack=False), run_swarm(attack=True)
+    assert clean["rejected"] == {}
+    # every hostile group refused by each honest peer, under its reason: too long, or impossible claims
+    assert attacked["rejected"]["length"] + attacked["rejected"]["logprob"] >= 0.9 * 2 * attacked["sent"]
+    assert set(attacked["rejected"]) <= {"length", "logprob"}
+    for c, a in zip(clean["rewards"], attacked["rewards"], strict=True):
+        last_clean, last_attacked = statistics.mean(c[-20:]), statistics.mean(a[-20:])
+        assert abs(last_attacked - last_clean) <= BAND, (last_clean, last_attacked)
+        assert last_attacked >= statistics.mean(a[:5]) + 0.05  # and they keep learning

@@ -1,0 +1,162 @@
+"""One hostile peer against a real swarm: a bootstrap and two honest `swarm join` processes on loopback, and an
+attacker speaking our wire format through its own hivemind node (node/swarm/attacks.py). Every attack goes through
+the real network path; each test checks that the honest peers are alive, their steps stay short and their
+memory flat, and that each hostile record is counted once, under its reason.
+
+Issue points: 1 (task references), 2 (long completions), 3 (expensive references), 4 (unsigned stores),
+6 (replays, future), 7 (forged summaries), 8 (counted once). Poisoning (5) is in test_hostile_poison.py,
+process faults (9-12) in test_hostile_process.py.
+"""
+import dataclasses
+import time
+
+import pytest
+
+from node.config import SwarmConfig
+from node.local_swarm import SwarmProcesses
+from node.process import rss_mb
+from node.swarm import attacks
+from node.swarm.dht import SwarmDHT
+
+HONEST = ("honest-add", "honest-lora")
+LIGHT = ["--task", "arith-add", "--steps", "0", "--set", "train.prompts_per_step=8",
+         "--set", "swarm.received_groups=8", "--set", "swarm.gather_deadline=0.2"]
+MAX_STEP_SECONDS = 10.0  # honest steps take ~0.2 s here; the published stall took 31 s
+MAX_RSS_GROWTH_MB = 150  # the published memory attack added 2.3 GB in 6 s
+
+
+@pytest.fixture(scope="module")
+def swarm(tmp_path_factory, wait_steps):
+    sp = SwarmProcesses(tmp_path_factory.mktemp("hostile"))
+    sp.start_bootstrap("--status-every", "1")
+    sp.start_peer(HONEST[0], "--model", "tiny-add", "--seed", "0", *LIGHT)
+    sp.start_peer(HONEST[1], "--model", "tiny-add-lora", "--seed", "1", *LIGHT)
+    attacker = attacks.HostileDHT(SwarmConfig(initial_peers=(sp.address,)))
+    try:
+        for name in HONEST:
+            wait_steps(sp, name, 5, timeout=180)
+        yield sp, attacker, attacks.victim_for("tiny-add", "arith-add")
+    finally:
+        attacker.shutdown()
+        sp.stop()
+
+
+def run_steps(sp, steps: int, timeout: float = 180) -> dict[str, list[dict]]:
+    """The honest peers' metrics of their next `steps` steps, with their peak RSS growth meanwhile (MB)."""
+    start = {name: len(sp.metrics(name)) for name in HONEST}
+    rss0 = {name: rss_mb(sp.peers[name].pid) for name in HONEST}
+    growth = dict.fromkeys(HONEST, 0.0)
+    deadline = time.monotonic() + timeout
+    while any(len(sp.metrics(n)) < start[n] + steps for n in HONEST):
+        for name in HONEST:
+            assert sp.peers[name].poll() is None, f"{name} died: {sp.log_tail(name)}"
+            growth[name] = max(growth[name], rss_mb(sp.peers[name].pid) - rss0[name])
+        assert time.monotonic() < deadline, "the honest peers stalled"
+        time.sleep(0.1)
+    out = {name: sp.metrics(name)[start[name]:start[name] + steps] for name in HONEST}
+    for name, rows in out.items():
+        assert max(r.step_seconds for r in rows) < MAX_STEP_SECONDS, (name, rows[-1])
+        assert growth[name] < MAX_RSS_GROWTH_MB, (name, growth[name])
+    return out
+
+
+def rejected(rows: list[dict], reason: str) -> int:
+    return sum(r.swarm.rejected.get(reason, 0) for r in rows)
+
+
+def test_task_references_that_would_load_or_build_anything_are_rejected_once(swarm):
+    """Points 1 and 3: dataset-backed tasks (an offline receiver used to crash on them) and 20 reasoning-gym
+    tasks (which used to cost a 31 s step) are refused without being built, each counted once."""
+    sp, attacker, v = swarm
+    records = attacks.task_references(v, attacks.HUB_TASKS + attacks.GYM_TASKS, attacker.now())
+    assert attacker.publish_records("groups", records)
+    out = run_steps(sp, 8)
+    for rows in out.values():
+        assert rejected(rows, "task") == len(records) == 22
+        assert sum(r.swarm.groups_used for r in rows[-4:]) > 0  # the honest exchange goes on
+
+
+def test_completions_longer_than_our_own_limit_are_rejected_and_memory_stays_flat(swarm):
+    """Point 2: 1000-token completions (zoo peers generate 8) used to take a peer from 0.7 to 3 GB."""
+    sp, attacker, v = swarm
+    records = [r for i in range(20) for r in attacks.long_completions(v, attacker.now(), index=100 + i)]
+    assert attacker.publish_records("groups", records)
+    out = run_steps(sp, 8)  # checks the RSS growth and step time
+    for rows in out.values():
+        assert rejected(rows, "length") == 20
+
+
+def test_unsigned_and_far_future_stores_are_refused_and_the_swarm_goes_on(swarm):
+    """Point 4: str and bytes subkeys without the owner marker, one shared expiration (this crashed the
+    bootstrap's expiry heap), and a signed record expiring in 1e9 s: no honest node keeps any of them."""
+    sp, attacker, _ = swarm
+    attacks.unsigned_stores(attacker)
+    observer = SwarmDHT(SwarmConfig(initial_peers=(sp.address,)))
+    try:
+        seen = observer.fetch("groups")
+        assert all(isinstance(k, bytes) and k.startswith(b"[owner:") for k in seen)
+        assert b"y" * 100 not in [value for value, _ in seen.values()]  # the 1e9-second record
+        assert len(seen) >= 2  # the honest peers' records
+    finally:
+        observer.shutdown()
+    out = run_steps(sp, 6)
+    assert sp.bootstrap.poll() is None  # the bootstrap survived
+    for rows in out.values():
+        assert sum(r.swarm.groups_used for r in rows[-3:]) > 0 and rejected(rows, "fetch") == 0
+
+
+def test_replays_restamps_and_future_records_are_refused_once_each(swarm):
+    """Point 6: an honest bundle replayed, re-stamped copies and a group from the future. A group is what it
+    contains, not when it says it was made, so none of them is trained on a second time."""
+    sp, attacker, v = swarm
+    import msgpack
+
+    honest = [raw for value, _ in attacker.fetch("groups").values()
+              for raw in msgpack.unpackb(value, raw=True)]
+    assert len(honest) >= 8
+    run_steps(sp, 3)  # both honest peers have now used (or published) every one of these groups
+    now = attacker.now()
+    copies = honest + [attacks.restamped(raw, 10**6 + i, now) for i, raw in enumerate(honest)]
+    future = [attacks.plain(v, 500 + i, created=now + 3600) for i in range(3)]
+    assert attacker.publish_records("groups", copies + future)
+    out = run_steps(sp, 8)
+    for rows in out.values():  # each group is here twice (as published and re-stamped): one at least is a
+        assert len(honest) <= rejected(rows, "replay") <= len(copies)  # replay (both, if it was used before)
+        assert rejected(rows, "future") == len(future)
+
+
+def test_forged_summaries_are_counted_once_per_step_with_bounded_weight(swarm):
+    """Point 7: a flood of 'no stragglers at G=16' summaries, restamped every half second. One sender's
+    evidence in a step stays at most max_sender_summaries x peer_weight (8 x 0.5 = 4 pseudo-observations)."""
+    sp, attacker, _ = swarm
+    start = {name: len(sp.metrics(name)) for name in HONEST}
+    for i in range(20):
+        assert attacker.publish_records("summaries", attacks.summary_flood(step=10**6 + i))
+        time.sleep(0.5)
+    for name in HONEST:
+        rows = sp.metrics(name)[start[name]:]
+        assert any(r.group.summaries_used > 256 for r in rows)  # the flood arrived ...
+        assert max(r.group.max_sender_evidence for r in rows) == pytest.approx(8 * 0.5)  # ... capped
+
+
+def test_a_bad_record_left_in_place_is_counted_once(swarm):
+    """Point 8: re-polling used to count 384 bad records 2080 times."""
+    sp, attacker, v = swarm
+    bad = [attacks.padding_poison(v, 900 + i, attacker.now(), claims="low") for i in range(5)]
+    assert attacker.publish_records("groups", bad)
+    out = run_steps(sp, 15)
+    for rows in out.values():
+        assert rejected(rows, "logprob") == 5
+
+
+def test_groups_over_the_budget_are_taken_round_robin_across_senders(swarm):
+    """Received groups come from every sender, not from the first bundle: with a valid bundle of 64
+    plausible groups from the attacker and 8 from the other honest peer, a step with a budget of 8 takes
+    groups from both, and the attacker's completions never exceed our own (max_sender_share 1.0)."""
+    sp, attacker, v = swarm
+    now = attacker.now()
+    records = [attacks.plain(v, 2000 + i, created=now) for i in range(64)]
+    assert attacker.publish_records("groups", records)
+    out = run_steps(sp, 4)
+    for rows in out.values():
+        assert any(r.swarm.senders_used == 2 for r in rows), [dataclasses.asdict(r.swarm) for r in rows]

@@ -1,0 +1,90 @@
+"""Tasks: references rebuild the same items; verifiers score what they should."""
+import pytest
+
+from node.errors import UnknownTaskError
+from node.tasks import TaskRef, get_task
+from node.tasks.hub_math import write_fixture
+
+
+def test_arith_items_are_rebuilt_from_their_reference():
+    task = get_task("arith")
+    a, b = task.item("train", 123), get_task("arith").item("train", 123)
+    assert a == b and a.ref == TaskRef("arith", "1", "train", 123)
+    assert len({task.item("train", i).prompt for i in range(50)}) > 40
+
+
+def test_arith_splits_differ_in_difficulty():
+    task = get_task("arith")
+    def operands(split):
+        out = []
+        for i in range(200):
+            prompt = task.item(split, i).prompt.rstrip("=")
+            op = "+" if "+" in prompt else "-"
+            out += [int(x) for x in prompt.split(op)]
+        return out
+    assert max(operands("train")) <= 19 and min(operands("test")) >= 20
+
+
+def test_arith_answer_is_right_and_scoring_is_strict():
+    task = get_task("arith-sub")
+    item = task.item("train", 5)
+    a, b = (int(x) for x in item.prompt.rstrip("=").split("-"))
+    assert item.answer == str(a - b) and a >= b
+    assert task.score(item, item.answer, finished=True) == 1.0
+    assert task.score(item, f" {item.answer}.", finished=True) == 1.0
+    assert task.score(item, f"\\boxed{{{item.answer}}}", finished=True) == 1.0
+    assert task.score(item, item.answer, finished=False) == 0.0  # no EOS: format fails
+    assert task.score(item, str(int(item.answer) + 1), finished=True) == 0.0
+    assert task.score(item, item.answer + "0", finished=True) == 0.0
+    assert task.score(item, f"{a} - {b} = {item.answer}.", finished=True) == 1.0
+    assert task.score(item, f"{item.answer}, no: {int(item.answer) + 2}", finished=True) == 0.0
+    assert task.score(item, "", finished=True) == 0.0
+
+
+def test_reasoning_gym_task_uses_its_own_scorer():
+    task = get_task("gym:chain_sum")
+    item = task.item("train", 3)
+    assert item == get_task("gym:chain_sum").item("train", 3)
+    assert task.item("test", 3).question != item.question or task.item("test", 3).answer != item.answer
+    assert task.score(item, item.answer, True) == 1.0
+    assert task.score(item, "no idea", True) == 0.0
+    assert task.score(item, str(int(item.answer) + 1), True) < 1.0  # reasoning-gym may give partial credit
+    assert task.score(item, item.answer, finished=False) == 0.0
+
+
+def test_unknown_tasks_are_refused():
+    with pytest.raises(UnknownTaskError, match="unknown task 'nope'"):
+        get_task("nope")
+    with pytest.raises(UnknownTaskError, match="reasoning-gym task 'nope'"):
+        get_task("gym:nope")
+
+
+def test_gsm8k_fixture_in_hub_format_scored_with_math_verify(tmp_path):
+    path = write_fixture("gsm8k", tmp_path / "gsm8k.jsonl")
+    task = get_task("gsm8k", data_files=str(path))
+    item = task.item("test", 2)
+    assert item.answer == "2500" and "\\boxed" in item.question
+    assert task.score(item, "She earns 2500 dollars, so \\boxed{2500}", True) == 1.0
+    assert task.score(item, "The answer is \\boxed{2400}", True) == 0.0
+
+
+def test_math500_fixture_accepts_equivalent_forms(tmp_path):
+    path = write_fixture("math500", tmp_path / "math500.jsonl")
+    task = get_task("math500", data_files=str(path))
+    item = task.item("test", 0)
+    assert item.answer == "\\frac{1}{2}"
+    assert task.score(item, "So the sum is \\boxed{0.5}.", True) == 1.0
+    assert task.score(item, "So the sum is \\boxed{\\frac{1}{3}}.", True) == 0.0
+
+
+def test_count_task_lengths_vary_and_scoring_is_exact():
+    task = get_task("count")
+    items = [task.item("train", i) for i in range(100)]
+    assert {len(it.answer) for it in items} == set(range(1, 10))
+    item = next(it for it in items if len(it.answer) == 4)
+    assert item.prompt == "to 4:" and item.answer == "1234"
+    assert task.score(item, "1234", True) == 1.0
+    assert task.score(item, "12345", True) == 0.0 and task.score(item, "1234", False) == 0.0
+    assert task.score(item, "1234.~~~~~~~", True) == 1.0 and task.score(item, "12345.~", True) == 0.0
+    assert all(10 <= len(task.item("test", i).answer) <= 15 for i in range(50))
+    assert task.item("test", 0).answer.startswith("1234567890")
