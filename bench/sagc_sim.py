@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from node.config import SAGCConfig
-from node.sagc.policy import FixedGroups, SAGCGroups, prompts_for
+from node.sagc.policy import FixedGroups, SAGCGroups, prompts_for, straggled
 from protocol.codec import LengthSummary
 
 FIXED = (4, 8, 12, 16)
@@ -73,7 +73,7 @@ def simulate(policy_name: str, family: str, mode: str, seed: int, steps: int, cf
         summaries = [LengthSummary(g, int(x.max()), float(np.median(x)), float(x.mean()), int(x.sum()), 0.0,
                                    family) for x in groups]
         policy.after_step(summaries, {}, family)
-        flags = [int(s.straggled(cfg.tau)) for s in summaries]
+        flags = [int(straggled(s, cfg.tau)) for s in summaries]
         stats.straggle += flags
         if step >= steps // 2:
             stats.straggle_second += flags

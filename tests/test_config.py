@@ -1,6 +1,6 @@
 import pytest
 
-from node.config import build_config, env_assignments, load_config, parse_assignments
+from node.config import build_config, config_from_args, env_assignments, load_config, parse_assignments, write_config
 from node.errors import ConfigError
 
 
@@ -63,3 +63,37 @@ def test_bad_files_and_assignments(tmp_path):
         load_config(bad, environ={})
     with pytest.raises(ConfigError, match="section.field=value"):
         parse_assignments(["steps=3"])
+
+
+def test_every_subcommand_resolves_through_the_same_path(tmp_path, monkeypatch):
+    """Subcommand defaults < file < environment < named flags < --set, for join, bootstrap and local alike."""
+    import swarm_cli
+    from node.local_swarm import LOCAL_DEFAULTS
+
+    path = tmp_path / "swarm.toml"
+    path.write_text('[swarm]\nname = "from-file"\nport = 4000\n[train]\nprompts_per_step = 5\n')
+    monkeypatch.setenv("SWARM_SWARM__HOST", "0.0.0.0")
+    parser = swarm_cli.build_parser()
+    join = config_from_args(parser.parse_args(["join", "--config", str(path), "--port", "4001"]),
+                            swarm_cli.JOIN_DEFAULTS)
+    assert (join.swarm.name, join.swarm.host, join.swarm.port, join.train.steps) == ("from-file", "0.0.0.0", 4001, 0)
+    boot = config_from_args(parser.parse_args(["bootstrap", "--config", str(path)]), swarm_cli.BOOTSTRAP_DEFAULTS)
+    assert (boot.swarm.name, boot.swarm.host, boot.swarm.port) == ("from-file", "0.0.0.0", 4000)
+    assert boot.swarm.identity.endswith("bootstrap.id")
+    assert config_from_args(parser.parse_args(["bootstrap"]), swarm_cli.BOOTSTRAP_DEFAULTS).swarm.port == 31330
+    local = config_from_args(parser.parse_args(["local", "--config", str(path), "--prompts", "6",
+                                                "--set", "train.prompts_per_step=7"]), LOCAL_DEFAULTS)
+    assert (local.train.prompts_per_step, local.train.steps, local.swarm.received_groups) == (7, 150, 16)
+
+
+def test_a_written_configuration_reads_back_equal(tmp_path):
+    cfg = build_config({"sagc": {"candidates": "4,8"}, "swarm": {"initial_peers": "/ip4/1.2.3.4/tcp/1/p2p/x"},
+                        "model": {"lora": "true"}, "loss": {"trunc_c": "3"}})
+    assert load_config(write_config(cfg, tmp_path / "cfg.toml"), environ={}) == cfg
+
+
+def test_a_top_level_key_is_named_as_such():
+    with pytest.raises(ConfigError, match=r"key 'steps' is not inside a section.*did you mean \[train\] steps"):
+        build_config({"steps": 3})
+    with pytest.raises(ConfigError, match=r"section \[train\] must be a table"):
+        build_config({"train": 3})
