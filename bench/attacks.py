@@ -29,6 +29,7 @@ import msgpack
 from node.config import SwarmConfig
 from node.local_swarm import SwarmProcesses
 from node.process import rss_mb
+from node.runtime import quiet_libraries
 from node.swarm import attacks
 
 HONEST = {"full": ("tiny-add", 0), "lora": ("tiny-add-lora", 1)}
@@ -176,6 +177,10 @@ def main() -> int:
     parser.add_argument("--out", default="bench/out/attacks")
     parser.add_argument("--fresh", action="store_true", help="forget finished runs")
     args = parser.parse_args()
+    unknown = [n for n in (args.only or "").split(",") if n and n not in ATTACKS]
+    if unknown:
+        parser.error(f"unknown attack {', '.join(unknown)} (known: {', '.join(ATTACKS)})")
+    quiet_libraries()  # no loading bars inside the progress lines
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     store = out / "results.json"
