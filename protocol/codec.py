@@ -30,6 +30,7 @@ from . import PROTOCOL_VERSION
 from . import swarm_pb2 as pb
 
 MAX_BUNDLE = 256  # records in one peer's bundle (a DHT value holds a msgpack list of encoded records)
+MAX_CHUNK = 256 * 1024  # bytes of a bundle in one streamed message (hivemind's messages stop at 4 MiB)
 FINISH = {"stop": pb.FINISH_STOP, "length": pb.FINISH_LENGTH}
 FINISH_NAMES = {v: k for k, v in FINISH.items()}
 
@@ -303,3 +304,51 @@ def unpack_bundle(data: bytes, max_bytes: int) -> list[bytes]:
     if not isinstance(items, list) or not all(isinstance(x, bytes) for x in items):
         raise RecordError("malformed", "bundle is not a list of byte strings")
     return items
+
+
+def bundle_digest(bundle: bytes) -> bytes:
+    """What names a bundle in announcements and pull requests: blake2b-128 of its bytes."""
+    return hashlib.blake2b(bundle, digest_size=16).digest()
+
+
+def bundle_chunks(bundle: bytes, chunk: int = MAX_CHUNK) -> list[pb.BundleChunk]:
+    """The stream a sender answers a pull with: every chunk carries the total size (one empty chunk for an
+    empty bundle)."""
+    pieces = [bundle[i:i + chunk] for i in range(0, len(bundle), chunk)] or [b""]
+    return [pb.BundleChunk(version=PROTOCOL_VERSION, total=len(bundle), data=piece) for piece in pieces]
+
+
+class BundleAssembler:
+    """Joins a pulled stream, refusing it as soon as it breaks a rule: a total above `max_bytes`, a total that
+    changes, more data than announced, or (at the end) a digest other than the one asked for."""
+
+    def __init__(self, digest: bytes, max_bytes: int):
+        self.digest, self.max_bytes = digest, max_bytes
+        self.total: int | None = None
+        self.parts: list[bytes] = []
+        self.size = 0
+
+    def add(self, chunk: pb.BundleChunk) -> bool:
+        """Takes the next chunk; True when the bundle is complete."""
+        if chunk.version != PROTOCOL_VERSION:
+            raise RecordError("version", f"bundle chunk version {chunk.version}")
+        if self.total is None:
+            if chunk.total == 0:
+                raise RecordError("missing", "the peer does not serve this bundle")
+            if chunk.total > self.max_bytes:
+                raise RecordError("oversize", f"bundle of {chunk.total} bytes > {self.max_bytes}")
+            self.total = chunk.total
+        if chunk.total != self.total or len(chunk.data) > MAX_CHUNK or self.size + len(chunk.data) > self.total:
+            raise RecordError("malformed", "bundle chunks disagree with the announced size")
+        self.parts.append(chunk.data)
+        self.size += len(chunk.data)
+        return self.size == self.total
+
+    def bundle(self) -> bytes:
+        """The whole bundle, once complete and matching the digest asked for."""
+        if self.total is None or self.size != self.total:
+            raise RecordError("malformed", f"bundle ended after {self.size} of {self.total} bytes")
+        data = b"".join(self.parts)
+        if bundle_digest(data) != self.digest:
+            raise RecordError("digest", "bundle does not match the digest asked for")
+        return data

@@ -24,6 +24,7 @@ routing table then), so the swarm heals after any single process restarts.
 from __future__ import annotations
 
 import asyncio
+import collections
 import logging
 import re
 import threading
@@ -34,6 +35,8 @@ from node.config import SwarmConfig
 from node.errors import IdentityInUse, Stopped, SwarmUnreachable, first_line
 from node.process import IdentityLock, ensure_port_free, kill_pids, own_children
 from protocol import CLOCK_SKEW, MAX_RECORD_TTL, PROTOCOL_VERSION
+from protocol import swarm_pb2 as pb
+from protocol.codec import BundleAssembler, bundle_chunks, bundle_digest
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,14 @@ ALONE_FIRST_RETRY = 2.0  # seconds before the first re-bootstrap once a node see
 
 
 MAX_VALUE_BYTES = 3 * 1024 * 1024  # publish refuses values above this (hivemind's message limit is 4 MiB)
+
+
+SERVED_BUNDLES = 2  # bundles of a kind a peer keeps serving (its latest, and the one before for late readers)
+
+
+def bundle_handler(swarm: str) -> str:
+    """The libp2p protocol name of the pull handler."""
+    return f"{swarm}/v{PROTOCOL_VERSION}/bundle"
 
 
 def record_key(swarm: str, kind: str) -> str:
@@ -126,6 +137,7 @@ class SwarmDHT:
         self._closing = False
         self._thread = threading.Thread(target=self._loop.run_forever, name="swarm-dht", daemon=True)
         self._thread.start()
+        self._served: dict[str, collections.OrderedDict] = {}  # kind -> {digest: bundle}, the latest few
         self._node = self._start(stop)
         self._published: dict[str, float] = {}  # kind -> expiration of our latest record
         self.peers_seen = -1  # other peers with live records at the last fetch (-1: no fetch yet)
@@ -188,8 +200,11 @@ class SwarmDHT:
         if s.identity:
             Path(s.identity).parent.mkdir(parents=True, exist_ok=True)
             kwargs["identity_path"] = s.identity
-        return await DHTNode.create(initial_peers=list(s.initial_peers), record_validator=self.record_validator,
+        node = await DHTNode.create(initial_peers=list(s.initial_peers), record_validator=self.record_validator,
                                     **kwargs)
+        await node.p2p.add_protobuf_handler(bundle_handler(s.name), self._serve_bundle, pb.BundleRequest,
+                                            stream_output=True)
+        return node
 
     def _call(self, coro, timeout: float):
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result(timeout)
@@ -278,6 +293,46 @@ class SwarmDHT:
                 out[subkey] = (item.value, item.expiration_time)
         self.peers_seen = len(out)
         return out
+
+    # ---- bundles, peer to peer ---------------------------------------------------------------------------
+    def serve(self, kind: str, bundle: bytes) -> bytes:
+        """Serves `bundle` to peers that pull it by its digest (returned); the last SERVED_BUNDLES of a kind
+        stay available, so a receiver that read an older announcement still gets what it names."""
+        digest = bundle_digest(bundle)
+        served = self._served.setdefault(kind, collections.OrderedDict())
+        served[digest] = bundle
+        while len(served) > SERVED_BUNDLES:
+            served.popitem(last=False)
+        return digest
+
+    async def _serve_bundle(self, request, context):
+        """The pull handler: the named bundle in chunks, or one chunk of total 0 when it is not served here."""
+        bundle = self._served.get(request.kind, {}).get(bytes(request.digest)) if request.version == \
+            PROTOCOL_VERSION else None
+        for chunk in bundle_chunks(bundle) if bundle is not None else [
+                pb.BundleChunk(version=PROTOCOL_VERSION, total=0)]:
+            yield chunk
+
+    def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float):
+        """Starts pulling a bundle from another peer; a concurrent future of its bytes, which raises RecordError
+        (reason: missing, oversize, malformed, digest, version) or a network error (TimeoutError included)."""
+        return asyncio.run_coroutine_threadsafe(
+            asyncio.wait_for(self._pull(peer_id, kind, digest, max_bytes), timeout), self._loop)
+
+    async def _pull(self, peer_id: str, kind: str, digest: bytes, max_bytes: int) -> bytes:
+        from hivemind.p2p import PeerID
+
+        request = pb.BundleRequest(version=PROTOCOL_VERSION, kind=kind, digest=digest)
+        assembler = BundleAssembler(digest, max_bytes)
+        stream = await self._node.p2p.iterate_protobuf_handler(
+            PeerID.from_base58(peer_id), bundle_handler(self.settings.name), request, pb.BundleChunk)
+        try:
+            async for chunk in stream:
+                if assembler.add(chunk):
+                    break
+        finally:
+            await stream.aclose()
+        return assembler.bundle()
 
     def withdraw(self, timeout: float = 5.0) -> None:
         """Replaces each of our records with an empty tombstone (a later expiration wins in hivemind); waits at

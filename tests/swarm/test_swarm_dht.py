@@ -7,7 +7,17 @@ import pytest
 from node.config import SwarmConfig
 from node.errors import SwarmUnreachable
 from node.swarm.dht import SwarmDHT, record_key
-from protocol.codec import WireCard, WireCompletion, WireGroup, decode_group, encode_group
+from protocol.codec import (
+    BundleAssembler,
+    RecordError,
+    WireCard,
+    WireCompletion,
+    WireGroup,
+    bundle_chunks,
+    bundle_digest,
+    decode_group,
+    encode_group,
+)
 
 
 @pytest.fixture
@@ -94,3 +104,49 @@ def test_identity_file_keeps_the_peer_id(tmp_path):
         assert (second.peer_id, second.own_subkey) == ids
     finally:
         second.shutdown()
+
+
+def test_bundles_are_pulled_peer_to_peer_in_chunks_and_checked_against_their_digest(pair):
+    """A 5 MiB bundle (above hivemind's 4 MiB message limit) crosses whole, in chunks; what was not asked for
+    (another digest), more than the receiver takes, and a bundle no longer served are refused by reason."""
+    a, b = pair
+    bundle = np.random.default_rng(0).bytes(5 * 1024 * 1024 + 7)
+    digest = a.serve("groups", bundle)
+    assert digest == bundle_digest(bundle)
+    assert b.pull_async(a.peer_id, "groups", digest, max_bytes=8 << 20, timeout=60).result(70) == bundle
+    refused = {
+        "missing": (a.peer_id, "groups", bundle_digest(b"another bundle"), 8 << 20),
+        "oversize": (a.peer_id, "groups", digest, 1 << 20),
+    }
+    for reason, args in refused.items():
+        with pytest.raises(RecordError) as err:
+            b.pull_async(*args, timeout=60).result(70)
+        assert err.value.reason == reason
+    for i in range(2):  # the latest two bundles of a kind stay served; older ones are gone
+        a.serve("groups", bytes([i]) * 100)
+    with pytest.raises(RecordError, match="does not serve"):
+        b.pull_async(a.peer_id, "groups", digest, max_bytes=8 << 20, timeout=60).result(70)
+    assert b.pull_async(a.peer_id, "groups", bundle_digest(bytes([0]) * 100), 1000, timeout=60).result(70) == \
+        bytes([0]) * 100
+
+
+def test_a_bundle_stream_that_breaks_its_own_rules_is_refused():
+    digest = bundle_digest(b"x" * 10)
+    whole = bundle_chunks(b"x" * 10, chunk=4)
+    assert [len(c.data) for c in whole] == [4, 4, 2] and {c.total for c in whole} == {10}
+    good = BundleAssembler(digest, max_bytes=10)
+    assert [good.add(c) for c in whole] == [False, False, True] and good.bundle() == b"x" * 10
+    changing = BundleAssembler(digest, 100)
+    changing.add(whole[0])
+    with pytest.raises(RecordError, match="disagree"):
+        changing.add(bundle_chunks(b"x" * 12, chunk=4)[1])
+    other = BundleAssembler(digest, 100)
+    for c in bundle_chunks(b"y" * 10, chunk=4):
+        other.add(c)
+    with pytest.raises(RecordError) as err:
+        other.bundle()
+    assert err.value.reason == "digest"
+    short = BundleAssembler(digest, 100)
+    short.add(whole[0])
+    with pytest.raises(RecordError, match="ended after 4 of 10"):
+        short.bundle()
