@@ -2,3 +2,5 @@
 PROTOCOL_VERSION = 1
 MAX_RECORD_TTL = 600.0  # seconds: no record under the swarm's keys may expire later than this from now
 CLOCK_SKEW = 60.0  # seconds of clock disagreement tolerated on top (FIELD-NOTES: peers agree within 3 s)
+ANNOUNCE_SHARDS = 64  # DHT keys the announcements are spread over (a peer's shard: a hash of its subkey)
+MAX_ANNOUNCEMENT = 2048  # bytes of one announcement record

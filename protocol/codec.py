@@ -26,7 +26,7 @@ import msgpack
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from . import PROTOCOL_VERSION
+from . import ANNOUNCE_SHARDS, MAX_ANNOUNCEMENT, PROTOCOL_VERSION
 from . import swarm_pb2 as pb
 
 MAX_BUNDLE = 256  # records in one peer's bundle (a DHT value holds a msgpack list of encoded records)
@@ -131,20 +131,32 @@ def unpack_logprobs(data: bytes) -> np.ndarray:
     return np.frombuffer(data, dtype="<f2").astype(np.float32)
 
 
+def _card_message(card: WireCard) -> pb.ModelCard:
+    return pb.ModelCard(family=card.family, n_params=card.n_params, lora=card.lora, tokenizer=card.tokenizer,
+                        vocab_size=card.vocab_size, backend=card.backend, temperature=card.temperature,
+                        top_p=card.top_p, software=card.software)
+
+
 def encode_group(group: WireGroup) -> bytes:
     card = group.card
     msg = pb.Group(
         version=PROTOCOL_VERSION, step=group.step, created=group.created,
         task=pb.TaskRef(task=group.task, version=group.task_version, split=group.split, index=group.index),
         prompt_ids=pack_ids(group.prompt_ids, card.vocab_size),
-        card=pb.ModelCard(family=card.family, n_params=card.n_params, lora=card.lora, tokenizer=card.tokenizer,
-                          vocab_size=card.vocab_size, backend=card.backend, temperature=card.temperature,
-                          top_p=card.top_p, software=card.software),
+        card=_card_message(card),
     )
     for c in group.completions:
         msg.completions.add(token_ids=pack_ids(c.token_ids, card.vocab_size), logprobs=pack_logprobs(c.logprobs),
                             finish=FINISH[c.finish_reason], reward=c.reward)
     return msg.SerializeToString()
+
+
+def _decode_card(card: pb.ModelCard, limits: Limits) -> WireCard:
+    return WireCard(
+        family=_check_text("family", card.family, limits), n_params=card.n_params, lora=card.lora,
+        tokenizer=_check_text("tokenizer", card.tokenizer, limits), vocab_size=card.vocab_size,
+        backend=_check_text("backend", card.backend, limits), temperature=card.temperature, top_p=card.top_p,
+        software=_check_text("software", card.software, limits))
 
 
 def _check_text(name: str, value: str, limits: Limits) -> str:
@@ -228,11 +240,7 @@ def decode_group(data: bytes, receiver_vocab: int, limits: Limits = Limits(),
     if not (np.isfinite(msg.created) and np.isfinite(card.temperature) and np.isfinite(card.top_p)):
         raise RecordError("shape", "non-finite number in header")
     completions = [_decode_completion(c, card.vocab_size, receiver_vocab, limits) for c in msg.completions]
-    wire_card = WireCard(
-        family=_check_text("family", card.family, limits), n_params=card.n_params, lora=card.lora,
-        tokenizer=_check_text("tokenizer", card.tokenizer, limits), vocab_size=card.vocab_size,
-        backend=_check_text("backend", card.backend, limits), temperature=card.temperature, top_p=card.top_p,
-        software=_check_text("software", card.software, limits))
+    wire_card = _decode_card(card, limits)
     return WireGroup(task=_check_text("task", msg.task.task, limits),
                      task_version=_check_text("task version", msg.task.version, limits), split=msg.task.split,
                      index=msg.task.index, prompt_ids=prompt.tolist(), completions=completions, card=wire_card,
@@ -352,3 +360,61 @@ class BundleAssembler:
         if bundle_digest(data) != self.digest:
             raise RecordError("digest", "bundle does not match the digest asked for")
         return data
+
+
+MAX_MADDRS = 4  # addresses in one announcement
+
+
+@dataclass(frozen=True)
+class BundleRef:
+    digest: bytes  # blake2b-128 (bundle_digest)
+    size: int
+    records: int
+
+
+@dataclass(frozen=True)
+class Announcement:
+    peer_id: str
+    maddrs: tuple[str, ...]
+    step: int
+    created: float
+    card: WireCard
+    groups: BundleRef
+    summaries: BundleRef
+
+
+def announcement_shard(subkey: bytes, shards: int = ANNOUNCE_SHARDS) -> int:
+    """The one shard an identity (its DHT subkey) announces in."""
+    return int.from_bytes(hashlib.blake2b(subkey, digest_size=8).digest(), "little") % shards
+
+
+def encode_announcement(a: Announcement) -> bytes:
+    refs = {name: pb.BundleRef(digest=ref.digest, size=ref.size, records=ref.records)
+            for name, ref in (("groups", a.groups), ("summaries", a.summaries))}
+    data = pb.Announcement(version=PROTOCOL_VERSION, peer_id=a.peer_id, maddrs=list(a.maddrs), step=a.step,
+                           created=a.created, card=_card_message(a.card), **refs).SerializeToString()
+    if len(data) > MAX_ANNOUNCEMENT:
+        raise ValueError(f"announcement of {len(data)} bytes > {MAX_ANNOUNCEMENT}")
+    return data
+
+
+def _decode_ref(ref: pb.BundleRef, max_bytes: int) -> BundleRef:
+    if len(ref.digest) != 16 or not 0 < ref.size <= max_bytes or not 0 <= ref.records <= MAX_BUNDLE:
+        raise RecordError("announcement", f"bundle reference ({len(ref.digest)}-byte digest, {ref.size} bytes, "
+                                          f"{ref.records} records)")
+    return BundleRef(bytes(ref.digest), ref.size, ref.records)
+
+
+def decode_announcement(data: bytes, limits: Limits = Limits()) -> Announcement:
+    """Parses and validates an announcement (size, version, digests, addresses, numbers)."""
+    msg = _parse(data, Limits(max_bytes=min(limits.max_bytes, MAX_ANNOUNCEMENT)), pb.Announcement)
+    if not msg.peer_id or len(msg.maddrs) > MAX_MADDRS or not np.isfinite(msg.created):
+        raise RecordError("announcement", f"peer id {msg.peer_id[:16]!r}, {len(msg.maddrs)} addresses")
+    card = msg.card
+    if not (2 <= card.vocab_size <= 1 << 24 and np.isfinite(card.temperature) and np.isfinite(card.top_p)):
+        raise RecordError("announcement", "model card")
+    wire_card = _decode_card(card, limits)
+    return Announcement(peer_id=_check_text("peer id", msg.peer_id, limits),
+                        maddrs=tuple(_check_text("address", m, limits) for m in msg.maddrs), step=msg.step,
+                        created=msg.created, card=wire_card, groups=_decode_ref(msg.groups, limits.max_bytes),
+                        summaries=_decode_ref(msg.summaries, limits.max_bytes))

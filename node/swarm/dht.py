@@ -34,9 +34,9 @@ from pathlib import Path
 from node.config import SwarmConfig
 from node.errors import IdentityInUse, Stopped, SwarmUnreachable, first_line
 from node.process import IdentityLock, ensure_port_free, kill_pids, own_children
-from protocol import CLOCK_SKEW, MAX_RECORD_TTL, PROTOCOL_VERSION
+from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW, MAX_ANNOUNCEMENT, MAX_RECORD_TTL, PROTOCOL_VERSION
 from protocol import swarm_pb2 as pb
-from protocol.codec import BundleAssembler, bundle_chunks, bundle_digest
+from protocol.codec import BundleAssembler, announcement_shard, bundle_chunks, bundle_digest
 
 log = logging.getLogger(__name__)
 
@@ -63,10 +63,16 @@ def record_key(swarm: str, kind: str) -> str:
 KINDS = ("groups", "summaries")
 
 
+def announcement_kind(shard: int) -> str:
+    """The record kind (and so the DHT key) of announcement shard `shard`."""
+    return f"ann/{shard}"
+
+
 def _schema_validator(swarm: str, max_bytes: int):
     """Every honest node refuses records outside our schema: only our keys; the subkey a `bytes` owner marker
     (so RSASignatureValidator always checks the owner's signature); an expiration at most MAX_RECORD_TTL
-    ahead (+ clock skew); the value a byte string under the size budget. (Content is validated again,
+    ahead (+ clock skew); the value a byte string under the size budget; an announcement at most
+    MAX_ANNOUNCEMENT bytes and only in the shard its subkey hashes to (one per identity). (Content is validated again,
     strictly, by every receiver's codec.)"""
     from hivemind.dht.protocol import DHTProtocol
     from hivemind.dht.routing import DHTID
@@ -74,6 +80,8 @@ def _schema_validator(swarm: str, max_bytes: int):
     from hivemind.utils.timed_storage import get_dht_time
 
     key_ids = {DHTID.generate(source=record_key(swarm, kind)).to_bytes() for kind in KINDS}
+    shard_ids = {DHTID.generate(source=record_key(swarm, announcement_kind(i))).to_bytes(): i
+                 for i in range(ANNOUNCE_SHARDS)}
 
     def loads(data: bytes):
         try:
@@ -83,7 +91,7 @@ def _schema_validator(swarm: str, max_bytes: int):
 
     class SwarmSchemaValidator(RecordValidatorBase):
         def validate(self, record) -> bool:
-            if record.key not in key_ids:
+            if record.key not in key_ids and record.key not in shard_ids:
                 return False
             subkey = loads(record.subkey)
             if not isinstance(subkey, bytes) or not OWNER_SUBKEY.fullmatch(subkey):
@@ -91,6 +99,9 @@ def _schema_validator(swarm: str, max_bytes: int):
             if not record.expiration_time <= get_dht_time() + MAX_RECORD_TTL + CLOCK_SKEW:
                 return False
             value = loads(record.value)
+            if record.key in shard_ids:  # one small announcement per identity, in its own shard only
+                return (isinstance(value, bytes) and len(value) <= MAX_ANNOUNCEMENT
+                        and announcement_shard(subkey) == shard_ids[record.key])
             return isinstance(value, bytes) and len(value) <= max_bytes
 
         @property
@@ -284,15 +295,34 @@ class SwarmDHT:
 
     async def _fetch(self, kind: str) -> dict[bytes, tuple[bytes, float]]:
         found = await self._node.get(record_key(self.settings.name, kind), latest=True)
-        if found is None or not isinstance(found.value, dict):
-            self.peers_seen = 0
-            return {}
         out = {}
-        for subkey, item in found.value.items():
+        for subkey, item in (found.value.items() if found is not None and isinstance(found.value, dict) else ()):
             if subkey != self.own_subkey and isinstance(item.value, bytes) and item.value:
                 out[subkey] = (item.value, item.expiration_time)
-        self.peers_seen = len(out)
+        if kind == "groups":  # other training peers: what healing watches
+            self.peers_seen = len(out)
         return out
+
+    # ---- announcements ---------------------------------------------------------------------------------------
+    @property
+    def shard(self) -> int:
+        """The announcement shard this identity writes to."""
+        return announcement_shard(self.own_subkey)
+
+    def announce_async(self, value: bytes, ttl: float):
+        """Replaces our announcement (in our own shard); a concurrent future, True when stored."""
+        return self.publish_async(announcement_kind(self.shard), value, ttl)
+
+    def fetch_shards_async(self, shards):
+        """Other peers' live announcements in the given shards, fetched concurrently: a concurrent future of
+        {subkey: (announcement, expiration)}."""
+        async def fetch_all():
+            found: dict = {}
+            for records in await asyncio.gather(*(self._fetch(announcement_kind(i)) for i in shards)):
+                found.update(records)
+            return found
+
+        return asyncio.run_coroutine_threadsafe(fetch_all(), self._loop)
 
     # ---- bundles, peer to peer ---------------------------------------------------------------------------
     def serve(self, kind: str, bundle: bytes) -> bytes:

@@ -6,16 +6,22 @@ import pytest
 
 from node.config import SwarmConfig
 from node.errors import SwarmUnreachable
-from node.swarm.dht import SwarmDHT, record_key
+from node.swarm.attacks import HostileDHT
+from node.swarm.dht import SwarmDHT, announcement_kind, record_key
+from protocol import ANNOUNCE_SHARDS, MAX_ANNOUNCEMENT
 from protocol.codec import (
+    Announcement,
     BundleAssembler,
+    BundleRef,
     RecordError,
     WireCard,
     WireCompletion,
     WireGroup,
     bundle_chunks,
     bundle_digest,
+    decode_announcement,
     decode_group,
+    encode_announcement,
     encode_group,
 )
 
@@ -150,3 +156,33 @@ def test_a_bundle_stream_that_breaks_its_own_rules_is_refused():
     short.add(whole[0])
     with pytest.raises(RecordError, match="ended after 4 of 10"):
         short.bundle()
+
+
+def announcement(peer: SwarmDHT, step: int = 1) -> bytes:
+    ref = BundleRef(bundle_digest(b"bundle %d" % step), 1000, 4)
+    card = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0.1.0")
+    return encode_announcement(Announcement(peer.peer_id, tuple(peer.visible_maddrs()[:4]), step, peer.now(),
+                                            card, ref, ref))
+
+
+def test_announcements_live_only_in_their_own_shard_and_are_small(pair):
+    """Each identity announces in the one shard its subkey hashes to; an announcement stored (signed) in another
+    shard, or one above MAX_ANNOUNCEMENT bytes, is refused by every honest node."""
+    a, b = pair
+    assert a.announce_async(announcement(a), ttl=30).result(30)
+    found = b.fetch_shards_async([a.shard]).result(30)
+    assert list(found) == [a.own_subkey] and decode_announcement(found[a.own_subkey][0]).peer_id == a.peer_id
+    others = [i for i in range(ANNOUNCE_SHARDS) if i != a.shard][:3]
+    assert b.fetch_shards_async(others).result(30) == {}
+    mallory = HostileDHT(SwarmConfig(name="t", initial_peers=tuple(a.visible_maddrs())))
+    try:
+        wrong = (mallory.shard + 1) % ANNOUNCE_SHARDS
+        mallory.raw_store(announcement_kind(wrong), announcement(mallory), mallory.now() + 30, mallory.own_subkey)
+        mallory.raw_store(announcement_kind(mallory.shard), b"x" * (MAX_ANNOUNCEMENT + 1), mallory.now() + 30,
+                          mallory.own_subkey)
+        seen = b.fetch_shards_async([wrong, mallory.shard]).result(30)
+        assert mallory.own_subkey not in seen, seen
+        assert mallory.announce_async(announcement(mallory), ttl=30).result(30)  # its own shard, small: fine
+        assert mallory.own_subkey in b.fetch_shards_async([mallory.shard]).result(30)
+    finally:
+        mallory.shutdown()
