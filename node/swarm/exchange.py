@@ -91,6 +91,7 @@ class GatherResult:
     peers: int = 0  # other peers with a live group record at the last poll
     waited: float = 0.0  # seconds slept between polls (waiting for fresh groups, not work)
     budget_hit: str = ""  # the per-step work budget that ended processing ("records", "bytes", "cpu"), if any
+    late_fetches: int = 0  # fetches not finished by the gather deadline (kept for the next poll or step)
 
 
 @dataclass
@@ -203,8 +204,12 @@ class GroupExchange:
 
     # ---- gathering --------------------------------------------------------------------------------------
     def prefetch(self) -> None:
-        """Starts fetching other peers' records now (the DHT works while we generate); gather uses them."""
-        self.prefetched = {kind: self.transport.fetch_async(kind) for kind in ("groups", "summaries")}
+        """Starts fetching other peers' records now (the DHT works while we generate); gather uses them. A
+        fetch of an earlier step still running is reused, never doubled."""
+        for kind in ("groups", "summaries"):
+            running = self.prefetched.get(kind)
+            self.prefetched[kind] = running if running is not None and not running.done() else \
+                self.transport.fetch_async(kind)
 
     def work_budget(self) -> WorkBudget:
         c = self.cfg
@@ -220,7 +225,7 @@ class GroupExchange:
         interval = 0.05
         while True:
             result.polls += 1
-            records = self._fetch("groups", result)
+            records = self._fetch("groups", result, max(deadline - self.transport.now(), 0.0))
             result.peers = len(records)
             self._enqueue(records, queues, result, work)
             self._take(queues, taken, budget, sender_cap, result, work)
@@ -233,13 +238,19 @@ class GroupExchange:
             result.waited += pause
             interval = min(interval * 2, 1.0)  # adaptive back-off between polls
         result.senders = sum(1 for n in taken.values() if n > 0)
-        self._gather_summaries(result, work)
+        self._gather_summaries(result, work, max(deadline - self.transport.now(), 0.0))
         return result
 
-    def _fetch(self, kind: str, result: GatherResult) -> dict:
-        try:  # the first poll of a step uses the fetch started at its beginning
-            future = self.prefetched.pop(kind, None) or self.transport.fetch_async(kind)
-            return future.result(timeout=max(self.cfg.gather_deadline, 10.0))
+    def _fetch(self, kind: str, result: GatherResult, wait: float) -> dict:
+        """Other peers' records of a kind, waiting at most `wait` seconds (the rest of the gather deadline,
+        whatever the network does): a fetch still running then is kept for the next poll or step."""
+        future = self.prefetched.pop(kind, None) or self.transport.fetch_async(kind)  # the first poll's was
+        try:  # started at the beginning of the step
+            return future.result(timeout=wait)
+        except TimeoutError:
+            self.prefetched[kind] = future
+            result.late_fetches += 1
+            return {}
         except Exception as err:  # noqa: BLE001 (the network layer's failures must never stop training)
             log.warning("fetching %s failed (%s); this step trains on what it has", kind, first_line(err))
             result.rejected["fetch"] += 1
@@ -357,9 +368,9 @@ class GroupExchange:
         if self.logged.add((sender, reason)):  # once per sender and reason
             log.warning("rejected a record from peer %s: %s", sender[-12:].hex(), detail)
 
-    def _gather_summaries(self, result: GatherResult, work: WorkBudget) -> None:
+    def _gather_summaries(self, result: GatherResult, work: WorkBudget, wait: float) -> None:
         """Other peers' length summaries, each (sender, sender step) counted once."""
-        for sender, (value, _) in self._fetch("summaries", result).items():
+        for sender, (value, _) in self._fetch("summaries", result, wait).items():
             bundle = digest(value)
             if work.exhausted() or not self.done_bundles.add(bundle):
                 continue

@@ -1,4 +1,6 @@
 """Sharing through an in-memory swarm: groups flow, hostile records are dropped and counted, peers go on."""
+from concurrent.futures import Future
+
 import msgpack
 import numpy as np
 import pytest
@@ -125,6 +127,25 @@ def test_gathering_waits_boundedly_and_never_spins():
     hub.clock = lambda: 1e9 + next(clock) * 0.5
     result = lone.exchange.gather(budget=10, sender_cap=1000)
     assert result.polls <= 12 and slept == sorted(slept) and slept[-1] <= 1.0
+
+
+def test_the_gather_deadline_bounds_a_step_whatever_the_network_does():
+    """A DHT whose fetches never finish (a hung network): each step's swarm phase ends at the gather deadline,
+    the running fetch is reused rather than doubled, and training goes on."""
+    hub = MemorySwarm()
+    stuck = peer(hub, "stuck", gather_deadline=0.3)
+    started = []
+
+    def never(kind):
+        started.append(kind)
+        return Future()  # never finishes
+
+    stuck.exchange.transport.fetch_async = never
+    for step in range(3):
+        result = stuck.step(step)
+        assert result.swarm.seconds < 0.3 + 2.0, result.swarm  # was: up to 10 s per fetch
+        assert result.swarm.late_fetches == 2 and result.loss.sequences == 16  # own groups still trained on
+    assert sorted(started) == ["groups", "summaries"]  # one fetch of each kind, ever
 
 
 def test_summaries_of_other_peers_reach_the_controller():
