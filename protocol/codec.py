@@ -323,12 +323,14 @@ def bundle_chunks(bundle: bytes, chunk: int = MAX_CHUNK) -> list[pb.BundleChunk]
     """The stream a sender answers a pull with: every chunk carries the total size (one empty chunk for an
     empty bundle)."""
     pieces = [bundle[i:i + chunk] for i in range(0, len(bundle), chunk)] or [b""]
-    return [pb.BundleChunk(version=PROTOCOL_VERSION, total=len(bundle), data=piece) for piece in pieces]
+    named = bundle_digest(bundle)
+    return [pb.BundleChunk(version=PROTOCOL_VERSION, total=len(bundle), data=piece, digest=named) for piece in pieces]
 
 
 class BundleAssembler:
-    """Joins a pulled stream, refusing it as soon as it breaks a rule: a total above `max_bytes`, a total that
-    changes, more data than announced, or (at the end) a digest other than the one asked for."""
+    """Joins a pulled stream, refusing it as soon as it breaks a rule: a total above `max_bytes`, a total or
+    digest that changes, more data than announced, or (at the end) bytes that do not hash to the digest asked
+    for (or, asking for the latest with an empty digest, to the digest the sender names)."""
 
     def __init__(self, digest: bytes, max_bytes: int):
         self.digest, self.max_bytes = digest, max_bytes
@@ -345,8 +347,11 @@ class BundleAssembler:
                 raise RecordError("missing", "the peer does not serve this bundle")
             if chunk.total > self.max_bytes:
                 raise RecordError("oversize", f"bundle of {chunk.total} bytes > {self.max_bytes}")
-            self.total = chunk.total
-        if chunk.total != self.total or len(chunk.data) > MAX_CHUNK or self.size + len(chunk.data) > self.total:
+            if self.digest and bytes(chunk.digest) != self.digest:
+                raise RecordError("digest", "the peer sends another bundle than the one asked for")
+            self.total, self.digest = chunk.total, bytes(chunk.digest)
+        if (chunk.total != self.total or bytes(chunk.digest) != self.digest or len(chunk.data) > MAX_CHUNK
+                or self.size + len(chunk.data) > self.total):
             raise RecordError("malformed", "bundle chunks disagree with the announced size")
         self.parts.append(chunk.data)
         self.size += len(chunk.data)

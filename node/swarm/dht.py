@@ -337,15 +337,18 @@ class SwarmDHT:
 
     async def _serve_bundle(self, request, context):
         """The pull handler: the named bundle in chunks, or one chunk of total 0 when it is not served here."""
-        bundle = self._served.get(request.kind, {}).get(bytes(request.digest)) if request.version == \
-            PROTOCOL_VERSION else None
+        served = self._served.get(request.kind) if request.version == PROTOCOL_VERSION else None
+        bundle = None
+        if served:  # by digest, or the latest when the digest is empty
+            bundle = served.get(bytes(request.digest)) if request.digest else next(reversed(served.values()))
         for chunk in bundle_chunks(bundle) if bundle is not None else [
                 pb.BundleChunk(version=PROTOCOL_VERSION, total=0)]:
             yield chunk
 
     def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float):
-        """Starts pulling a bundle from another peer; a concurrent future of its bytes, which raises RecordError
-        (reason: missing, oversize, malformed, digest, version) or a network error (TimeoutError included)."""
+        """Starts pulling a bundle from another peer (by digest; b"": its latest of the kind); a concurrent
+        future of its bytes, which raises RecordError (reason: missing, oversize, malformed, digest, version)
+        or a network error (TimeoutError included)."""
         return asyncio.run_coroutine_threadsafe(
             asyncio.wait_for(self._pull(peer_id, kind, digest, max_bytes), timeout), self._loop)
 

@@ -134,6 +134,7 @@ def test_bundles_are_pulled_peer_to_peer_in_chunks_and_checked_against_their_dig
         b.pull_async(a.peer_id, "groups", digest, max_bytes=8 << 20, timeout=60).result(70)
     assert b.pull_async(a.peer_id, "groups", bundle_digest(bytes([0]) * 100), 1000, timeout=60).result(70) == \
         bytes([0]) * 100
+    assert b.pull_async(a.peer_id, "groups", b"", 1000, timeout=60).result(70) == bytes([1]) * 100  # the latest
 
 
 def test_a_bundle_stream_that_breaks_its_own_rules_is_refused():
@@ -146,12 +147,18 @@ def test_a_bundle_stream_that_breaks_its_own_rules_is_refused():
     changing.add(whole[0])
     with pytest.raises(RecordError, match="disagree"):
         changing.add(bundle_chunks(b"x" * 12, chunk=4)[1])
-    other = BundleAssembler(digest, 100)
-    for c in bundle_chunks(b"y" * 10, chunk=4):
-        other.add(c)
-    with pytest.raises(RecordError) as err:
-        other.bundle()
+    with pytest.raises(RecordError) as err:  # another bundle, named as such
+        BundleAssembler(digest, 100).add(bundle_chunks(b"y" * 10, chunk=4)[0])
     assert err.value.reason == "digest"
+    lying = BundleAssembler(digest, 100)  # other bytes under the digest asked for
+    for c in bundle_chunks(b"y" * 10, chunk=4):
+        c.digest = digest
+        lying.add(c)
+    with pytest.raises(RecordError) as err:
+        lying.bundle()
+    assert err.value.reason == "digest"
+    latest = BundleAssembler(b"", 100)  # asking for the latest: the digest the sender names is checked
+    assert [latest.add(c) for c in bundle_chunks(b"z" * 5)] == [True] and latest.bundle() == b"z" * 5
     short = BundleAssembler(digest, 100)
     short.add(whole[0])
     with pytest.raises(RecordError, match="ended after 4 of 10"):
