@@ -18,7 +18,7 @@ from pathlib import Path
 
 import tomllib
 
-from protocol import MAX_RECORD_TTL
+from protocol import ANNOUNCE_SHARDS, MAX_RECORD_TTL
 
 from .errors import ConfigError
 
@@ -218,6 +218,8 @@ class SwarmConfig:
     received_groups: int = 32  # budget: other peers' groups trained on per step (SAPO used 4 local + 4 received)
     local_groups: int = 0  # own groups trained on per step (0: all generated)
     gather_deadline: float = 0.5  # seconds a step waits for fresh groups at most (no barrier)
+    pull_peers: int = 8  # senders pulled from at most in one step (their latest groups and summaries bundles)
+    shards_per_step: int = 8  # announcement shards read per step, in rotation (of protocol ANNOUNCE_SHARDS = 64)
     max_age: float = 120.0  # received groups older than this (seconds, sender's publish time) are stale
     record_ttl: float = 120.0  # expiration of our published records, seconds (at most protocol MAX_RECORD_TTL)
     max_sender_share: float = 1.0  # completions one sender may contribute to a step, relative to our own
@@ -235,6 +237,9 @@ class SwarmConfig:
         _check(self.received_groups >= 0, "swarm.received_groups", "must be >= 0", self.received_groups)
         _check(self.local_groups >= 0, "swarm.local_groups", "must be >= 0", self.local_groups)
         _check(self.gather_deadline >= 0, "swarm.gather_deadline", "must be >= 0", self.gather_deadline)
+        _check(self.pull_peers >= 1, "swarm.pull_peers", "must be >= 1", self.pull_peers)
+        _check(1 <= self.shards_per_step <= ANNOUNCE_SHARDS, "swarm.shards_per_step",
+               f"must be in [1, {ANNOUNCE_SHARDS}]", self.shards_per_step)
         _check(self.max_age > 0, "swarm.max_age", "must be > 0", self.max_age)
         _check(0 < self.record_ttl <= MAX_RECORD_TTL, "swarm.record_ttl", f"must be in (0, {MAX_RECORD_TTL:g}]",
                self.record_ttl)

@@ -10,25 +10,43 @@ Records = dict[bytes, tuple[bytes, float]]  # sender's subkey -> (value, expirat
 
 
 class SwarmTransport(Protocol):
-    """The seam between the exchange and the network: per-peer records of a few kinds, asynchronous."""
+    """The seam between the exchange and the network: small signed announcements in sharded DHT keys, and
+    bundles served and pulled peer to peer (docs/PROTOCOL.md); asynchronous."""
 
     @property
     def own_subkey(self) -> bytes:
         """This peer's subkey (its records are stored under it; its own are never fetched back)."""
         ...
 
+    @property
+    def peer_id(self) -> str:
+        """This peer's id on the peer-to-peer layer (what others pull from)."""
+        ...
+
+    def visible_maddrs(self) -> list[str]:
+        """Addresses others can reach this peer at."""
+        ...
+
     def now(self) -> float:
         """The swarm's clock (seconds), which record expirations and creation times use."""
         ...
 
-    def publish_async(self, kind: str, value: bytes, ttl: float) -> Future[bool]:
-        """Replaces this peer's record of `kind`; the future says whether it was stored."""
+    def announce_async(self, value: bytes, ttl: float) -> Future[bool]:
+        """Replaces this peer's announcement (in its own shard); the future says whether it was stored."""
         ...
 
-    def fetch_async(self, kind: str) -> Future[Records]:
-        """Other peers' live records of `kind` (empty tombstones left out)."""
+    def fetch_shards_async(self, shards: list[int]) -> Future[Records]:
+        """Other peers' live announcements in the given shards (empty tombstones left out)."""
+        ...
+
+    def serve(self, kind: str, bundle: bytes) -> bytes:
+        """Serves a bundle to the peers that pull it; returns its digest."""
+        ...
+
+    def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float) -> Future[bytes]:
+        """Pulls a bundle (by digest; b"": the latest of its kind) from a peer; RecordError by reason."""
         ...
 
     def withdraw(self) -> None:
-        """Replaces this peer's records with tombstones (on a clean stop)."""
+        """Replaces this peer's records with tombstones and stops serving (on a clean stop)."""
         ...

@@ -1,8 +1,10 @@
 """Sharing groups with the swarm: publish ours, gather fresh ones from others, trust none of them.
 
 The transport is a `SwarmTransport` (node/swarm/__init__.py): the DHT over hivemind (dht.py) or the
-in-process MemorySwarm (memory.py); both are asynchronous, so tests take production's path. Each peer's
-record of a kind is a msgpack list of encoded wire records (protocol/codec.py) from its latest step.
+in-process MemorySwarm (memory.py); both are asynchronous, so tests take production's path. A peer serves
+each step's bundles (msgpack lists of encoded records, protocol/codec.py) and announces them in one small
+signed DHT record; receivers read a few announcement shards per step, remember the senders they learn of
+(senders.py) and pull bundles peer to peer from a few of them (docs/PROTOCOL.md).
 
 The trust boundary is here (docs/SECURITY.md). Every received group is decoded under a size budget and
 validated (protocol/codec.py: tokenizer, vocabulary, length within our own generation limit, plausible
@@ -25,6 +27,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 
 from node.config import SwarmConfig
@@ -32,16 +35,22 @@ from node.errors import first_line
 from node.generation.rollouts import Completion, Group, score_completion
 from node.models.loading import encode_prompt
 from node.tasks import Task, offline_task
-from protocol import CLOCK_SKEW
+from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW
 from protocol.codec import (
+    MAX_BUNDLE,
+    MAX_MADDRS,
+    Announcement,
+    BundleRef,
     LengthSummary,
     Limits,
     RecordError,
     WireCard,
     WireCompletion,
     WireGroup,
+    decode_announcement,
     decode_group,
     decode_summary,
+    encode_announcement,
     encode_group,
     encode_summary,
     group_identity,
@@ -50,10 +59,13 @@ from protocol.codec import (
 )
 
 from . import SwarmTransport
+from .senders import Senders
 
 log = logging.getLogger(__name__)
 SUMMARY_BUNDLE_BYTES = 256 * 1024  # a peer's length summaries of one step (tens of bytes each)
 MEMORY = 100_000  # records, groups and bundles remembered as already handled (each a 16-byte digest)
+KNOWN_SENDERS = 4096  # senders remembered from their announcements
+PULL_TIMEOUT = 30.0  # seconds a pull may take before it is abandoned (a step waits at most its deadline)
 
 
 def digest(data: bytes) -> bytes:
@@ -165,8 +177,15 @@ class GroupExchange:
         self.done_bundles = BoundedSet(MEMORY)  # digests of bundles whose every record was handled
         self.summary_steps = BoundedSet(MEMORY)  # (sender, step) pairs whose summaries were counted
         self.logged = BoundedSet(4096)  # (sender, reason) already logged once
+        self.announcements = BoundedSet(MEMORY)  # digests of announcement records already read
         self.pending: list = []  # futures of asynchronous publishes not yet collected
-        self.prefetched: dict = {}  # kind -> future of a fetch started at the beginning of the step
+        self.prefetched: Future | None = None  # the announcement fetch started at the beginning of the step
+        self.pulls: dict[tuple[bytes, str], Future] = {}  # (sender, kind) -> pull in flight
+        self.senders = Senders(KNOWN_SENDERS, self.rng)
+        self.shard_cursor = self.rng.randrange(ANNOUNCE_SHARDS)
+        self.reading: set[int] = set()  # the shards of the read in flight
+        self.maddrs = tuple(transport.visible_maddrs()[:MAX_MADDRS])
+        self.step = 0
 
     # ---- publishing -------------------------------------------------------------------------------------
     def publish(self, groups: list[Group], summaries: list[LengthSummary], step: int) -> PublishResult:
@@ -180,12 +199,17 @@ class GroupExchange:
         sums = [encode_summary(s) for s in summaries]
         sum_bundle, _ = pack_bundle(sums, SUMMARY_BUNDLE_BYTES)
         ok = True
-        for kind, value in (("groups", bundle), ("summaries", sum_bundle)):
-            try:  # do not wait: training goes on meanwhile
-                self.pending.append(self.transport.publish_async(kind, value, self.cfg.record_ttl))
-            except (TimeoutError, OSError, RuntimeError, ValueError) as err:
-                log.warning("publishing %s failed (%s); training goes on", kind, err)
-                ok = False
+        self.step = step
+        try:  # do not wait: training goes on meanwhile
+            refs = {kind: BundleRef(self.transport.serve(kind, value), len(value), n)
+                    for kind, value, n in (("groups", bundle, len(records) - unsent),
+                                           ("summaries", sum_bundle, min(len(sums), MAX_BUNDLE)))}
+            announcement = Announcement(self.transport.peer_id, self.maddrs, step, now, self.card, **refs)
+            self.pending.append(self.transport.announce_async(encode_announcement(announcement),
+                                                              self.cfg.record_ttl))
+        except (TimeoutError, OSError, RuntimeError, ValueError) as err:
+            log.warning("announcing our groups failed (%s); training goes on", err)
+            ok = False
         ok &= self._collect_publishes()
         return PublishResult(len(records) - unsent, unsent, ok, len(bundle) + len(sum_bundle))
 
@@ -204,12 +228,13 @@ class GroupExchange:
 
     # ---- gathering --------------------------------------------------------------------------------------
     def prefetch(self) -> None:
-        """Starts fetching other peers' records now (the DHT works while we generate); gather uses them. A
-        fetch of an earlier step still running is reused, never doubled."""
-        for kind in ("groups", "summaries"):
-            running = self.prefetched.get(kind)
-            self.prefetched[kind] = running if running is not None and not running.done() else \
-                self.transport.fetch_async(kind)
+        """At the beginning of a step: starts reading the next announcement shards (one read in flight at a
+        time, never doubled) and pulling from senders known already, so both work while we generate."""
+        if self.prefetched is None or self.prefetched.done():
+            shards = [(self.shard_cursor + i) % ANNOUNCE_SHARDS for i in range(self.cfg.shards_per_step)]
+            self.shard_cursor = (self.shard_cursor + self.cfg.shards_per_step) % ANNOUNCE_SHARDS
+            self.prefetched, self.reading = self.transport.fetch_shards_async(shards), set(shards)
+        self._start_pulls()
 
     def work_budget(self) -> WorkBudget:
         c = self.cfg
@@ -221,61 +246,128 @@ class GroupExchange:
         result, work = GatherResult(), self.work_budget()
         queues: dict[bytes, _Queue] = {}
         taken: collections.Counter = collections.Counter()  # sender -> completions accepted this step
-        deadline = self.transport.now() + self.cfg.gather_deadline
+        outcome: dict[bytes, list[int]] = collections.defaultdict(lambda: [0, 0, 0])  # accepted, informative,
+        deadline = self.transport.now() + self.cfg.gather_deadline  #                    rejected
+        read = self._announcements(result, max(deadline - self.transport.now(), 0.0))
+        if read is not None:
+            self.senders.forget_absent(self.reading, read)  # withdrawn or expired since we learned them
+            self._learn(read, result)
+        self._start_pulls()  # senders learned just now
+        result.peers = len(self.senders.live(self.transport.now()))
         interval = 0.05
         while True:
             result.polls += 1
-            records = self._fetch("groups", result, max(deadline - self.transport.now(), 0.0))
-            result.peers = len(records)
-            self._enqueue(records, queues, result, work)
-            self._take(queues, taken, budget, sender_cap, result, work)
+            self._collect(queues, result, work)
+            self._take(queues, taken, budget, sender_cap, result, work, outcome)
             result.budget_hit = work.exhausted()
-            if (len(result.groups) >= budget or result.peers == 0 or result.budget_hit
-                    or self.transport.now() >= deadline):
+            remaining = deadline - self.transport.now()
+            if len(result.groups) >= budget or not self.pulls or result.budget_hit or remaining <= 0:
                 break
-            pause = min(interval, max(deadline - self.transport.now(), 0.0))
+            pause = min(interval, remaining)
             self.sleep(pause)
             result.waited += pause
             interval = min(interval * 2, 1.0)  # adaptive back-off between polls
         result.senders = sum(1 for n in taken.values() if n > 0)
-        self._gather_summaries(result, work, max(deadline - self.transport.now(), 0.0))
+        for sender, (accepted, informative, rejected) in outcome.items():
+            if accepted:
+                self.senders.succeeded(sender, informative / accepted)
+            elif rejected:
+                self.senders.failed(sender, self.step)
         return result
 
-    def _fetch(self, kind: str, result: GatherResult, wait: float) -> dict:
-        """Other peers' records of a kind, waiting at most `wait` seconds (the rest of the gather deadline,
-        whatever the network does): a fetch still running then is kept for the next poll or step."""
-        future = self.prefetched.pop(kind, None) or self.transport.fetch_async(kind)  # the first poll's was
-        try:  # started at the beginning of the step
+    def _announcements(self, result: GatherResult, wait: float) -> dict | None:
+        """The announcements read this step (None: no read finished), waiting at most `wait` seconds: a read
+        still running then is kept for the next step."""
+        future, self.prefetched = self.prefetched, None
+        if future is None:
+            return None
+        try:
             return future.result(timeout=wait)
         except TimeoutError:
-            self.prefetched[kind] = future
+            self.prefetched = future
             result.late_fetches += 1
-            return {}
+            return None
         except Exception as err:  # noqa: BLE001 (the network layer's failures must never stop training)
-            log.warning("fetching %s failed (%s); this step trains on what it has", kind, first_line(err))
+            log.warning("reading announcements failed (%s); this step trains on what it has", first_line(err))
             result.rejected["fetch"] += 1
-            return {}
+            return None
 
-    def _enqueue(self, records: dict, queues: dict, result: GatherResult, work: WorkBudget) -> None:
-        """Unpacks each sender's bundle that is new to us (a bundle seen whole before costs one hash)."""
-        for sender, (value, _) in records.items():
-            bundle = digest(value)
-            if bundle in self.done_bundles or (sender in queues and queues[sender].bundle == bundle):
-                continue
-            if work.exhausted():
-                return
-            work.charge(len(value), record=False)
-            result.bytes_in += len(value)
+    def _learn(self, records: dict, result: GatherResult) -> None:
+        """Remembers the senders of valid, fresh announcements that speak our tokenizer; refuses the others,
+        once per announcement."""
+        now = self.transport.now()
+        for sender, (value, expires) in records.items():
+            if not self.announcements.add(digest(value)):
+                continue  # read before
             try:
-                items = unpack_bundle(value, self.limits.max_bytes)
+                announcement = decode_announcement(value)
             except RecordError as err:
-                self.done_bundles.add(bundle)
-                self._reject(result, sender, err.reason, str(err))
+                self._reject(result, sender, "announcement", str(err))
                 continue
-            queues[sender] = _Queue(bundle, collections.deque(items))
+            if announcement.card.tokenizer != self.card.tokenizer:
+                self._reject(result, sender, "tokenizer", f"tokenizer {announcement.card.tokenizer[:16]!r}")
+            elif announcement.created > now + CLOCK_SKEW:
+                self._reject(result, sender, "future", "announcement from the future")
+            elif now - announcement.created <= self.cfg.max_age:
+                self.senders.learn(sender, announcement, expires)
+
+    def _start_pulls(self) -> None:
+        """Starts pulling the latest bundles of newly chosen senders, up to swarm.pull_peers in flight."""
+        busy = {sender for sender, _ in self.pulls}
+        free = self.cfg.pull_peers - len(busy)
+        if free <= 0:
+            return
+        for sender in self.senders.choose(self.transport.now(), self.step, free, busy):
+            announcement = self.senders.known[sender].announcement
+            for kind, limit in (("groups", self.limits.max_bytes), ("summaries", SUMMARY_BUNDLE_BYTES)):
+                try:
+                    self.pulls[sender, kind] = self.transport.pull_async(
+                        announcement.peer_id, kind, b"", limit, timeout=PULL_TIMEOUT)
+                except (OSError, RuntimeError, ValueError) as err:
+                    log.warning("pulling from %s failed to start: %s", announcement.peer_id, first_line(err))
+
+    def _collect(self, queues: dict, result: GatherResult, work: WorkBudget) -> None:
+        """Takes the pulls that have finished: groups bundles into the round-robin queues, summaries to the
+        controller; a failed pull is counted by reason and backs its sender off."""
+        for (sender, kind), future in list(self.pulls.items()):
+            if not future.done():
+                continue
+            del self.pulls[sender, kind]
+            try:
+                bundle = future.result()
+            except RecordError as err:
+                self._reject(result, sender, err.reason, f"pull: {err}")
+                self.senders.failed(sender, self.step)
+                continue
+            except Exception as err:  # noqa: BLE001 (a network failure is the sender's problem, not ours)
+                self._reject(result, sender, "pull", f"pull: {first_line(err)}")
+                self.senders.failed(sender, self.step)
+                continue
+            if kind == "summaries":
+                self._summaries(sender, bundle, result, work)
+            else:
+                self._enqueue(sender, bundle, queues, result, work)
+
+    def _enqueue(self, sender: bytes, value: bytes, queues: dict, result: GatherResult, work: WorkBudget) -> None:
+        """Unpacks a pulled bundle that is new to us (a bundle seen whole before costs one hash)."""
+        bundle = digest(value)
+        if bundle in self.done_bundles or work.exhausted():
+            return
+        work.charge(len(value), record=False)
+        result.bytes_in += len(value)
+        try:
+            items = unpack_bundle(value, self.limits.max_bytes)
+        except RecordError as err:
+            self.done_bundles.add(bundle)
+            self._reject(result, sender, err.reason, str(err))
+            return
+        if not items:
+            self.done_bundles.add(bundle)
+            return
+        queues[sender] = _Queue(bundle, collections.deque(items))
 
     def _take(self, queues: dict, taken: collections.Counter, budget: int, sender_cap: int,
-              result: GatherResult, work: WorkBudget) -> None:
+              result: GatherResult, work: WorkBudget, outcome: dict) -> None:
         """Round-robin over senders in a random order: one record from each in turn, until the budget is
         full, the work budget is spent, or no sender under its cap has records left."""
         order = list(queues)
@@ -293,6 +385,10 @@ class GroupExchange:
                 if group is not None:
                     result.groups.append(group)
                     taken[sender] += len(group.completions)
+                    outcome[sender][0] += 1
+                    outcome[sender][1] += len(set(group.rewards)) > 1  # informative: rewards differ
+                else:
+                    outcome[sender][2] += 1
                 if len(result.groups) >= budget or work.exhausted():
                     return
             if not progressed:
@@ -368,27 +464,28 @@ class GroupExchange:
         if self.logged.add((sender, reason)):  # once per sender and reason
             log.warning("rejected a record from peer %s: %s", sender[-12:].hex(), detail)
 
-    def _gather_summaries(self, result: GatherResult, work: WorkBudget, wait: float) -> None:
-        """Other peers' length summaries, each (sender, sender step) counted once."""
-        for sender, (value, _) in self._fetch("summaries", result, wait).items():
-            bundle = digest(value)
-            if work.exhausted() or not self.done_bundles.add(bundle):
-                continue
-            work.charge(len(value), record=False)
-            try:
-                decoded = [decode_summary(raw) for raw in unpack_bundle(value, SUMMARY_BUNDLE_BYTES)]
-            except RecordError as err:
-                self._reject(result, sender, "summary", str(err))
-                continue
-            fresh = [s for s in decoded if (sender, s.step) not in self.summary_steps]
-            for s in fresh:
-                self.summary_steps.add((sender, s.step))
-            if fresh:
-                result.summaries[sender] = fresh
+    def _summaries(self, sender: bytes, value: bytes, result: GatherResult, work: WorkBudget) -> None:
+        """A sender's pulled length summaries, each (sender, sender step) counted once."""
+        bundle = digest(value)
+        if work.exhausted() or not self.done_bundles.add(bundle):
+            return
+        work.charge(len(value), record=False)
+        try:
+            decoded = [decode_summary(raw) for raw in unpack_bundle(value, SUMMARY_BUNDLE_BYTES)]
+        except RecordError as err:
+            self._reject(result, sender, "summary", str(err))
+            return
+        fresh = [s for s in decoded if (sender, s.step) not in self.summary_steps]
+        for s in fresh:
+            self.summary_steps.add((sender, s.step))
+        if fresh:
+            result.summaries.setdefault(sender, []).extend(fresh)
 
     def close(self, timeout: float = 5.0) -> None:
         """Lets the last publishes land (at most `timeout` seconds in all), then withdraws our records."""
         deadline = time.monotonic() + timeout
+        for future in self.pulls.values():
+            future.cancel()
         for future in self.pending:  # let the last publishes land before the tombstones
             try:
                 error = future.exception(timeout=max(deadline - time.monotonic(), 0.01))

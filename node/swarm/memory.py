@@ -1,4 +1,5 @@
-"""An in-process swarm with the DHT's record semantics (per-peer subkeys, expiry, tombstones skipped).
+"""An in-process swarm with the DHT's semantics: per-peer signed-like subkeys, expiry, tombstones skipped,
+announcements in the shard a subkey hashes to, and bundles pulled by digest (or the latest) in chunks.
 
 Its transports satisfy `SwarmTransport` like the DHT does, with futures that are already done, so the
 exchange takes the same path in tests and benchmarks as in production.
@@ -10,7 +11,11 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
+from protocol.codec import BundleAssembler, RecordError, announcement_shard, bundle_chunks, bundle_digest
+
 from . import Records
+
+SERVED_BUNDLES = 2  # as node/swarm/dht.py
 
 
 def _done(value) -> Future:
@@ -19,31 +24,68 @@ def _done(value) -> Future:
     return future
 
 
+def _failed(error: BaseException) -> Future:
+    future: Future = Future()
+    future.set_exception(error)
+    return future
+
+
 class MemorySwarm:
     def __init__(self, clock: Callable[[], float] = time.time):
         self.clock = clock
-        self.records: dict[str, Records] = collections.defaultdict(dict)
+        self.announcements: dict[int, Records] = collections.defaultdict(dict)  # shard -> subkey -> record
+        self.served: dict[str, dict[str, collections.OrderedDict]] = collections.defaultdict(dict)  # peer id ->
+        #                                                                                     kind -> digest -> bundle
 
     def transport(self, name: str) -> MemoryTransport:
-        return MemoryTransport(self, name.encode())
+        return MemoryTransport(self, name)
 
 
 class MemoryTransport:
-    def __init__(self, hub: MemorySwarm, subkey: bytes):
-        self.hub, self.own_subkey = hub, subkey
+    def __init__(self, hub: MemorySwarm, name: str):
+        self.hub, self.peer_id, self.own_subkey = hub, name, name.encode()
+
+    @property
+    def shard(self) -> int:
+        return announcement_shard(self.own_subkey)
 
     def now(self) -> float:
         return self.hub.clock()
 
-    def publish_async(self, kind: str, value: bytes, ttl: float) -> Future[bool]:
-        self.hub.records[kind][self.own_subkey] = (value, self.now() + ttl)
+    def visible_maddrs(self) -> list[str]:
+        return [f"/memory/{self.peer_id}"]
+
+    def announce_async(self, value: bytes, ttl: float) -> Future[bool]:
+        self.hub.announcements[self.shard][self.own_subkey] = (value, self.now() + ttl)
         return _done(True)
 
-    def fetch_async(self, kind: str) -> Future[Records]:
+    def fetch_shards_async(self, shards) -> Future[Records]:
         now = self.now()
-        return _done({k: v for k, v in self.hub.records[kind].items()
+        return _done({k: v for i in shards for k, v in self.hub.announcements[i].items()
                       if k != self.own_subkey and v[1] > now and v[0]})
 
+    def serve(self, kind: str, bundle: bytes) -> bytes:
+        served = self.hub.served[self.peer_id].setdefault(kind, collections.OrderedDict())
+        digest = bundle_digest(bundle)
+        served[digest] = bundle
+        while len(served) > SERVED_BUNDLES:
+            served.popitem(last=False)
+        return digest
+
+    def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float) -> Future[bytes]:
+        served = self.hub.served.get(peer_id, {}).get(kind) or {}
+        bundle = served.get(digest) if digest else next(reversed(served.values()), None)
+        assembler = BundleAssembler(digest, max_bytes)
+        try:
+            if bundle is None:
+                raise RecordError("missing", "the peer does not serve this bundle")
+            for chunk in bundle_chunks(bundle):
+                if assembler.add(chunk):
+                    break
+            return _done(assembler.bundle())
+        except RecordError as err:
+            return _failed(err)
+
     def withdraw(self) -> None:
-        for records in self.hub.records.values():
-            records.pop(self.own_subkey, None)
+        self.hub.announcements[self.shard].pop(self.own_subkey, None)
+        self.hub.served.pop(self.peer_id, None)

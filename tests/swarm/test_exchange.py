@@ -1,4 +1,6 @@
 """Sharing through an in-memory swarm: groups flow, hostile records are dropped and counted, peers go on."""
+import itertools
+import time
 from concurrent.futures import Future
 
 import msgpack
@@ -10,15 +12,57 @@ from node.generation.rollouts import score_completion
 from node.peer import Peer
 from node.swarm import attacks
 from node.swarm.memory import MemorySwarm
+from protocol import ANNOUNCE_SHARDS
 from protocol import swarm_pb2 as pb
-from protocol.codec import encode_group, pack_bundle
+from protocol.codec import (
+    Announcement,
+    BundleRef,
+    WireCard,
+    bundle_digest,
+    encode_announcement,
+    encode_group,
+    pack_bundle,
+)
+
+IDENTITIES = itertools.count()
 
 
 def peer(hub, name, model="tiny-add", **swarm):
+    """A zoo peer in the in-memory swarm that reads every announcement shard each step."""
     cfg = build_config({"model": {"name": model}, "task": {"name": "arith"},
                         "train": {"group_policy": "fixed", "group_size": 4, "prompts_per_step": 4},
-                        "swarm": {"gather_deadline": 0.2, **swarm}})
+                        "swarm": {"gather_deadline": 0.2, "shards_per_step": ANNOUNCE_SHARDS, **swarm}})
     return Peer(cfg, transport=hub.transport(name))
+
+
+def latest_records(hub, name: str, kind: str = "groups") -> list[bytes]:
+    """The records of the bundle a peer serves now."""
+    return msgpack.unpackb(next(reversed(hub.served[name][kind].values())), raw=True)
+
+
+def publish_bundles(hub, sender: str, card: WireCard | None = None, **bundles: bytes) -> None:
+    """As any peer would, honest or not: serves the given bundles (kind=bytes; the other kind, if never served,
+    empty) and announces them with a card of our tokenizer."""
+    t = hub.transport(sender)
+    for kind in ("groups", "summaries"):
+        if kind in bundles or kind not in hub.served.get(sender, {}):
+            t.serve(kind, bundles.get(kind, msgpack.packb([])))
+    refs = {kind: BundleRef(bundle_digest(b := next(reversed(hub.served[sender][kind].values()))), len(b), 1)
+            for kind in ("groups", "summaries")}
+    t.announce_async(encode_announcement(Announcement(sender, (), 0, hub.clock(), card or zoo_card(), **refs)), 60)
+
+
+def zoo_card() -> WireCard:
+    from node.models.tokenizer import build_tokenizer, tokenizer_fingerprint
+
+    tok = build_tokenizer()
+    return WireCard("qwen2", 1, False, tokenizer_fingerprint(tok), len(tok), "transformers", 1.0, 1.0, "test")
+
+
+def gather(p: Peer, budget: int, sender_cap: int):
+    """One gather as a step makes it: announcements read and pulls started first."""
+    p.exchange.prefetch()
+    return p.exchange.gather(budget=budget, sender_cap=sender_cap)
 
 
 @pytest.fixture(scope="module")
@@ -42,25 +86,26 @@ def test_groups_flow_between_heterogeneous_peers(hub_and_peers):
 def test_received_rewards_are_rescored_locally(hub_and_peers):
     hub, a, b = hub_and_peers
     b.step(10)
-    honest = hub.records["groups"].pop(b"b")  # only the liar's copy can reach `a`
-    groups = [pb.Group.FromString(raw) for raw in msgpack.unpackb(honest[0], raw=True)]
+    honest = hub.served.pop("b")  # only the liar's copy can reach `a`
+    groups = [pb.Group.FromString(raw) for raw in msgpack.unpackb(next(reversed(honest["groups"].values())),
+                                                                   raw=True)]
     claimed = next(g for g in groups if min(c.reward for c in g.completions) == 0.0)  # b found a wrong one
     truth = [c.reward for c in claimed.completions]
     for c in claimed.completions:  # the liar claims every completion is right
         c.reward = 1.0
-    hub.records["groups"][b"liar"] = (pack_bundle([claimed.SerializeToString()], 10**6)[0], hub.clock() + 60)
-    result = a.exchange.gather(budget=100, sender_cap=1000)
+    publish_bundles(hub, "liar", groups=pack_bundle([claimed.SerializeToString()], 10**6)[0])
+    result = gather(a, budget=100, sender_cap=1000)
     assert len(result.groups) == 1 and result.groups[0].item.ref.index == claimed.task.index
     rescored = result.groups[0].completions
     assert [c.reward for c in rescored] == truth  # our verifier's rewards, not the claimed 1.0s
     assert all(c.reward == score_completion(a.task, result.groups[0].item, c) for c in rescored)
-    del hub.records["groups"][b"liar"]
-    hub.records["groups"][b"b"] = honest
+    hub.transport("liar").withdraw()
+    hub.served["b"] = honest
 
 
 def tamper(hub, mutate):
     """A copy of b's latest record, changed by `mutate`, published by 'mallory'."""
-    raw = msgpack.unpackb(hub.records["groups"][b"b"][0], raw=True)[0]
+    raw = latest_records(hub, "b")[0]
     msg = pb.Group.FromString(raw)
     msg.completions.add().CopyFrom(msg.completions[0])  # new content: not a replay of b's group
     mutate(msg)
@@ -86,24 +131,25 @@ def test_hostile_records_are_rejected_counted_and_the_peer_keeps_training(hub_an
     hub, a, b = hub_and_peers
     b.step(20)
     bad = tamper(hub, mutate)
-    hub.records["groups"][b"mallory"] = (pack_bundle([bad], 10**6)[0], hub.clock() + 60)
+    mallory = f"mallory-{next(IDENTITIES)}"  # a new identity each time: a sender of bad records is backed off
+    publish_bundles(hub, mallory, groups=pack_bundle([bad], 10**6)[0])
     result = a.step(21)
     assert result.swarm.rejected.get(reason, 0) >= 1, result.swarm.rejected
     assert result.swarm.groups_used >= 1  # b's honest groups still arrive
     assert np.isfinite(result.loss.loss)
-    del hub.records["groups"][b"mallory"]
+    hub.transport(mallory).withdraw()
 
 
 def test_garbage_and_oversize_bundles(hub_and_peers):
     hub, a, _ = hub_and_peers
-    hub.records["groups"][b"mallory"] = (b"\xc1\xff not msgpack", hub.clock() + 60)
-    hub.records["summaries"][b"mallory"] = (msgpack.packb([b"\x00\x01"]), hub.clock() + 60)
+    publish_bundles(hub, "mallory", groups=b"\xc1\xff not msgpack", summaries=msgpack.packb([b"\x00\x01"]))
     result = a.step(30)
     assert result.swarm.rejected.get("malformed", 0) >= 1 and result.swarm.rejected.get("summary")
-    hub.records["groups"][b"mallory"] = (msgpack.packb([b"x" * (4 * 1024 * 1024)]), hub.clock() + 60)
-    result = a.step(31)  # the oversize bundle, and only it, is refused once (the garbage is not counted again)
-    assert result.swarm.rejected == {"malformed": 1} and np.isfinite(result.loss.loss)
-    del hub.records["groups"][b"mallory"], hub.records["summaries"][b"mallory"]
+    publish_bundles(hub, "mallory", groups=msgpack.packb([b"x" * (4 * 1024 * 1024)]))
+    result = a.step(31)  # the oversize bundle, and only it, is refused once (the garbage is not counted again):
+    # its announcement names a size above our limit, and the pull of mallory's latest is cut at the first chunk
+    assert result.swarm.rejected == {"announcement": 1, "oversize": 1} and np.isfinite(result.loss.loss)
+    hub.transport("mallory").withdraw()
 
 
 def test_local_groups_bounds_own_groups_trained_on_but_all_are_published():
@@ -111,7 +157,7 @@ def test_local_groups_bounds_own_groups_trained_on_but_all_are_published():
     lone = peer(hub, "lone", local_groups=1)
     result = lone.step(0)
     assert result.swarm.published == 4 and result.loss.sequences == 4  # 1 own group of G 4 trained on
-    assert len(msgpack.unpackb(hub.records["groups"][b"lone"][0])) == 4
+    assert len(latest_records(hub, "lone")) == 4
 
 
 def test_gathering_waits_boundedly_and_never_spins():
@@ -120,32 +166,33 @@ def test_gathering_waits_boundedly_and_never_spins():
     assert lone.step(0).swarm.polls == 1  # nobody else in the swarm: no waiting at all
     other = peer(hub, "other")
     other.step(0)
-    lone.step(1)
     slept = []
-    lone.exchange.sleep = slept.append  # nothing new arrives: poll with growing intervals until the deadline
-    clock = iter(range(1000))
-    hub.clock = lambda: 1e9 + next(clock) * 0.5
-    result = lone.exchange.gather(budget=10, sender_cap=1000)
+    lone.exchange.sleep = slept.append  # a pull that never finishes: poll with growing intervals until the end
+    lone.exchange.transport.pull_async = lambda *args, **kwargs: Future()
+    clock, base = iter(range(1000)), time.time()
+    hub.clock = lambda: base + next(clock) * 0.5
+    other.exchange.transport.announce_async(hub.announcements[other.exchange.transport.shard][b"other"][0], 1e6)
+    result = gather(lone, budget=10, sender_cap=1000)
     assert result.polls <= 12 and slept == sorted(slept) and slept[-1] <= 1.0
 
 
 def test_the_gather_deadline_bounds_a_step_whatever_the_network_does():
-    """A DHT whose fetches never finish (a hung network): each step's swarm phase ends at the gather deadline,
-    the running fetch is reused rather than doubled, and training goes on."""
+    """A DHT whose reads never finish (a hung network): each step's swarm phase ends at the gather deadline,
+    the running read is reused rather than doubled, and training goes on."""
     hub = MemorySwarm()
     stuck = peer(hub, "stuck", gather_deadline=0.3)
     started = []
 
-    def never(kind):
-        started.append(kind)
+    def never(shards):
+        started.append(len(shards))
         return Future()  # never finishes
 
-    stuck.exchange.transport.fetch_async = never
+    stuck.exchange.transport.fetch_shards_async = never
     for step in range(3):
         result = stuck.step(step)
         assert result.swarm.seconds < 0.3 + 2.0, result.swarm  # was: up to 10 s per fetch
-        assert result.swarm.late_fetches == 2 and result.loss.sequences == 16  # own groups still trained on
-    assert sorted(started) == ["groups", "summaries"]  # one fetch of each kind, ever
+        assert result.swarm.late_fetches == 1 and result.loss.sequences == 16  # own groups still trained on
+    assert started == [ANNOUNCE_SHARDS]  # one read, ever
 
 
 def test_summaries_of_other_peers_reach_the_controller():
@@ -153,7 +200,8 @@ def test_summaries_of_other_peers_reach_the_controller():
     cfg_extra = {"train": {"group_policy": "sagc", "prompts_per_step": 2}}
     a = peer(hub, "a")
     b = Peer(build_config({"model": {"name": "tiny-add"}, "task": {"name": "arith"}, **cfg_extra,
-                           "swarm": {"gather_deadline": 0.1}}), transport=hub.transport("b"))
+                           "swarm": {"gather_deadline": 0.1, "shards_per_step": ANNOUNCE_SHARDS}}),
+             transport=hub.transport("b"))
     a.step(0)
     assert b.step(0).group.summaries_used == 2 + 4  # own 2 groups + a's 4 summaries (G=4 is a candidate)
 
@@ -187,14 +235,14 @@ def lone_peer(hub, name="a", model="tiny-add", **swarm):
     return p
 
 
-def publish(hub, sender: bytes, records, kind="groups"):
-    hub.records[kind][sender] = (pack_bundle(records, 3 << 20)[0], hub.clock() + 60)
+def publish(hub, sender: str, records, kind="groups"):
+    publish_bundles(hub, sender, **{kind: pack_bundle(records, 3 << 20)[0]})
 
 
 def test_each_record_counts_once_however_often_it_is_polled(victim):
     hub = MemorySwarm()
     a = lone_peer(hub)
-    publish(hub, b"m", [attacks.padding_poison(victim, i, hub.clock(), claims="low") for i in range(5)])
+    publish(hub, "m", [attacks.padding_poison(victim, i, hub.clock(), claims="low") for i in range(5)])
     totals = [a.step(s).swarm.rejected.get("logprob", 0) for s in range(6)]
     assert sum(totals) == 5 and totals[0] == 5
 
@@ -203,12 +251,12 @@ def test_replays_restamps_echoes_and_the_future_are_refused(victim):
     hub = MemorySwarm()
     a, b = lone_peer(hub, "a"), lone_peer(hub, "b", model="tiny-sub")
     a.step(0)
-    original = msgpack.unpackb(hub.records["groups"][b"a"][0], raw=True)
+    original = latest_records(hub, "a")
     assert b.step(0).swarm.groups_used == 4
     now = hub.clock()
-    publish(hub, b"m", [attacks.restamped(r, 10**6, now) for r in original]  # b used these already
+    publish(hub, "m", [attacks.restamped(r, 10**6, now) for r in original]  # b used these already
             + [attacks.plain(victim, 77, created=now + 3600)])
-    hub.records["groups"][b"echo"] = hub.records["groups"][b"a"]  # a's own groups, back to a
+    publish(hub, "echo", original)  # a's own groups, back to a
     m_b, m_a = b.step(1).swarm, a.step(1).swarm
     assert m_b.rejected == {"replay": 4, "future": 1}
     assert m_a.rejected["replay"] >= 4 and m_a.rejected["future"] == 1
@@ -217,8 +265,8 @@ def test_replays_restamps_echoes_and_the_future_are_refused(victim):
 def test_one_sender_cannot_fill_a_step(victim):
     hub = MemorySwarm()
     a = lone_peer(hub, received_groups=64)
-    publish(hub, b"m", [attacks.plain(victim, 3000 + i, created=hub.clock()) for i in range(64)])
-    result = a.exchange.gather(budget=64, sender_cap=16)  # 16 completions: our own 4 groups of 4
+    publish(hub, "m", [attacks.plain(victim, 3000 + i, created=hub.clock()) for i in range(64)])
+    result = gather(a, budget=64, sender_cap=16)  # 16 completions: our own 4 groups of 4
     assert len(result.groups) == 2 and result.senders == 1  # groups of 8: 8 + 8 reaches the cap
 
 
@@ -226,16 +274,16 @@ def test_work_on_received_records_has_a_per_step_budget(victim):
     hub = MemorySwarm()
     a = lone_peer(hub, max_records_per_step=10)
     bad = [attacks.padding_poison(victim, i, hub.clock(), claims="low") for i in range(30)]
-    publish(hub, b"m", bad)
-    result = a.exchange.gather(budget=32, sender_cap=10**6)
+    publish(hub, "m", bad)
+    result = gather(a, budget=32, sender_cap=10**6)
     assert result.rejected["logprob"] == 10 and result.budget_hit == "records"  # rejected ones count
     cpu = lone_peer(MemorySwarm(), max_receive_cpu=1e-9)
-    publish(cpu.exchange.transport.hub, b"m", bad)
-    result = cpu.exchange.gather(budget=32, sender_cap=10**6)
+    publish(cpu.exchange.transport.hub, "m", bad)
+    result = gather(cpu, budget=32, sender_cap=10**6)
     assert result.budget_hit == "cpu" and sum(result.rejected.values()) <= 1
     few_bytes = lone_peer(MemorySwarm(), max_bytes_per_step=100)
-    publish(few_bytes.exchange.transport.hub, b"m", bad)
-    assert few_bytes.exchange.gather(budget=32, sender_cap=10**6).budget_hit == "bytes"
+    publish(few_bytes.exchange.transport.hub, "m", bad)
+    assert gather(few_bytes, budget=32, sender_cap=10**6).budget_hit == "bytes"
 
 
 def test_task_references_resolve_only_to_our_task_or_offline_ones(victim, monkeypatch):
@@ -243,24 +291,24 @@ def test_task_references_resolve_only_to_our_task_or_offline_ones(victim, monkey
 
     hub = MemorySwarm()
     a = lone_peer(hub)
-    publish(hub, b"m", attacks.task_references(victim, ("gsm8k", "math500", "gym:chain_sum"), hub.clock())
+    publish(hub, "m", attacks.task_references(victim, ("gsm8k", "math500", "gym:chain_sum"), hub.clock())
             + attacks.task_references(victim, ("count",), hub.clock()))  # count: offline, but not this prompt
     before = set(sys.modules)
-    result = a.exchange.gather(budget=8, sender_cap=10**6)
+    result = gather(a, budget=8, sender_cap=10**6)
     assert result.rejected == {"task": 3, "prompt": 1}
     assert not {"datasets", "reasoning_gym"} & (set(sys.modules) - before)  # nothing was loaded to check
     monkeypatch.setattr(a.task, "score", lambda *args: 1 / 0)  # whatever the task's own code raises ...
-    publish(hub, b"m", [attacks.plain(victim, 5, created=hub.clock())])
-    assert a.exchange.gather(budget=8, sender_cap=10**6).rejected == {"task": 1}  # ... is a rejection
+    publish(hub, "m2", [attacks.plain(victim, 5, created=hub.clock())])  # (m sent only bad records: backed off)
+    assert gather(a, budget=8, sender_cap=10**6).rejected == {"task": 1}  # ... is a rejection
 
 
 def test_summaries_count_once_per_sender_and_step():
     hub = MemorySwarm()
     a = lone_peer(hub)
-    publish(hub, b"m", attacks.summary_flood(step=5, n=20), kind="summaries")
-    first = a.exchange.gather(budget=1, sender_cap=1).summaries
-    publish(hub, b"m", attacks.summary_flood(step=5, n=30), kind="summaries")  # same step, another bundle
-    second = a.exchange.gather(budget=1, sender_cap=1).summaries
-    publish(hub, b"m", attacks.summary_flood(step=6, n=3), kind="summaries")
-    third = a.exchange.gather(budget=1, sender_cap=1).summaries
+    publish(hub, "m", attacks.summary_flood(step=5, n=20), kind="summaries")
+    first = gather(a, budget=1, sender_cap=1).summaries
+    publish(hub, "m", attacks.summary_flood(step=5, n=30), kind="summaries")  # same step, another bundle
+    second = gather(a, budget=1, sender_cap=1).summaries
+    publish(hub, "m", attacks.summary_flood(step=6, n=3), kind="summaries")
+    third = gather(a, budget=1, sender_cap=1).summaries
     assert len(first[b"m"]) == 20 and second == {} and len(third[b"m"]) == 3

@@ -1,0 +1,83 @@
+"""Who to pull from: the senders a peer knows from their announcements, and how it picks a few each step.
+
+Known senders come and go with their announcements (bounded memory, expiry). Each step the exchange pulls from
+a few of them: drawn at random, weighted towards senders whose groups passed validation and were informative
+(non-zero reward variance under our verifier), with a floor that keeps exploring the others; a sender whose
+pull fails or whose records are all refused is backed off exponentially (1, 2, 4, ... steps, at most
+2^MAX_BACKOFF), so a persistent offender is, in effect, ignored.
+"""
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from protocol.codec import Announcement, announcement_shard
+
+EXPLORE = 0.1  # weight floor of every eligible sender (exploration)
+MAX_BACKOFF = 10  # at most 2^10 steps between tries of a failing sender
+
+
+@dataclass
+class SenderState:
+    announcement: Announcement
+    expires: float  # of its announcement record
+    failures: int = 0  # consecutive
+    retry_step: int = 0  # not pulled before this step
+    score: float = 0.5  # moving average of the informative share of its accepted groups
+
+
+def backoff_steps(failures: int) -> int:
+    """Steps a sender sits out after `failures` consecutive failures."""
+    return 2 ** min(failures - 1, MAX_BACKOFF) if failures > 0 else 0
+
+
+class Senders:
+    def __init__(self, capacity: int, rng: random.Random):
+        self.capacity, self.rng = capacity, rng
+        self.known: OrderedDict[bytes, SenderState] = OrderedDict()
+
+    def learn(self, subkey: bytes, announcement: Announcement, expires: float) -> None:
+        """Remembers a sender's newest announcement (its health is kept across announcements)."""
+        state = self.known.get(subkey)
+        if state is None:
+            self.known[subkey] = SenderState(announcement, expires)
+            while len(self.known) > self.capacity:
+                self.known.popitem(last=False)
+        elif announcement.created >= state.announcement.created:
+            state.announcement, state.expires = announcement, expires
+        self.known.move_to_end(subkey)
+
+    def forget_absent(self, shards: set[int], found: dict) -> None:
+        """Forgets the senders of the shards just read that are no longer there (withdrawn or expired)."""
+        for subkey in [k for k in self.known if k not in found and announcement_shard(k) in shards]:
+            del self.known[subkey]
+
+    def live(self, now: float) -> list[bytes]:
+        """Senders whose announcement has not expired (expired ones are forgotten)."""
+        for subkey in [k for k, s in self.known.items() if s.expires <= now]:
+            del self.known[subkey]
+        return list(self.known)
+
+    def choose(self, now: float, step: int, k: int, busy: set[bytes]) -> list[bytes]:
+        """Up to k live senders not busy (a pull in flight) and not backed off, drawn without replacement
+        with weight EXPLORE + score."""
+        pool = [s for s in self.live(now) if s not in busy and self.known[s].retry_step <= step]
+        chosen = []
+        while pool and len(chosen) < k:
+            weights = [EXPLORE + self.known[s].score for s in pool]
+            pick = self.rng.choices(range(len(pool)), weights)[0]
+            chosen.append(pool.pop(pick))
+        return chosen
+
+    def failed(self, subkey: bytes, step: int) -> None:
+        state = self.known.get(subkey)
+        if state is not None:
+            state.failures += 1
+            state.retry_step = step + backoff_steps(state.failures)
+
+    def succeeded(self, subkey: bytes, informative_share: float) -> None:
+        state = self.known.get(subkey)
+        if state is not None:
+            state.failures, state.retry_step = 0, 0
+            state.score = 0.7 * state.score + 0.3 * informative_share
