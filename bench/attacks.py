@@ -24,8 +24,6 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import msgpack
-
 from node.config import SwarmConfig
 from node.local_swarm import SwarmProcesses
 from node.process import rss_mb
@@ -46,7 +44,7 @@ def poison(claims: str, pad: int = 0):
 
 def replays(v, dht, step):
     """Every honest record seen so far, as published and re-stamped."""
-    raw = [r for value, _ in dht.fetch("groups").values() for r in msgpack.unpackb(value, raw=True)]
+    raw = dht.honest_records()
     return "groups", raw + [attacks.restamped(r, 10**6 + step, dht.now()) for r in raw]
 
 
@@ -108,7 +106,7 @@ def run(name: str, steps: int, out: Path) -> dict:
                           *PEER_ARGS, *sets)
         if build is not None:
             victim = attacks.victim_for("tiny-add", task, with_model=options.get("with_model", False))
-            attacker = attacks.HostileDHT(SwarmConfig(initial_peers=(sp.address,)))
+            attacker = attacks.HostileDHT(SwarmConfig(initial_peers=(sp.address,)), card=victim.card)
             threading.Thread(target=attacker_loop, args=(build, victim, attacker, stop, sent), daemon=True).start()
         while any(p.poll() is None for p in sp.peers.values()):
             for role, proc in sp.peers.items():

@@ -1,5 +1,5 @@
-"""What gossip costs a peer as the swarm grows: the single-key exchange (every peer's bundle under one DHT key,
-every peer fetching that key each step), measured on the wire.
+"""What gossip costs a peer as the swarm grows: the retired single-key exchange (every peer's bundle under one
+DHT key, every peer fetching that key each step), measured on the wire.
 
 One reader runs in its own network namespace (a veth pair to this host, 10.77.0.2 <-> 10.77.0.1), so the
 namespace's interface counters give its real wire bytes, p2pd included; N publishers (SwarmDHT nodes in one
@@ -91,15 +91,28 @@ def bundles(seed: int, step: int, groups: int, tokens: int) -> tuple[bytes, byte
 
 
 # ---- the two roles ----------------------------------------------------------------------------------------
+def legacy_dht(settings):
+    """A DHT node that stores bundles under one key per kind, as the retired single-key exchange did (the
+    project's nodes now refuse such records: their schema admits only small announcements)."""
+    from node.swarm.dht import SwarmDHT
+
+    class LegacyDHT(SwarmDHT):
+        max_value_bytes = 3 << 20
+
+        def _validators(self) -> list:
+            return [self.validator]
+
+    return LegacyDHT(settings)
+
+
 def publish(n: int, period: float, groups: int, tokens: int) -> int:
     """N publishers in this process; prints the first one's address, then publishes until killed."""
     from node.config import SwarmConfig
-    from node.swarm.dht import SwarmDHT
 
-    nodes = [SwarmDHT(SwarmConfig(name=SWARM, host=HOST_IP))]
+    nodes = [legacy_dht(SwarmConfig(name=SWARM, host=HOST_IP))]
     first = [m for m in nodes[0].visible_maddrs() if HOST_IP in m][0]
     print(first, flush=True)
-    nodes += [SwarmDHT(SwarmConfig(name=SWARM, host=HOST_IP, initial_peers=(first,))) for _ in range(n - 1)]
+    nodes += [legacy_dht(SwarmConfig(name=SWARM, host=HOST_IP, initial_peers=(first,))) for _ in range(n - 1)]
     print("ready", flush=True)
     step = 0
     while True:
@@ -116,9 +129,8 @@ def read(initial: str, steps: int, period: float, n: int) -> int:
     """The reader (inside the namespace): one fetch of each kind per step, as the exchange does; one JSON line
     per step."""
     from node.config import SwarmConfig
-    from node.swarm.dht import SwarmDHT
 
-    dht = SwarmDHT(SwarmConfig(name=SWARM, host=NS_IP, initial_peers=(initial,)))
+    dht = legacy_dht(SwarmConfig(name=SWARM, host=NS_IP, initial_peers=(initial,)))
     seen: set[bytes] = set()
     try:
         for step in range(steps + 2):  # two warm-up steps

@@ -219,7 +219,8 @@ class SwarmConfig:
     local_groups: int = 0  # own groups trained on per step (0: all generated)
     gather_deadline: float = 0.5  # seconds a step waits for fresh groups at most (no barrier)
     pull_peers: int = 8  # senders pulled from at most in one step (their latest groups and summaries bundles)
-    shards_per_step: int = 8  # announcement shards read per step, in rotation (of protocol ANNOUNCE_SHARDS = 64)
+    shards_per_step: int = 8  # announcement shards read per step, in rotation (of protocol ANNOUNCE_SHARDS = 64),
+    #                           once we know at least pull_peers senders (a smaller swarm is read whole)
     max_age: float = 120.0  # received groups older than this (seconds, sender's publish time) are stale
     record_ttl: float = 120.0  # expiration of our published records, seconds (at most protocol MAX_RECORD_TTL)
     max_sender_share: float = 1.0  # completions one sender may contribute to a step, relative to our own

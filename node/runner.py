@@ -15,6 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from protocol import ANNOUNCE_SHARDS
+
 from .config import SwarmConfig
 from .errors import Stopped, SwarmUnreachable, first_line
 from .metrics import StepResult
@@ -81,7 +83,7 @@ def update_status(status: NodeStatus, result: StepResult, recent) -> None:
 
 
 class SwarmWatch:
-    """What the bootstrap daemon sees: live peers and group records per minute (no decoding needed)."""
+    """What the bootstrap daemon sees: live peers (their announcements) and groups announced per minute."""
 
     def __init__(self, window: float = 60.0):
         self.window = window
@@ -89,14 +91,14 @@ class SwarmWatch:
         self.events: collections.deque = collections.deque()  # (time, groups in a new bundle)
 
     def observe(self, records: dict, now: float) -> None:
-        from protocol.codec import RecordError, unpack_bundle
+        from protocol.codec import RecordError, decode_announcement
 
         for subkey, (value, _) in records.items():
             digest = hashlib.sha256(value).hexdigest()
             if self.seen.get(subkey) != digest:
                 self.seen[subkey] = digest
                 try:
-                    self.events.append((now, len(unpack_bundle(value, len(value)))))
+                    self.events.append((now, decode_announcement(value).groups.records))
                 except RecordError:
                     continue
         while self.events and self.events[0][0] < now - self.window:
@@ -161,7 +163,7 @@ def watch_swarm(dht, status: NodeStatus, every: float, stop: threading.Event, sa
     watch = SwarmWatch()
     while not stop.wait(every):
         try:
-            records = dht.fetch("groups")
+            records = dht.fetch_shards_async(list(range(ANNOUNCE_SHARDS))).result(30)
         except Exception as err:  # noqa: BLE001 (the daemon outlives any fetch)
             log.warning("status fetch failed: %s", first_line(err))
             continue

@@ -13,20 +13,29 @@ import math
 import random
 from dataclasses import dataclass
 
+import msgpack
+
 from node.models.loading import encode_prompt
 from node.tasks import Task, get_task, offline_task
+from protocol import ANNOUNCE_SHARDS
 from protocol import swarm_pb2 as pb
 from protocol.codec import (
+    MAX_MADDRS,
+    Announcement,
+    BundleRef,
     LengthSummary,
+    RecordError,
     WireCard,
     WireCompletion,
     WireGroup,
+    decode_announcement,
+    encode_announcement,
     encode_group,
     encode_summary,
     pack_bundle,
 )
 
-from .dht import MAX_VALUE_BYTES, SwarmDHT, record_key
+from .dht import SwarmDHT, announcement_kind, record_key
 
 HUB_TASKS = ("gsm8k", "math500")  # dataset-backed: an offline receiver must never try to load them
 GYM_TASKS = ("gym:chain_sum", "gym:basic_arithmetic", "gym:leg_counting", "gym:fraction_simplification",
@@ -167,14 +176,46 @@ def summary_flood(step: int, n: int = 256, group_size: int = 16) -> list[bytes]:
 # ---- the hostile peer --------------------------------------------------------------------------------------
 class HostileDHT(SwarmDHT):
     """A DHT node that validates nothing itself (it still signs its own subkey): a stand-in for a raw hivemind
-    client speaking our wire format."""
+    client speaking our wire format. It announces and serves whatever bundles it is given, as an honest peer
+    would, under a card that claims the victims' tokenizer."""
+
+    max_value_bytes = 4 << 20
+
+    def __init__(self, settings, card: WireCard, stop=None):
+        self.card = card
+        super().__init__(settings, stop=stop)
 
     def _validators(self) -> list:
         return [self.validator]
 
     def publish_records(self, kind: str, records: list[bytes], ttl: float = 60.0) -> bool:
-        bundle, _ = pack_bundle(records, MAX_VALUE_BYTES)
-        return self.publish(kind, bundle, ttl)
+        """Serves `records` as this kind's bundle (the other kind keeps its latest, or an empty bundle) and
+        announces both; True when the announcement was stored."""
+        self.serve(kind, pack_bundle(records, 4 << 20)[0])
+        for other in ("groups", "summaries"):
+            if not self._served.get(other):
+                self.serve(other, pack_bundle([], 1 << 10)[0])
+        refs = {}
+        for name in ("groups", "summaries"):
+            digest, bundle = next(reversed(self._served[name].items()))
+            refs[name] = BundleRef(digest, len(bundle), 1)
+        announcement = Announcement(self.peer_id, tuple(self.visible_maddrs()[:MAX_MADDRS]), 0, self.now(),
+                                    self.card, **refs)
+        return bool(self.announce_async(encode_announcement(announcement), ttl).result(15))
+
+    def honest_records(self) -> list[bytes]:
+        """Every record the other peers serve now (read from all their announcements, pulled from each)."""
+        found = self.fetch_shards_async(list(range(ANNOUNCE_SHARDS))).result(30)
+        records = []
+        for value, _ in found.values():
+            announcement = decode_announcement(value)
+            try:
+                bundle = self.pull_async(announcement.peer_id, "groups", b"", 4 << 20, timeout=15,
+                                         maddrs=announcement.maddrs).result(20)
+            except (RecordError, TimeoutError, OSError, RuntimeError):
+                continue
+            records += msgpack.unpackb(bundle, raw=True)
+        return records
 
     def raw_store(self, kind: str, value: bytes, expiration: float, subkey) -> bool:
         """Stores any (subkey, value, expiration) under our swarm's key on the other nodes (not in our own
@@ -184,14 +225,15 @@ class HostileDHT(SwarmDHT):
 
 
 def unsigned_stores(dht: HostileDHT, n: int = 8) -> list[bool]:
-    """The published crash: plain `str` and `bytes` subkeys (no owner marker, so no signature needed) with one
-    shared expiration, then our own marker with an expiration 1e9 s away. Returns what each store reported."""
-    expiration = dht.now() + 60
+    """The published crash, aimed at our own announcement shard: plain `str` and `bytes` subkeys (no owner
+    marker, so no signature needed) with one shared expiration, then our own marker with an expiration 1e9 s
+    away. Returns what each store reported."""
+    kind, expiration = announcement_kind(dht.shard), dht.now() + 60
     results = []
     for i in range(n):
         subkey = f"peer-{i}" if i % 2 else f"peer-{i}".encode()
-        results.append(dht.raw_store("groups", b"x" * 100, expiration, subkey=subkey))
-    results.append(dht.raw_store("groups", b"y" * 100, dht.now() + 1e9, subkey=dht.own_subkey))
+        results.append(dht.raw_store(kind, b"x" * 100, expiration, subkey=subkey))
+    results.append(dht.raw_store(kind, b"y" * 100, dht.now() + 1e9, subkey=dht.own_subkey))
     return results
 
 

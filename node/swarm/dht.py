@@ -4,17 +4,19 @@ Two hivemind traps are avoided by construction:
 - the stock `hivemind.DHT` runs its node in a child process behind a pipe read in non-blocking mode, and that
   process dies on values above ~16 KiB; we run `DHTNode` in our own asyncio loop on a daemon thread instead
   (140 KB values stored and fetched 30/30 at ~25 ms here);
-- a value above the 4 MiB message limit is silently not replicated; `publish` refuses values above
-  MAX_VALUE_BYTES (3 MiB) with an error instead.
+- a value above the 4 MiB message limit is silently not replicated (and its holders leak memory answering
+  for it); the DHT now holds only announcements of at most 2 KiB, and bundles cross peer to peer in chunks.
 
-Records: for each kind (e.g. "groups", "summaries") one DHT key per swarm and protocol version; each peer
-writes only under its own subkey, which RSASignatureValidator binds to the peer's RSA public key (a forged
-subkey or an overwrite of another peer's record is refused by every honest node). The schema validator makes
-that binding mandatory: hivemind's signature check applies only to subkeys that carry the owner marker, so a
-record under our keys must have a `bytes` subkey that *is* an owner marker (a plain or `str` subkey would need
-no signature, and mixing `str` and `bytes` subkeys crashes hivemind's expiry heap), an expiration at most
-MAX_RECORD_TTL (+ clock skew) ahead, and a byte-string value within the size budget. Values expire; on clean
-shutdown a peer overwrites its records with an empty tombstone, which readers skip.
+Records (docs/PROTOCOL.md): the DHT holds only announcements, spread over ANNOUNCE_SHARDS keys per swarm and
+protocol version; each peer writes one, under its own subkey in the shard that subkey hashes to, which
+RSASignatureValidator binds to the peer's RSA public key (a forged subkey or an overwrite of another peer's
+record is refused by every honest node). The schema validator makes that binding mandatory: hivemind's
+signature check applies only to subkeys that carry the owner marker, so a record under our keys must have a
+`bytes` subkey that *is* an owner marker (a plain or `str` subkey would need no signature, and mixing `str`
+and `bytes` subkeys crashes hivemind's expiry heap), an expiration at most MAX_RECORD_TTL (+ clock skew)
+ahead, a byte string of at most MAX_ANNOUNCEMENT bytes, and the right shard. Values expire; on clean shutdown
+a peer overwrites its announcement with an empty tombstone, which readers skip, and stops serving its bundles,
+which others pull from it over the same libp2p daemon (`serve`, `pull_async`).
 
 Healing: a node that restarts (same identity, same address) comes back with an empty routing table, and the
 others have dropped it from theirs. Every node therefore re-announces itself to its initial peers every
@@ -45,7 +47,6 @@ OWNER_SUBKEY = re.compile(rb"\[owner:[^\[\]]+\]")  # hivemind's RSASignatureVali
 ALONE_FIRST_RETRY = 2.0  # seconds before the first re-bootstrap once a node sees no other peer (then doubling)
 
 
-MAX_VALUE_BYTES = 3 * 1024 * 1024  # publish refuses values above this (hivemind's message limit is 4 MiB)
 
 
 SERVED_BUNDLES = 2  # bundles of a kind a peer keeps serving (its latest, and the one before for late readers)
@@ -60,15 +61,12 @@ def record_key(swarm: str, kind: str) -> str:
     return f"{swarm}/v{PROTOCOL_VERSION}/{kind}"
 
 
-KINDS = ("groups", "summaries")
-
-
 def announcement_kind(shard: int) -> str:
     """The record kind (and so the DHT key) of announcement shard `shard`."""
     return f"ann/{shard}"
 
 
-def _schema_validator(swarm: str, max_bytes: int):
+def _schema_validator(swarm: str):
     """Every honest node refuses records outside our schema: only our keys; the subkey a `bytes` owner marker
     (so RSASignatureValidator always checks the owner's signature); an expiration at most MAX_RECORD_TTL
     ahead (+ clock skew); the value a byte string under the size budget; an announcement at most
@@ -79,7 +77,6 @@ def _schema_validator(swarm: str, max_bytes: int):
     from hivemind.dht.validation import RecordValidatorBase
     from hivemind.utils.timed_storage import get_dht_time
 
-    key_ids = {DHTID.generate(source=record_key(swarm, kind)).to_bytes() for kind in KINDS}
     shard_ids = {DHTID.generate(source=record_key(swarm, announcement_kind(i))).to_bytes(): i
                  for i in range(ANNOUNCE_SHARDS)}
 
@@ -91,18 +88,16 @@ def _schema_validator(swarm: str, max_bytes: int):
 
     class SwarmSchemaValidator(RecordValidatorBase):
         def validate(self, record) -> bool:
-            if record.key not in key_ids and record.key not in shard_ids:
+            if record.key not in shard_ids:
                 return False
             subkey = loads(record.subkey)
             if not isinstance(subkey, bytes) or not OWNER_SUBKEY.fullmatch(subkey):
                 return False
             if not record.expiration_time <= get_dht_time() + MAX_RECORD_TTL + CLOCK_SKEW:
                 return False
-            value = loads(record.value)
-            if record.key in shard_ids:  # one small announcement per identity, in its own shard only
-                return (isinstance(value, bytes) and len(value) <= MAX_ANNOUNCEMENT
-                        and announcement_shard(subkey) == shard_ids[record.key])
-            return isinstance(value, bytes) and len(value) <= max_bytes
+            value = loads(record.value)  # one small announcement per identity, in its own shard only
+            return (isinstance(value, bytes) and len(value) <= MAX_ANNOUNCEMENT
+                    and announcement_shard(subkey) == shard_ids[record.key])
 
         @property
         def priority(self) -> int:
@@ -133,6 +128,8 @@ def _load_or_create_signing_key(path: str):
 class SwarmDHT:
     """A DHT node in a private event loop with blocking, time-bounded methods."""
 
+    max_value_bytes = MAX_ANNOUNCEMENT  # the largest value publish accepts (the schema's limit)
+
     def __init__(self, settings: SwarmConfig, stop: threading.Event | None = None):
         """stop: an event that, once set, abandons a start in progress (raises Stopped)."""
         from hivemind.dht.crypto import RSASignatureValidator
@@ -151,12 +148,13 @@ class SwarmDHT:
         self._served: dict[str, collections.OrderedDict] = {}  # kind -> {digest: bundle}, the latest few
         self._node = self._start(stop)
         self._published: dict[str, float] = {}  # kind -> expiration of our latest record
-        self.peers_seen = -1  # other peers with live records at the last fetch (-1: no fetch yet)
+        self.peers_seen = -1  # announcements of other peers at the last read that found any, or read all
+        #                       shards (-1: none yet; 0: alone)
         self._maintenance = asyncio.run_coroutine_threadsafe(self._maintain(), self._loop)
 
     def _validators(self) -> list:
         """Signatures first, then our schema (a red-team harness overrides this to store anything)."""
-        return [self.validator, _schema_validator(self.settings.name, MAX_VALUE_BYTES)]
+        return [self.validator, _schema_validator(self.settings.name)]
 
     def _start(self, stop: threading.Event | None):
         from hivemind.p2p.p2p_daemon_bindings.utils import P2PDaemonError
@@ -277,9 +275,9 @@ class SwarmDHT:
 
     def publish_async(self, kind: str, value: bytes, ttl: float):
         """Like publish, without waiting: returns a concurrent future (result True when stored)."""
-        if len(value) > MAX_VALUE_BYTES:
+        if len(value) > self.max_value_bytes:
             raise ValueError(f"{kind} record of {len(value)} bytes exceeds the limit of "
-                             f"{MAX_VALUE_BYTES} bytes (hivemind drops values above 4 MiB silently)")
+                             f"{self.max_value_bytes} bytes (hivemind drops values above 4 MiB silently)")
         expiration = max(self.now() + ttl, self._published.get(kind, 0.0) + 1e-3)
         self._published[kind] = expiration
         coro = self._node.store(record_key(self.settings.name, kind), value, expiration, subkey=self.own_subkey)
@@ -295,13 +293,8 @@ class SwarmDHT:
 
     async def _fetch(self, kind: str) -> dict[bytes, tuple[bytes, float]]:
         found = await self._node.get(record_key(self.settings.name, kind), latest=True)
-        out = {}
-        for subkey, item in (found.value.items() if found is not None and isinstance(found.value, dict) else ()):
-            if subkey != self.own_subkey and isinstance(item.value, bytes) and item.value:
-                out[subkey] = (item.value, item.expiration_time)
-        if kind == "groups":  # other training peers: what healing watches
-            self.peers_seen = len(out)
-        return out
+        return _live_values(found.value, self.own_subkey) if found is not None and isinstance(found.value, dict) \
+            else {}
 
     # ---- announcements ---------------------------------------------------------------------------------------
     @property
@@ -316,10 +309,14 @@ class SwarmDHT:
     def fetch_shards_async(self, shards):
         """Other peers' live announcements in the given shards, fetched concurrently: a concurrent future of
         {subkey: (announcement, expiration)}."""
-        async def fetch_all():
+        async def fetch_all():  # one multi-key search: each node is asked once for all the shards it holds
+            keys = [record_key(self.settings.name, announcement_kind(i)) for i in shards]
             found: dict = {}
-            for records in await asyncio.gather(*(self._fetch(announcement_kind(i)) for i in shards)):
-                found.update(records)
+            for got in (await self._node.get_many(keys, sufficient_expiration_time=float("inf"))).values():
+                if got is not None and isinstance(got.value, dict):
+                    found.update(_live_values(got.value, self.own_subkey))
+            if found or len(shards) == ANNOUNCE_SHARDS:  # healing watches whether anyone else is out there
+                self.peers_seen = len(found)
             return found
 
         return asyncio.run_coroutine_threadsafe(fetch_all(), self._loop)
@@ -345,16 +342,23 @@ class SwarmDHT:
                 pb.BundleChunk(version=PROTOCOL_VERSION, total=0)]:
             yield chunk
 
-    def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float):
+    def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float,
+                   maddrs: tuple[str, ...] = ()):
         """Starts pulling a bundle from another peer (by digest; b"": its latest of the kind); a concurrent
         future of its bytes, which raises RecordError (reason: missing, oversize, malformed, digest, version)
         or a network error (TimeoutError included)."""
         return asyncio.run_coroutine_threadsafe(
-            asyncio.wait_for(self._pull(peer_id, kind, digest, max_bytes), timeout), self._loop)
+            asyncio.wait_for(self._pull(peer_id, kind, digest, max_bytes, maddrs), timeout), self._loop)
 
-    async def _pull(self, peer_id: str, kind: str, digest: bytes, max_bytes: int) -> bytes:
+    async def _pull(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, maddrs: tuple[str, ...]) -> bytes:
         from hivemind.p2p import PeerID
+        from hivemind.utils.multiaddr import Multiaddr
 
+        if maddrs:  # a peer we may not be connected to yet: its announced addresses
+            try:
+                await self._node.p2p._client.connect(PeerID.from_base58(peer_id), [Multiaddr(m) for m in maddrs])
+            except Exception as err:  # noqa: BLE001 (the daemon may still reach it another way)
+                log.debug("connecting to %s: %s", peer_id, first_line(err))
         request = pb.BundleRequest(version=PROTOCOL_VERSION, kind=kind, digest=digest)
         assembler = BundleAssembler(digest, max_bytes)
         stream = await self._node.p2p.iterate_protobuf_handler(
@@ -412,6 +416,12 @@ class SwarmDHT:
             self._thread.join(timeout=5)
             if close and not self._thread.is_alive():
                 self._loop.close()
+
+
+def _live_values(items: dict, own: bytes) -> dict[bytes, tuple[bytes, float]]:
+    """Other peers' non-empty values of a DHT dictionary: {subkey: (value, expiration)}."""
+    return {subkey: (item.value, item.expiration_time) for subkey, item in items.items()
+            if subkey != own and isinstance(item.value, bytes) and item.value}
 
 
 async def _cancel_pending() -> None:

@@ -230,9 +230,12 @@ class GroupExchange:
     def prefetch(self) -> None:
         """At the beginning of a step: starts reading the next announcement shards (one read in flight at a
         time, never doubled) and pulling from senders known already, so both work while we generate."""
-        if self.prefetched is None or self.prefetched.done():
-            shards = [(self.shard_cursor + i) % ANNOUNCE_SHARDS for i in range(self.cfg.shards_per_step)]
-            self.shard_cursor = (self.shard_cursor + self.cfg.shards_per_step) % ANNOUNCE_SHARDS
+        if self.prefetched is None or self.prefetched.done():  # a small swarm (fewer senders known than we
+            #                                                      pull from) is read whole, a large one in turns
+            count = (ANNOUNCE_SHARDS if len(self.senders.live(self.transport.now())) < self.cfg.pull_peers
+                     else self.cfg.shards_per_step)
+            shards = [(self.shard_cursor + i) % ANNOUNCE_SHARDS for i in range(count)]
+            self.shard_cursor = (self.shard_cursor + count) % ANNOUNCE_SHARDS
             self.prefetched, self.reading = self.transport.fetch_shards_async(shards), set(shards)
         self._start_pulls()
 

@@ -34,10 +34,10 @@ def run_swarm(attack: bool, steps: int = STEPS) -> dict:
     boot = SwarmDHT(SwarmConfig())
     initial = tuple(boot.visible_maddrs())
     dhts = [SwarmDHT(SwarmConfig(initial_peers=initial)) for _ in range(2)]
-    attacker = attacks.HostileDHT(SwarmConfig(initial_peers=initial)) if attack else None
+    victim = attacks.victim_for("tiny-add", "arith-add")
+    attacker = attacks.HostileDHT(SwarmConfig(initial_peers=initial), card=victim.card) if attack else None
     peers = [Peer(honest_config("tiny-add", 0), transport=dhts[0]),
              Peer(honest_config("tiny-add-lora", 1), transport=dhts[1])]
-    victim = attacks.victim_for("tiny-add", "arith-add")
     out = {"rewards": [[], []], "rejected": {}, "sent": 0}
     try:
         for step in range(steps):

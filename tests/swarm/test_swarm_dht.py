@@ -23,6 +23,8 @@ from protocol.codec import (
     decode_group,
     encode_announcement,
     encode_group,
+    pack_bundle,
+    unpack_bundle,
 )
 
 
@@ -43,52 +45,50 @@ def big_group(step, vocab=49152, g=16, t=2048):
     return WireGroup("arith", "1", "train", step, [1, 2, 3], comps, card, step=step)
 
 
-def test_large_groups_round_trip_30_times(pair):
+def test_large_groups_cross_peer_to_peer_30_times(pair):
     a, b = pair
     for step in range(30):
         data = encode_group(big_group(step))
         assert len(data) > 100_000  # far above the ~16 KiB that kills hivemind's stock DHT process
-        assert a.publish("groups", data, ttl=30)
-        records = b.fetch("groups")
-        assert list(records) == [a.own_subkey]
-        got = decode_group(records[a.own_subkey][0], receiver_vocab=49152)
+        a.serve("groups", pack_bundle([data], 8 << 20)[0])
+        bundle = b.pull_async(a.peer_id, "groups", b"", 8 << 20, timeout=30, maddrs=tuple(a.visible_maddrs()))
+        got = decode_group(unpack_bundle(bundle.result(40), 8 << 20)[0], receiver_vocab=49152)
         assert got.step == step and got.completions[3].token_ids == big_group(step).completions[3].token_ids
 
 
-def test_asynchronous_publish_lands(pair):
+def test_asynchronous_announcement_lands(pair):
     a, b = pair
-    future = a.publish_async("groups", b"async record", ttl=30)
-    assert future.result(timeout=10)
-    assert b.fetch("groups")[a.own_subkey][0] == b"async record"
+    assert a.announce_async(b"async record", ttl=30).result(timeout=10)
+    assert b.fetch_shards_async([a.shard]).result(10)[a.own_subkey][0] == b"async record"
 
 
 def test_no_peer_can_overwrite_another_peers_record(pair):
     a, b = pair
-    assert a.publish("groups", b"from a", ttl=30)
-    forged = b._call(b._node.store(record_key("t", "groups"), b"forged", b.now() + 60, subkey=a.own_subkey),
-                     timeout=10)
+    assert a.announce_async(b"from a", ttl=30).result(10)
+    forged = b._call(b._node.store(record_key("t", announcement_kind(a.shard)), b"forged", b.now() + 60,
+                                   subkey=a.own_subkey), timeout=10)
     assert not forged
-    assert b.fetch("groups")[a.own_subkey][0] == b"from a"
+    assert b.fetch_shards_async([a.shard]).result(10)[a.own_subkey][0] == b"from a"
 
 
 def test_records_outside_the_schema_are_refused(pair):
     a, b = pair
-    store = b._node.store
+    store, own = b._node.store, record_key("t", announcement_kind(b.shard))
     assert not b._call(store("t/v1/other-key", b"x", b.now() + 60, subkey=b.own_subkey), timeout=10)
-    assert not b._call(store(record_key("t", "groups"), {"not": "bytes"}, b.now() + 60, subkey=b.own_subkey),
-                       timeout=10)
-    assert b._call(store(record_key("t", "groups"), b"fine", b.now() + 60, subkey=b.own_subkey), timeout=10)
-    assert a.fetch("groups")[b.own_subkey][0] == b"fine"
+    assert not b._call(store("t/v1/groups", b"x", b.now() + 60, subkey=b.own_subkey), timeout=10)  # retired
+    assert not b._call(store(own, {"not": "bytes"}, b.now() + 60, subkey=b.own_subkey), timeout=10)
+    assert b._call(store(own, b"fine", b.now() + 60, subkey=b.own_subkey), timeout=10)
+    assert a.fetch_shards_async([b.shard]).result(10)[b.own_subkey][0] == b"fine"
 
 
 def test_withdrawal_and_size_budget(pair):
     a, b = pair
-    assert a.publish("summaries", b"x" * 100, ttl=30)
-    assert a.own_subkey in b.fetch("summaries")
+    assert a.announce_async(b"x" * 100, ttl=30).result(10)
+    assert a.own_subkey in b.fetch_shards_async([a.shard]).result(10)
     a.withdraw()
-    assert b.fetch("summaries") == {}
+    assert b.fetch_shards_async([a.shard]).result(10) == {}
     with pytest.raises(ValueError, match="exceeds the limit"):
-        a.publish("groups", b"x" * (3 * 1024 * 1024 + 1), ttl=30)
+        a.announce_async(b"x" * (MAX_ANNOUNCEMENT + 1), ttl=30)
 
 
 def test_unreachable_bootstrap_is_a_clear_error(pair):
@@ -181,7 +181,8 @@ def test_announcements_live_only_in_their_own_shard_and_are_small(pair):
     assert list(found) == [a.own_subkey] and decode_announcement(found[a.own_subkey][0]).peer_id == a.peer_id
     others = [i for i in range(ANNOUNCE_SHARDS) if i != a.shard][:3]
     assert b.fetch_shards_async(others).result(30) == {}
-    mallory = HostileDHT(SwarmConfig(name="t", initial_peers=tuple(a.visible_maddrs())))
+    card = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0.1.0")
+    mallory = HostileDHT(SwarmConfig(name="t", initial_peers=tuple(a.visible_maddrs())), card=card)
     try:
         wrong = (mallory.shard + 1) % ANNOUNCE_SHARDS
         mallory.raw_store(announcement_kind(wrong), announcement(mallory), mallory.now() + 30, mallory.own_subkey)
