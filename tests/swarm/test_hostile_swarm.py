@@ -27,20 +27,29 @@ MAX_RSS_GROWTH_MB = 150  # the published memory attack added 2.3 GB in 6 s
 
 
 @pytest.fixture(scope="module")
-def swarm(tmp_path_factory, wait_steps):
+def honest_swarm(tmp_path_factory, wait_steps):
     sp = SwarmProcesses(tmp_path_factory.mktemp("hostile"))
     sp.start_bootstrap("--status-every", "1")
     sp.start_peer(HONEST[0], "--model", "tiny-add", "--seed", "0", *LIGHT)
     sp.start_peer(HONEST[1], "--model", "tiny-add-lora", "--seed", "1", *LIGHT)
-    victim = attacks.victim_for("tiny-add", "arith-add")
-    attacker = attacks.HostileDHT(SwarmConfig(initial_peers=(sp.address,)), card=victim.card)
     try:
         for name in HONEST:
             wait_steps(sp, name, 5, timeout=180)
+        yield sp, attacks.victim_for("tiny-add", "arith-add")
+    finally:
+        sp.stop()
+
+
+@pytest.fixture
+def swarm(honest_swarm):
+    """The honest swarm and a new attacker identity for each test (the honest peers back off a sender of
+    refused records, which would hide one test's attack behind the previous one's)."""
+    sp, victim = honest_swarm
+    attacker = attacks.HostileDHT(SwarmConfig(initial_peers=(sp.address,)), card=victim.card)
+    try:
         yield sp, attacker, victim
     finally:
         attacker.shutdown()
-        sp.stop()
 
 
 def run_steps(sp, steps: int, timeout: float = 180) -> dict[str, list[dict]]:
@@ -73,8 +82,8 @@ def test_task_references_that_would_load_or_build_anything_are_rejected_once(swa
     records = attacks.task_references(v, attacks.HUB_TASKS + attacks.GYM_TASKS, attacker.now())
     assert attacker.publish_records("groups", records)
     out = run_steps(sp, 8)
-    for rows in out.values():
-        assert rejected(rows, "task") == len(records) == 22
+    for rows in out.values():  # each refused at most once; a sender of nothing but refusals is backed off, so
+        assert 0 < rejected(rows, "task") <= len(records) == 22  # not all of them need be looked at
         assert sum(r.swarm.groups_used for r in rows[-4:]) > 0  # the honest exchange goes on
 
 
@@ -84,8 +93,8 @@ def test_completions_longer_than_our_own_limit_are_rejected_and_memory_stays_fla
     records = [r for i in range(20) for r in attacks.long_completions(v, attacker.now(), index=100 + i)]
     assert attacker.publish_records("groups", records)
     out = run_steps(sp, 8)  # checks the RSS growth and step time
-    for rows in out.values():
-        assert rejected(rows, "length") == 20
+    for rows in out.values():  # (at most once each; the sender is backed off, as above)
+        assert 0 < rejected(rows, "length") <= 20
 
 
 def test_unsigned_and_far_future_stores_are_refused_and_the_swarm_goes_on(swarm):
