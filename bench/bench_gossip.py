@@ -94,13 +94,23 @@ def bundles(seed: int, step: int, groups: int, tokens: int) -> tuple[bytes, byte
 def legacy_dht(settings):
     """A DHT node that stores bundles under one key per kind, as the retired single-key exchange did (the
     project's nodes now refuse such records: their schema admits only small announcements)."""
-    from node.swarm.dht import SwarmDHT
+    import asyncio
+
+    from node.swarm.dht import SwarmDHT, live_values, record_key
 
     class LegacyDHT(SwarmDHT):
         max_value_bytes = 3 << 20
 
         def _validators(self) -> list:
             return [self.validator]
+
+        def fetch_async(self, kind: str):
+            """Every other node's value under the kind's one key, as the single-key exchange read it."""
+            async def fetch():
+                found = await self._node.get(record_key(SWARM, kind), latest=True)
+                return live_values(found.value, self.own_subkey) if found is not None else {}
+
+            return asyncio.run_coroutine_threadsafe(fetch(), self._loop)
 
     return LegacyDHT(settings)
 

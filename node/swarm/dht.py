@@ -269,12 +269,9 @@ class SwarmDHT:
 
         return get_dht_time()
 
-    def publish(self, kind: str, value: bytes, ttl: float, timeout: float = 10.0) -> bool:
-        """Stores our record of this kind (replacing our previous one); False when no replica took it."""
-        return bool(self.publish_async(kind, value, ttl).result(timeout))
-
     def publish_async(self, kind: str, value: bytes, ttl: float):
-        """Like publish, without waiting: returns a concurrent future (result True when stored)."""
+        """Stores our record of this kind (replacing our previous one), without waiting: a concurrent future,
+        True when a node took it."""
         if len(value) > self.max_value_bytes:
             raise ValueError(f"{kind} record of {len(value)} bytes exceeds the limit of "
                              f"{self.max_value_bytes} bytes (hivemind drops values above 4 MiB silently)")
@@ -282,19 +279,6 @@ class SwarmDHT:
         self._published[kind] = expiration
         coro = self._node.store(record_key(self.settings.name, kind), value, expiration, subkey=self.own_subkey)
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
-
-    def fetch(self, kind: str, timeout: float = 10.0) -> dict[bytes, tuple[bytes, float]]:
-        """Other peers' live records of this kind: {subkey: (value, expiration)}; tombstones skipped."""
-        return self.fetch_async(kind).result(timeout)
-
-    def fetch_async(self, kind: str):
-        """Starts a fetch in the DHT's loop; returns a concurrent future of fetch()'s result."""
-        return asyncio.run_coroutine_threadsafe(self._fetch(kind), self._loop)
-
-    async def _fetch(self, kind: str) -> dict[bytes, tuple[bytes, float]]:
-        found = await self._node.get(record_key(self.settings.name, kind), latest=True)
-        return _live_values(found.value, self.own_subkey) if found is not None and isinstance(found.value, dict) \
-            else {}
 
     # ---- announcements ---------------------------------------------------------------------------------------
     @property
@@ -314,7 +298,7 @@ class SwarmDHT:
             found: dict = {}
             for got in (await self._node.get_many(keys, sufficient_expiration_time=float("inf"))).values():
                 if got is not None and isinstance(got.value, dict):
-                    found.update(_live_values(got.value, self.own_subkey))
+                    found.update(live_values(got.value, self.own_subkey))
             if found or len(shards) == ANNOUNCE_SHARDS:  # healing watches whether anyone else is out there
                 self.peers_seen = len(found)
             return found
@@ -418,7 +402,7 @@ class SwarmDHT:
                 self._loop.close()
 
 
-def _live_values(items: dict, own: bytes) -> dict[bytes, tuple[bytes, float]]:
+def live_values(items: dict, own: bytes) -> dict[bytes, tuple[bytes, float]]:
     """Other peers' non-empty values of a DHT dictionary: {subkey: (value, expiration)}."""
     return {subkey: (item.value, item.expiration_time) for subkey, item in items.items()
             if subkey != own and isinstance(item.value, bytes) and item.value}
