@@ -54,6 +54,7 @@ class SwarmMetrics:
     wait_seconds: float = 0.0  # of which waiting for fresh groups
     budget_hit: str = ""  # the per-step work budget that ended processing, if any
     late_fetches: int = 0  # DHT fetches not finished by the gather deadline (the step went on without them)
+    pull_failures: int = 0  # pulls that found the sender gone or unreachable (backed off; not rejections)
     received_reward: float = 0.0  # mean reward (our verifier) of the received completions used
 
 

@@ -357,6 +357,10 @@ class BundleAssembler:
         self.size += len(chunk.data)
         return self.size == self.total
 
+    @property
+    def complete(self) -> bool:
+        return self.total is not None and self.size == self.total
+
     def bundle(self) -> bytes:
         """The whole bundle, once complete and matching the digest asked for."""
         if self.total is None or self.size != self.total:

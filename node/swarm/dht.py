@@ -353,6 +353,8 @@ class SwarmDHT:
                     break
         finally:
             await stream.aclose()
+        if not assembler.complete:  # the connection ended (the sender stopped, the network failed): not a record
+            raise ConnectionError(f"the stream ended after {assembler.size} of {assembler.total} bytes")
         return assembler.bundle()
 
     def withdraw(self, timeout: float = 5.0) -> None:

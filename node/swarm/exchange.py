@@ -104,6 +104,7 @@ class GatherResult:
     waited: float = 0.0  # seconds slept between polls (waiting for fresh groups, not work)
     budget_hit: str = ""  # the per-step work budget that ended processing ("records", "bytes", "cpu"), if any
     late_fetches: int = 0  # fetches not finished by the gather deadline (kept for the next poll or step)
+    pull_failures: int = 0  # pulls that found the sender gone or unreachable (not counted as rejections)
 
 
 @dataclass
@@ -338,13 +339,12 @@ class GroupExchange:
             del self.pulls[sender, kind]
             try:
                 bundle = future.result()
-            except RecordError as err:
-                self._reject(result, sender, err.reason, f"pull: {err}")
+            except Exception as err:  # noqa: BLE001 (a failed pull is the sender's problem, never ours)
                 self.senders.failed(sender, self.step)
-                continue
-            except Exception as err:  # noqa: BLE001 (a network failure is the sender's problem, not ours)
-                self._reject(result, sender, "pull", f"pull: {first_line(err)}")
-                self.senders.failed(sender, self.step)
+                if isinstance(err, RecordError) and err.reason != "missing":  # it broke the protocol
+                    self._reject(result, sender, err.reason, f"pull: {err}")
+                else:  # gone, withdrawn or unreachable: not a record to count, but not pulled again soon
+                    result.pull_failures += 1
                 continue
             if kind == "summaries":
                 self._summaries(sender, bundle, result, work)

