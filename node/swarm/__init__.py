@@ -3,10 +3,42 @@ transport tests and benchmarks use (memory.py), the local control API (control.p
 attacks a hostile peer can make (attacks.py, for tests and bench/attacks.py)."""
 from __future__ import annotations
 
+from collections import OrderedDict
 from concurrent.futures import Future
 from typing import Protocol
 
+from protocol.codec import bundle_digest
+
 Records = dict[bytes, tuple[bytes, float]]  # sender's subkey -> (value, expiration)
+SERVED_BUNDLES = 2  # bundles of a kind a peer keeps serving (its latest, and the one before for late readers)
+
+
+class ServedBundles:
+    """The bundles a peer serves, by kind and digest: the latest SERVED_BUNDLES of each kind."""
+
+    def __init__(self):
+        self._by_kind: dict[str, OrderedDict[bytes, bytes]] = {}
+
+    def add(self, kind: str, bundle: bytes) -> bytes:
+        """Serves `bundle` (dropping the oldest beyond SERVED_BUNDLES); returns its digest."""
+        served = self._by_kind.setdefault(kind, OrderedDict())
+        digest = bundle_digest(bundle)
+        served[digest] = bundle
+        while len(served) > SERVED_BUNDLES:
+            served.popitem(last=False)
+        return digest
+
+    def latest(self, kind: str) -> tuple[bytes, bytes] | None:
+        """(digest, bundle) of the newest bundle of a kind, or None."""
+        served = self._by_kind.get(kind)
+        return next(reversed(served.items())) if served else None
+
+    def get(self, kind: str, digest: bytes) -> bytes | None:
+        """The bundle of that digest (b"": the latest), or None when it is not served."""
+        if not digest:
+            latest = self.latest(kind)
+            return latest[1] if latest else None
+        return self._by_kind.get(kind, {}).get(digest)
 
 
 class SwarmTransport(Protocol):

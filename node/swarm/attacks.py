@@ -192,11 +192,11 @@ class HostileDHT(SwarmDHT):
         announces both; True when the announcement was stored."""
         self.serve(kind, pack_bundle(records, 4 << 20)[0])
         for other in ("groups", "summaries"):
-            if not self._served.get(other):
+            if self._served.latest(other) is None:
                 self.serve(other, pack_bundle([], 1 << 10)[0])
         refs = {}
         for name in ("groups", "summaries"):
-            digest, bundle = next(reversed(self._served[name].items()))
+            digest, bundle = self._served.latest(name)
             refs[name] = BundleRef(digest, len(bundle), 1)
         announcement = Announcement(self.peer_id, tuple(self.visible_maddrs()[:MAX_MADDRS]), 0, self.now(),
                                     self.card, **refs)

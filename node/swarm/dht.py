@@ -26,7 +26,6 @@ routing table then), so the swarm heals after any single process restarts.
 from __future__ import annotations
 
 import asyncio
-import collections
 import logging
 import re
 import threading
@@ -36,9 +35,10 @@ from pathlib import Path
 from node.config import SwarmConfig
 from node.errors import IdentityInUse, Stopped, SwarmUnreachable, first_line
 from node.process import IdentityLock, ensure_port_free, kill_pids, own_children
+from node.swarm import ServedBundles
 from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW, MAX_ANNOUNCEMENT, MAX_RECORD_TTL, PROTOCOL_VERSION
 from protocol import swarm_pb2 as pb
-from protocol.codec import BundleAssembler, announcement_shard, bundle_chunks, bundle_digest
+from protocol.codec import BundleAssembler, announcement_shard, bundle_chunks
 
 log = logging.getLogger(__name__)
 
@@ -47,9 +47,6 @@ OWNER_SUBKEY = re.compile(rb"\[owner:[^\[\]]+\]")  # hivemind's RSASignatureVali
 ALONE_FIRST_RETRY = 2.0  # seconds before the first re-bootstrap once a node sees no other peer (then doubling)
 
 
-
-
-SERVED_BUNDLES = 2  # bundles of a kind a peer keeps serving (its latest, and the one before for late readers)
 
 
 def bundle_handler(swarm: str) -> str:
@@ -145,7 +142,7 @@ class SwarmDHT:
         self._closing = False
         self._thread = threading.Thread(target=self._loop.run_forever, name="swarm-dht", daemon=True)
         self._thread.start()
-        self._served: dict[str, collections.OrderedDict] = {}  # kind -> {digest: bundle}, the latest few
+        self._served = ServedBundles()
         self._node = self._start(stop)
         self._published: dict[str, float] = {}  # kind -> expiration of our latest record
         self.peers_seen = -1  # announcements of other peers at the last read that found any, or read all
@@ -307,21 +304,15 @@ class SwarmDHT:
 
     # ---- bundles, peer to peer ---------------------------------------------------------------------------
     def serve(self, kind: str, bundle: bytes) -> bytes:
-        """Serves `bundle` to peers that pull it by its digest (returned); the last SERVED_BUNDLES of a kind
-        stay available, so a receiver that read an older announcement still gets what it names."""
-        digest = bundle_digest(bundle)
-        served = self._served.setdefault(kind, collections.OrderedDict())
-        served[digest] = bundle
-        while len(served) > SERVED_BUNDLES:
-            served.popitem(last=False)
-        return digest
+        """Serves `bundle` to peers that pull it by its digest (returned) or ask for the latest; the last
+        SERVED_BUNDLES of a kind stay available, so a receiver that read an older announcement still gets what
+        it names."""
+        return self._served.add(kind, bundle)
 
     async def _serve_bundle(self, request, context):
         """The pull handler: the named bundle in chunks, or one chunk of total 0 when it is not served here."""
-        served = self._served.get(request.kind) if request.version == PROTOCOL_VERSION else None
-        bundle = None
-        if served:  # by digest, or the latest when the digest is empty
-            bundle = served.get(bytes(request.digest)) if request.digest else next(reversed(served.values()))
+        bundle = self._served.get(request.kind, bytes(request.digest)) if request.version == PROTOCOL_VERSION \
+            else None
         for chunk in bundle_chunks(bundle) if bundle is not None else [
                 pb.BundleChunk(version=PROTOCOL_VERSION, total=0)]:
             yield chunk

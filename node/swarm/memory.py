@@ -11,11 +11,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from protocol.codec import BundleAssembler, RecordError, announcement_shard, bundle_chunks, bundle_digest
+from protocol.codec import BundleAssembler, RecordError, announcement_shard, bundle_chunks
 
-from . import Records
-
-SERVED_BUNDLES = 2  # as node/swarm/dht.py
+from . import Records, ServedBundles
 
 
 def _done(value) -> Future:
@@ -34,8 +32,7 @@ class MemorySwarm:
     def __init__(self, clock: Callable[[], float] = time.time):
         self.clock = clock
         self.announcements: dict[int, Records] = collections.defaultdict(dict)  # shard -> subkey -> record
-        self.served: dict[str, dict[str, collections.OrderedDict]] = collections.defaultdict(dict)  # peer id ->
-        #                                                                                     kind -> digest -> bundle
+        self.served: dict[str, ServedBundles] = {}  # peer id -> what it serves
 
     def transport(self, name: str) -> MemoryTransport:
         return MemoryTransport(self, name)
@@ -65,16 +62,11 @@ class MemoryTransport:
                       if k != self.own_subkey and v[1] > now and v[0]})
 
     def serve(self, kind: str, bundle: bytes) -> bytes:
-        served = self.hub.served[self.peer_id].setdefault(kind, collections.OrderedDict())
-        digest = bundle_digest(bundle)
-        served[digest] = bundle
-        while len(served) > SERVED_BUNDLES:
-            served.popitem(last=False)
-        return digest
+        return self.hub.served.setdefault(self.peer_id, ServedBundles()).add(kind, bundle)
 
     def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float) -> Future[bytes]:
-        served = self.hub.served.get(peer_id, {}).get(kind) or {}
-        bundle = served.get(digest) if digest else next(reversed(served.values()), None)
+        served = self.hub.served.get(peer_id)
+        bundle = served.get(kind, digest) if served is not None else None
         assembler = BundleAssembler(digest, max_bytes)
         try:
             if bundle is None:

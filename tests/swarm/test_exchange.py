@@ -18,7 +18,6 @@ from protocol.codec import (
     Announcement,
     BundleRef,
     WireCard,
-    bundle_digest,
     encode_announcement,
     encode_group,
     pack_bundle,
@@ -37,7 +36,7 @@ def peer(hub, name, model="tiny-add", **swarm):
 
 def latest_records(hub, name: str, kind: str = "groups") -> list[bytes]:
     """The records of the bundle a peer serves now."""
-    return msgpack.unpackb(next(reversed(hub.served[name][kind].values())), raw=True)
+    return msgpack.unpackb(hub.served[name].latest(kind)[1], raw=True)
 
 
 def publish_bundles(hub, sender: str, card: WireCard | None = None, **bundles: bytes) -> None:
@@ -45,10 +44,12 @@ def publish_bundles(hub, sender: str, card: WireCard | None = None, **bundles: b
     empty) and announces them with a card of our tokenizer."""
     t = hub.transport(sender)
     for kind in ("groups", "summaries"):
-        if kind in bundles or kind not in hub.served.get(sender, {}):
+        if kind in bundles or sender not in hub.served or hub.served[sender].latest(kind) is None:
             t.serve(kind, bundles.get(kind, msgpack.packb([])))
-    refs = {kind: BundleRef(bundle_digest(b := next(reversed(hub.served[sender][kind].values()))), len(b), 1)
-            for kind in ("groups", "summaries")}
+    refs = {}
+    for kind in ("groups", "summaries"):
+        digest, bundle = hub.served[sender].latest(kind)
+        refs[kind] = BundleRef(digest, len(bundle), 1)
     t.announce_async(encode_announcement(Announcement(sender, (), 0, hub.clock(), card or zoo_card(), **refs)), 60)
 
 
@@ -87,8 +88,7 @@ def test_received_rewards_are_rescored_locally(hub_and_peers):
     hub, a, b = hub_and_peers
     b.step(10)
     honest = hub.served.pop("b")  # only the liar's copy can reach `a`
-    groups = [pb.Group.FromString(raw) for raw in msgpack.unpackb(next(reversed(honest["groups"].values())),
-                                                                   raw=True)]
+    groups = [pb.Group.FromString(raw) for raw in msgpack.unpackb(honest.latest("groups")[1], raw=True)]
     claimed = next(g for g in groups if min(c.reward for c in g.completions) == 0.0)  # b found a wrong one
     truth = [c.reward for c in claimed.completions]
     for c in claimed.completions:  # the liar claims every completion is right
