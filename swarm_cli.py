@@ -164,10 +164,14 @@ def cmd_join(args) -> int:
 def cmd_bootstrap(args) -> int:
     """A DHT-only daemon that peers join through."""
     from node.config import config_from_args
+    from node.errors import ConfigError
     from node.process import stop_on_signals
     from node.runner import run_bootstrap
 
     cfg = config_from_args(args, BOOTSTRAP_DEFAULTS)  # a file shared with the peers works: [swarm] is read
+    if cfg.swarm.client_mode:
+        raise ConfigError("swarm.client_mode: a bootstrap must accept connections (client mode is for peers "
+                          "behind NAT)")
     return run_bootstrap(cfg.swarm, args.status_every, args.control_port, stop_on_signals(args.stop_timeout),
                          lambda line: print(line, flush=True), address_file=args.address_file)
 
@@ -253,7 +257,7 @@ def _output_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from node.config import NETWORK_FLAGS, PEER_FLAGS, add_config_arguments
+    from node.config import CLIENT_FLAGS, NETWORK_FLAGS, PEER_FLAGS, add_config_arguments
     from node.local_swarm import LOCAL_DEFAULTS
 
     parser = argparse.ArgumentParser(prog="swarm", description=__doc__.splitlines()[0])
@@ -267,7 +271,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(func=cmd_run)
 
     join = sub.add_parser("join", help="join a swarm and train with it until stopped")
-    add_config_arguments(join, PEER_FLAGS + NETWORK_FLAGS, JOIN_DEFAULTS)
+    add_config_arguments(join, PEER_FLAGS + NETWORK_FLAGS + CLIENT_FLAGS, JOIN_DEFAULTS)
     _output_arguments(join)
     _stop_timeout(join)
     join.add_argument("--join-attempts", type=int, default=0,

@@ -6,7 +6,7 @@ construction, so an invalid value is caught before any model is loaded and repor
 configuration the same way (`config_from_args`), from, in order of precedence: named flags and
 `--set section.field=value`, environment variables `SWARM_SECTION__FIELD`, a TOML file (`--config`), the
 subcommand's own defaults (a bootstrap's port, a peer that runs until stopped), and the defaults below. The
-named flags are one table (`PEER_FLAGS`, `NETWORK_FLAGS`) of flag -> field.
+named flags are one table (`PEER_FLAGS`, `NETWORK_FLAGS`, `CLIENT_FLAGS`) of flag -> field.
 """
 from __future__ import annotations
 
@@ -214,11 +214,16 @@ class SwarmConfig:
     port: int = 0  # DHT TCP port (0: any free port)
     announce: tuple[str, ...] = ()  # multiaddrs announced to others (public hosts behind NAT or docker)
     identity: str = ""  # identity file: a stable peer id (and record-signing key) across restarts
+    client_mode: bool = False  # this peer cannot accept inbound connections (behind NAT or a firewall): it
+    #                            serves no DHT requests and others pull from it through a relay (its initial
+    #                            peers), libp2p circuit relay
     startup_timeout: float = 30.0  # p2pd start-up time-out, seconds
     received_groups: int = 32  # budget: other peers' groups trained on per step (SAPO used 4 local + 4 received)
     local_groups: int = 0  # own groups trained on per step (0: all generated)
     gather_deadline: float = 0.5  # seconds a step waits for fresh groups at most (no barrier)
     pull_peers: int = 8  # senders pulled from at most in one step (their latest groups and summaries bundles)
+    explore_pulls: int = 2  # of those, pulls from newcomers (senders not yet established by informative, valid
+    #                         groups) at most: however many identities join, they hold no more pull slots
     shards_per_step: int = 8  # announcement shards read per step, in rotation (of protocol ANNOUNCE_SHARDS = 64),
     #                           once we know at least pull_peers senders (a smaller swarm is read whole)
     max_age: float = 120.0  # received groups older than this (seconds, sender's publish time) are stale
@@ -239,6 +244,8 @@ class SwarmConfig:
         _check(self.local_groups >= 0, "swarm.local_groups", "must be >= 0", self.local_groups)
         _check(self.gather_deadline >= 0, "swarm.gather_deadline", "must be >= 0", self.gather_deadline)
         _check(self.pull_peers >= 1, "swarm.pull_peers", "must be >= 1", self.pull_peers)
+        _check(1 <= self.explore_pulls <= self.pull_peers, "swarm.explore_pulls", "must be in [1, pull_peers]",
+               self.explore_pulls)
         _check(1 <= self.shards_per_step <= ANNOUNCE_SHARDS, "swarm.shards_per_step",
                f"must be in [1, {ANNOUNCE_SHARDS}]", self.shards_per_step)
         _check(self.max_age > 0, "swarm.max_age", "must be > 0", self.max_age)
@@ -448,6 +455,10 @@ NETWORK_FLAGS = (
     Flag("--port", "swarm.port", "DHT TCP port (0: any free port)"),
     Flag("--announce", "swarm.announce", "address to announce (public hosts)", repeat=True),
     Flag("--startup-timeout", "swarm.startup_timeout", "p2pd start-up time-out, seconds"),
+)
+CLIENT_FLAGS = (  # a peer's only (a bootstrap must accept connections)
+    Flag("--client-mode", "swarm.client_mode", "no inbound connections (NAT, firewall): others pull through "
+         "relays", switch=True),
 )
 
 

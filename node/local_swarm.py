@@ -110,11 +110,13 @@ class SwarmProcesses:
         self.address = wait_for_address(self.bootstrap, timeout, self.bootstrap_lines)
         return self.address
 
-    def start_peer(self, name: str, *args: str) -> subprocess.Popen:
-        """`swarm join` through the bootstrap, with metrics in <name>.jsonl and identity <name>.id."""
+    def start_peer(self, name: str, *args: str, wrap: tuple[str, ...] = ()) -> subprocess.Popen:
+        """`swarm join` through the bootstrap, with metrics in <name>.jsonl and identity <name>.id; `wrap`
+        prefixes the command (e.g. `ip netns exec NS`, which execs it under the same PID)."""
         (self.out / f"{name}.jsonl").unlink(missing_ok=True)
-        cmd = [sys.executable, CLI, "join", "--initial-peers", self.address, "--metrics", self.metrics_path(name),
-               "--identity", str(self.out / f"{name}.id"), "--log-every", "1000000", *args]
+        cmd = [*wrap, sys.executable, CLI, "join", "--initial-peers", self.address,
+               "--metrics", self.metrics_path(name), "--identity", str(self.out / f"{name}.id"),
+               "--log-every", "1000000", *args]
         with open(self.out / f"{name}.log", "a" if name in self.peers else "w") as log:  # a restart appends
             self.peers[name] = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         return self.peers[name]

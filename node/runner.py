@@ -131,7 +131,7 @@ def run_bootstrap(settings, status_every: float, control_port: int, stop: thread
     server = ControlServer(lambda: status, port=control_port, serving=False) if control_port >= 0 else None
     try:
         try:
-            dht = SwarmDHT(settings, stop=stop)
+            dht = SwarmDHT(settings, stop=stop, bundles=False)  # a DHT node only: it serves and relays no bundles
         except Stopped:
             say("bootstrap stopped (while starting)")
             return 0

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import msgpack
@@ -319,21 +320,30 @@ def bundle_digest(bundle: bytes) -> bytes:
     return hashlib.blake2b(bundle, digest_size=16).digest()
 
 
-def bundle_chunks(bundle: bytes, chunk: int = MAX_CHUNK) -> list[pb.BundleChunk]:
-    """The stream a sender answers a pull with: every chunk carries the total size (one empty chunk for an
-    empty bundle)."""
+def bundle_statement(kind: str, digest: bytes) -> bytes:
+    """What a bundle's owner signs (with the RSA key of its DHT subkey): the bundle's kind and digest."""
+    return b"swarm-bundle/v%d|%s|%s" % (PROTOCOL_VERSION, kind.encode(), digest)
+
+
+def bundle_chunks(bundle: bytes, signature: bytes = b"", chunk: int = MAX_CHUNK) -> list[pb.BundleChunk]:
+    """The stream a sender answers a pull with: every chunk carries the total size and digest, the first one
+    the owner's signature (one empty chunk for an empty bundle)."""
     pieces = [bundle[i:i + chunk] for i in range(0, len(bundle), chunk)] or [b""]
     named = bundle_digest(bundle)
-    return [pb.BundleChunk(version=PROTOCOL_VERSION, total=len(bundle), data=piece, digest=named) for piece in pieces]
+    chunks = [pb.BundleChunk(version=PROTOCOL_VERSION, total=len(bundle), data=piece, digest=named)
+              for piece in pieces]
+    chunks[0].signature = signature
+    return chunks
 
 
 class BundleAssembler:
     """Joins a pulled stream, refusing it as soon as it breaks a rule: a total above `max_bytes`, a total or
-    digest that changes, more data than announced, or (at the end) bytes that do not hash to the digest asked
-    for (or, asking for the latest with an empty digest, to the digest the sender names)."""
+    digest that changes, more data than announced, a signature that `verify(digest, signature)` refuses (the
+    owner's, whoever relays the stream), or (at the end) bytes that do not hash to the digest asked for (or,
+    asking for the latest with an empty digest, to the digest the sender names and signs)."""
 
-    def __init__(self, digest: bytes, max_bytes: int):
-        self.digest, self.max_bytes = digest, max_bytes
+    def __init__(self, digest: bytes, max_bytes: int, verify: Callable[[bytes, bytes], bool] | None = None):
+        self.digest, self.max_bytes, self.verify = digest, max_bytes, verify
         self.total: int | None = None
         self.parts: list[bytes] = []
         self.size = 0
@@ -349,6 +359,8 @@ class BundleAssembler:
                 raise RecordError("oversize", f"bundle of {chunk.total} bytes > {self.max_bytes}")
             if self.digest and bytes(chunk.digest) != self.digest:
                 raise RecordError("digest", "the peer sends another bundle than the one asked for")
+            if self.verify is not None and not self.verify(bytes(chunk.digest), bytes(chunk.signature)):
+                raise RecordError("signature", "the bundle is not signed by the peer that announced it")
             self.total, self.digest = chunk.total, bytes(chunk.digest)
         if (chunk.total != self.total or bytes(chunk.digest) != self.digest or len(chunk.data) > MAX_CHUNK
                 or self.size + len(chunk.data) > self.total):
@@ -372,6 +384,7 @@ class BundleAssembler:
 
 
 MAX_MADDRS = 4  # addresses in one announcement
+MAX_RELAYS = 2  # relays in one announcement
 
 
 @dataclass(frozen=True)
@@ -390,6 +403,7 @@ class Announcement:
     card: WireCard
     groups: BundleRef
     summaries: BundleRef
+    relays: tuple[str, ...] = ()  # peer ids that relay pulls to this peer (it cannot accept connections)
 
 
 def announcement_shard(subkey: bytes, shards: int = ANNOUNCE_SHARDS) -> int:
@@ -401,7 +415,8 @@ def encode_announcement(a: Announcement) -> bytes:
     refs = {name: pb.BundleRef(digest=ref.digest, size=ref.size, records=ref.records)
             for name, ref in (("groups", a.groups), ("summaries", a.summaries))}
     data = pb.Announcement(version=PROTOCOL_VERSION, peer_id=a.peer_id, maddrs=list(a.maddrs), step=a.step,
-                           created=a.created, card=_card_message(a.card), **refs).SerializeToString()
+                           created=a.created, card=_card_message(a.card), relays=list(a.relays),
+                           **refs).SerializeToString()
     if len(data) > MAX_ANNOUNCEMENT:
         raise ValueError(f"announcement of {len(data)} bytes > {MAX_ANNOUNCEMENT}")
     return data
@@ -417,8 +432,10 @@ def _decode_ref(ref: pb.BundleRef, max_bytes: int) -> BundleRef:
 def decode_announcement(data: bytes, limits: Limits = Limits()) -> Announcement:
     """Parses and validates an announcement (size, version, digests, addresses, numbers)."""
     msg = _parse(data, Limits(max_bytes=min(limits.max_bytes, MAX_ANNOUNCEMENT)), pb.Announcement)
-    if not msg.peer_id or len(msg.maddrs) > MAX_MADDRS or not np.isfinite(msg.created):
-        raise RecordError("announcement", f"peer id {msg.peer_id[:16]!r}, {len(msg.maddrs)} addresses")
+    if (not msg.peer_id or len(msg.maddrs) > MAX_MADDRS or len(msg.relays) > MAX_RELAYS
+            or not np.isfinite(msg.created)):
+        raise RecordError("announcement", f"peer id {msg.peer_id[:16]!r}, {len(msg.maddrs)} addresses, "
+                                          f"{len(msg.relays)} relays")
     card = msg.card
     if not (2 <= card.vocab_size <= 1 << 24 and np.isfinite(card.temperature) and np.isfinite(card.top_p)):
         raise RecordError("announcement", "model card")
@@ -426,4 +443,5 @@ def decode_announcement(data: bytes, limits: Limits = Limits()) -> Announcement:
     return Announcement(peer_id=_check_text("peer id", msg.peer_id, limits),
                         maddrs=tuple(_check_text("address", m, limits) for m in msg.maddrs), step=msg.step,
                         created=msg.created, card=wire_card, groups=_decode_ref(msg.groups, limits.max_bytes),
-                        summaries=_decode_ref(msg.summaries, limits.max_bytes))
+                        summaries=_decode_ref(msg.summaries, limits.max_bytes),
+                        relays=tuple(_check_text("relay", r, limits) for r in msg.relays))

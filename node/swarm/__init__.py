@@ -4,26 +4,30 @@ attacks a hostile peer can make (attacks.py, for tests and bench/attacks.py)."""
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Protocol
 
-from protocol.codec import bundle_digest
+from protocol.codec import bundle_digest, bundle_statement
 
 Records = dict[bytes, tuple[bytes, float]]  # sender's subkey -> (value, expiration)
 SERVED_BUNDLES = 2  # bundles of a kind a peer keeps serving (its latest, and the one before for late readers)
 
 
 class ServedBundles:
-    """The bundles a peer serves, by kind and digest: the latest SERVED_BUNDLES of each kind."""
+    """The bundles a peer serves, by kind and digest, each with its owner's signature: the latest
+    SERVED_BUNDLES of each kind."""
 
-    def __init__(self):
-        self._by_kind: dict[str, OrderedDict[bytes, bytes]] = {}
+    def __init__(self, sign: Callable[[bytes], bytes] | None = None):
+        """sign: the owner's signature of a bundle_statement (None: bundles go unsigned, in-process only)."""
+        self.sign = sign
+        self._by_kind: dict[str, OrderedDict[bytes, tuple[bytes, bytes]]] = {}
 
     def add(self, kind: str, bundle: bytes) -> bytes:
         """Serves `bundle` (dropping the oldest beyond SERVED_BUNDLES); returns its digest."""
         served = self._by_kind.setdefault(kind, OrderedDict())
         digest = bundle_digest(bundle)
-        served[digest] = bundle
+        served[digest] = (bundle, self.sign(bundle_statement(kind, digest)) if self.sign else b"")
         while len(served) > SERVED_BUNDLES:
             served.popitem(last=False)
         return digest
@@ -31,14 +35,17 @@ class ServedBundles:
     def latest(self, kind: str) -> tuple[bytes, bytes] | None:
         """(digest, bundle) of the newest bundle of a kind, or None."""
         served = self._by_kind.get(kind)
-        return next(reversed(served.items())) if served else None
+        if not served:
+            return None
+        digest, (bundle, _) = next(reversed(served.items()))
+        return digest, bundle
 
-    def get(self, kind: str, digest: bytes) -> bytes | None:
-        """The bundle of that digest (b"": the latest), or None when it is not served."""
-        if not digest:
-            latest = self.latest(kind)
-            return latest[1] if latest else None
-        return self._by_kind.get(kind, {}).get(digest)
+    def get(self, kind: str, digest: bytes) -> tuple[bytes, bytes] | None:
+        """(bundle, signature) of that digest (b"": the latest), or None when it is not served."""
+        served = self._by_kind.get(kind)
+        if not served:
+            return None
+        return next(reversed(served.values())) if not digest else served.get(digest)
 
 
 class SwarmTransport(Protocol):
@@ -75,8 +82,11 @@ class SwarmTransport(Protocol):
         """Serves a bundle to the peers that pull it; returns its digest."""
         ...
 
-    def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float) -> Future[bytes]:
-        """Pulls a bundle (by digest; b"": the latest of its kind) from a peer; RecordError by reason."""
+    def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float,
+                   maddrs: tuple[str, ...] = (), signer: bytes = b"", via: str = "") -> Future[bytes]:
+        """Pulls a bundle (by digest; b"": the latest of its kind) from a peer, at its announced addresses
+        `maddrs`, or through the relay `via`; checks that the owner of subkey `signer` signed it. RecordError
+        by reason."""
         ...
 
     def withdraw(self) -> None:

@@ -2,8 +2,7 @@
 
 Two hivemind traps are avoided by construction:
 - the stock `hivemind.DHT` runs its node in a child process behind a pipe read in non-blocking mode, and that
-  process dies on values above ~16 KiB; we run `DHTNode` in our own asyncio loop on a daemon thread instead
-  (140 KB values stored and fetched 30/30 at ~25 ms here);
+  process dies on values above ~16 KiB; we run `DHTNode` in our own asyncio loop on a daemon thread instead;
 - a value above the 4 MiB message limit is silently not replicated (and its holders leak memory answering
   for it); the DHT now holds only announcements of at most 2 KiB, and bundles cross peer to peer in chunks.
 
@@ -38,15 +37,35 @@ from node.process import IdentityLock, ensure_port_free, kill_pids, own_children
 from node.swarm import ServedBundles
 from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW, MAX_ANNOUNCEMENT, MAX_RECORD_TTL, PROTOCOL_VERSION
 from protocol import swarm_pb2 as pb
-from protocol.codec import BundleAssembler, announcement_shard, bundle_chunks
+from protocol.codec import BundleAssembler, announcement_shard, bundle_chunks, bundle_statement
 
 log = logging.getLogger(__name__)
 
 
-OWNER_SUBKEY = re.compile(rb"\[owner:[^\[\]]+\]")  # hivemind's RSASignatureValidator marker, nothing else
+OWNER_SUBKEY = re.compile(rb"\[owner:([^\[\]]+)\]")  # hivemind's RSASignatureValidator marker, nothing else
 ALONE_FIRST_RETRY = 2.0  # seconds before the first re-bootstrap once a node sees no other peer (then doubling)
+RELAY_STREAMS = 8  # pulls a reachable peer relays at once to peers behind NAT (more are answered "not served")
+RELAY_BYTES = 4 << 20  # bytes one relayed pull may carry (a receiver's own limit is lower)
+RELAY_TIMEOUT = 30.0  # seconds one relayed pull may take
 
+def signature_check(kind: str, signer: bytes):
+    """`verify(digest, signature)` for BundleAssembler: whether the owner of DHT subkey `signer` (its RSA public
+    key, the one that signs its announcement) signed this kind and digest."""
+    from hivemind.utils.crypto import RSAPublicKey
 
+    match = OWNER_SUBKEY.fullmatch(signer)
+    try:
+        key = RSAPublicKey.from_bytes(match.group(1)) if match else None
+    except Exception:  # noqa: BLE001 (a malformed key in a subkey verifies nothing)
+        key = None
+
+    def verify(digest: bytes, signature: bytes) -> bool:
+        try:
+            return key is not None and bool(signature) and key.verify(bundle_statement(kind, digest), signature)
+        except Exception:  # noqa: BLE001 (an undecodable signature is simply not valid)
+            return False
+
+    return verify
 
 
 def bundle_handler(swarm: str) -> str:
@@ -127,22 +146,25 @@ class SwarmDHT:
 
     max_value_bytes = MAX_ANNOUNCEMENT  # the largest value publish accepts (the schema's limit)
 
-    def __init__(self, settings: SwarmConfig, stop: threading.Event | None = None):
-        """stop: an event that, once set, abandons a start in progress (raises Stopped)."""
+    def __init__(self, settings: SwarmConfig, stop: threading.Event | None = None, bundles: bool = True):
+        """stop: an event that, once set, abandons a start in progress (raises Stopped); bundles: serve and
+        relay bundles (a bootstrap does not: it is a DHT node only)."""
         from hivemind.dht.crypto import RSASignatureValidator
         from hivemind.dht.validation import CompositeValidator
 
-        self.settings = settings
+        self.settings, self.bundles = settings, bundles
         ensure_port_free(settings.host, settings.port, "DHT")
         self._lock = IdentityLock(settings.identity) if settings.identity else None
-        self.validator = RSASignatureValidator(_load_or_create_signing_key(settings.identity))
+        signing_key = _load_or_create_signing_key(settings.identity)
+        self.validator = RSASignatureValidator(signing_key)
         self.record_validator = CompositeValidator(self._validators())
         self._loop = asyncio.new_event_loop()
         self._loop.set_exception_handler(self._loop_error)
         self._closing = False
         self._thread = threading.Thread(target=self._loop.run_forever, name="swarm-dht", daemon=True)
         self._thread.start()
-        self._served = ServedBundles()
+        self._served = ServedBundles(sign=signing_key.sign)  # bundles signed with our announcement's key
+        self._relays = asyncio.Semaphore(RELAY_STREAMS)
         self._node = self._start(stop)
         self._published: dict[str, float] = {}  # kind -> expiration of our latest record
         self.peers_seen = -1  # announcements of other peers at the last read that found any, or read all
@@ -206,10 +228,13 @@ class SwarmDHT:
         if s.identity:
             Path(s.identity).parent.mkdir(parents=True, exist_ok=True)
             kwargs["identity_path"] = s.identity
+        if s.client_mode:  # no inbound connections: serve no DHT requests; others pull through relays
+            kwargs.update(client_mode=True, force_reachability="private")
         node = await DHTNode.create(initial_peers=list(s.initial_peers), record_validator=self.record_validator,
                                     **kwargs)
-        await node.p2p.add_protobuf_handler(bundle_handler(s.name), self._serve_bundle, pb.BundleRequest,
-                                            stream_output=True)
+        if self.bundles:
+            await node.p2p.add_protobuf_handler(bundle_handler(s.name), self._serve_bundle, pb.BundleRequest,
+                                                stream_output=True)
         return node
 
     def _call(self, coro, timeout: float):
@@ -310,34 +335,71 @@ class SwarmDHT:
         return self._served.add(kind, bundle)
 
     async def _serve_bundle(self, request, context):
-        """The pull handler: the named bundle in chunks, or one chunk of total 0 when it is not served here."""
-        bundle = self._served.get(request.kind, bytes(request.digest)) if request.version == PROTOCOL_VERSION \
+        """The pull handler: the named bundle in chunks (the first with our signature), a relayed pull of
+        another peer's bundle, or one chunk of total 0 when it is not served here."""
+        if request.version == PROTOCOL_VERSION and request.owner and request.owner != self.peer_id:
+            async for chunk in self._relay(request):
+                yield chunk
+            return
+        found = self._served.get(request.kind, bytes(request.digest)) if request.version == PROTOCOL_VERSION \
             else None
-        for chunk in bundle_chunks(bundle) if bundle is not None else [
-                pb.BundleChunk(version=PROTOCOL_VERSION, total=0)]:
+        for chunk in bundle_chunks(*found) if found is not None else [NOT_SERVED]:
             yield chunk
 
-    def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float,
-                   maddrs: tuple[str, ...] = ()):
-        """Starts pulling a bundle from another peer (by digest; b"": its latest of the kind); a concurrent
-        future of its bytes, which raises RecordError (reason: missing, oversize, malformed, digest, version)
-        or a network error (TimeoutError included)."""
-        return asyncio.run_coroutine_threadsafe(
-            asyncio.wait_for(self._pull(peer_id, kind, digest, max_bytes, maddrs), timeout), self._loop)
+    async def _relay(self, request):
+        """Passes a pull on to `request.owner`, a peer that cannot accept connections but opened one to us
+        (libp2p streams go both ways on it); at most RELAY_STREAMS at once, RELAY_BYTES and RELAY_TIMEOUT each.
+        We check nothing: the receiver checks the owner's signature and the digest, so we cannot alter it."""
+        from hivemind.p2p import PeerID
 
-    async def _pull(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, maddrs: tuple[str, ...]) -> bytes:
+        if self.settings.client_mode or self._relays.locked():
+            yield NOT_SERVED
+            return
+        async with self._relays:
+            forwarded = pb.BundleRequest(version=PROTOCOL_VERSION, kind=request.kind, digest=request.digest)
+            try:
+                stream = await asyncio.wait_for(self._node.p2p.iterate_protobuf_handler(
+                    PeerID.from_base58(request.owner), bundle_handler(self.settings.name), forwarded,
+                    pb.BundleChunk), RELAY_TIMEOUT)
+            except Exception as err:  # noqa: BLE001 (an owner we cannot reach: nothing to relay)
+                log.debug("relaying to %s: %s", request.owner, first_line(err))
+                yield NOT_SERVED
+                return
+            sent, deadline = 0, time.monotonic() + RELAY_TIMEOUT
+            try:
+                async for chunk in stream:
+                    sent += len(chunk.data)
+                    if sent > RELAY_BYTES or time.monotonic() > deadline:
+                        break
+                    yield chunk
+            finally:
+                await stream.aclose()
+
+    def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float,
+                   maddrs: tuple[str, ...] = (), signer: bytes = b"", via: str = ""):
+        """Starts pulling a bundle of peer `peer_id` (by digest; b"": its latest of the kind), from the peer
+        itself at `maddrs` (its announced addresses) or through the relay `via` (`maddrs` then the relay's);
+        with `signer` (the owner's DHT subkey), only a bundle the owner signed is accepted. A concurrent future
+        of its bytes, which raises RecordError (reason: missing, oversize, malformed, digest, signature,
+        version) or a network error (TimeoutError included)."""
+        return asyncio.run_coroutine_threadsafe(
+            asyncio.wait_for(self._pull(peer_id, kind, digest, max_bytes, maddrs, signer, via), timeout), self._loop)
+
+    async def _pull(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, maddrs: tuple[str, ...],
+                    signer: bytes, via: str) -> bytes:
         from hivemind.p2p import PeerID
         from hivemind.utils.multiaddr import Multiaddr
 
+        target = PeerID.from_base58(via or peer_id)
         if maddrs:  # a peer we may not be connected to yet: its announced addresses
             try:
-                await self._node.p2p._client.connect(PeerID.from_base58(peer_id), [Multiaddr(m) for m in maddrs])
+                await self._node.p2p._client.connect(target, [Multiaddr(m) for m in maddrs])
             except Exception as err:  # noqa: BLE001 (the daemon may still reach it another way)
-                log.debug("connecting to %s: %s", peer_id, first_line(err))
-        request = pb.BundleRequest(version=PROTOCOL_VERSION, kind=kind, digest=digest)
-        assembler = BundleAssembler(digest, max_bytes)
+                log.debug("connecting to %s: %s", target, first_line(err))
+        request = pb.BundleRequest(version=PROTOCOL_VERSION, kind=kind, digest=digest, owner=peer_id if via else "")
+        assembler = BundleAssembler(digest, max_bytes, signature_check(kind, signer) if signer else None)
         stream = await self._node.p2p.iterate_protobuf_handler(
-            PeerID.from_base58(peer_id), bundle_handler(self.settings.name), request, pb.BundleChunk)
+            target, bundle_handler(self.settings.name), request, pb.BundleChunk)
         try:
             async for chunk in stream:
                 if assembler.add(chunk):
@@ -393,6 +455,9 @@ class SwarmDHT:
             self._thread.join(timeout=5)
             if close and not self._thread.is_alive():
                 self._loop.close()
+
+
+NOT_SERVED = pb.BundleChunk(version=PROTOCOL_VERSION, total=0)
 
 
 def live_values(items: dict, own: bytes) -> dict[bytes, tuple[bytes, float]]:

@@ -22,7 +22,6 @@ budget. Length summaries are de-duplicated per sender and step; node/sagc/policy
 from __future__ import annotations
 
 import collections
-import hashlib
 import logging
 import random
 import time
@@ -39,6 +38,7 @@ from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW
 from protocol.codec import (
     MAX_BUNDLE,
     MAX_MADDRS,
+    MAX_RELAYS,
     Announcement,
     BundleRef,
     LengthSummary,
@@ -47,6 +47,7 @@ from protocol.codec import (
     WireCard,
     WireCompletion,
     WireGroup,
+    bundle_digest,
     decode_announcement,
     decode_group,
     decode_summary,
@@ -66,10 +67,6 @@ SUMMARY_BUNDLE_BYTES = 256 * 1024  # a peer's length summaries of one step (tens
 MEMORY = 100_000  # records, groups and bundles remembered as already handled (each a 16-byte digest)
 KNOWN_SENDERS = 4096  # senders remembered from their announcements
 PULL_TIMEOUT = 30.0  # seconds a pull may take before it is abandoned (a step waits at most its deadline)
-
-
-def digest(data: bytes) -> bytes:
-    return hashlib.blake2b(data, digest_size=16).digest()
 
 
 class BoundedSet:
@@ -186,6 +183,8 @@ class GroupExchange:
         self.shard_cursor = self.rng.randrange(ANNOUNCE_SHARDS)
         self.reading: set[int] = set()  # the shards of the read in flight
         self.maddrs = tuple(transport.visible_maddrs()[:MAX_MADDRS])
+        self.reachable: collections.OrderedDict[str, None] = collections.OrderedDict()  # peer ids we pulled
+        #                                                  from directly, latest last (our relays in client mode)
         self.step = 0
 
     # ---- publishing -------------------------------------------------------------------------------------
@@ -205,7 +204,8 @@ class GroupExchange:
             refs = {kind: BundleRef(self.transport.serve(kind, value), len(value), n)
                     for kind, value, n in (("groups", bundle, len(records) - unsent),
                                            ("summaries", sum_bundle, min(len(sums), MAX_BUNDLE)))}
-            announcement = Announcement(self.transport.peer_id, self.maddrs, step, now, self.card, **refs)
+            announcement = Announcement(self.transport.peer_id, self.maddrs, step, now, self.card, **refs,
+                                        relays=self.relays())
             self.pending.append(self.transport.announce_async(encode_announcement(announcement),
                                                               self.cfg.record_ttl))
         except (TimeoutError, OSError, RuntimeError, ValueError) as err:
@@ -213,6 +213,11 @@ class GroupExchange:
             ok = False
         ok &= self._collect_publishes()
         return PublishResult(len(records) - unsent, unsent, ok, len(bundle) + len(sum_bundle))
+
+    def relays(self) -> tuple[str, ...]:
+        """In client mode (no inbound connections), the peers that relay pulls to us: the last ones we pulled
+        from directly, which are reachable and hold a connection we opened."""
+        return tuple(reversed(self.reachable))[:MAX_RELAYS] if self.cfg.client_mode else ()
 
     def _collect_publishes(self) -> bool:
         """Collects the outcome of the publishes that have finished (never waits); False if one failed."""
@@ -301,7 +306,7 @@ class GroupExchange:
         once per announcement."""
         now = self.transport.now()
         for sender, (value, expires) in records.items():
-            if not self.announcements.add(digest(value)):
+            if not self.announcements.add(bundle_digest(value)):
                 continue  # read before
             try:
                 announcement = decode_announcement(value)
@@ -321,14 +326,26 @@ class GroupExchange:
         free = self.cfg.pull_peers - len(busy)
         if free <= 0:
             return
-        for sender in self.senders.choose(self.transport.now(), self.step, free, busy):
+        for sender in self.senders.choose(self.transport.now(), self.step, free, busy, self.cfg.explore_pulls):
             announcement = self.senders.known[sender].announcement
+            via, maddrs = self._route(announcement)
             for kind, limit in (("groups", self.limits.max_bytes), ("summaries", SUMMARY_BUNDLE_BYTES)):
                 try:
                     self.pulls[sender, kind] = self.transport.pull_async(
-                        announcement.peer_id, kind, b"", limit, timeout=PULL_TIMEOUT)
+                        announcement.peer_id, kind, b"", limit, timeout=PULL_TIMEOUT, maddrs=maddrs,
+                        signer=sender, via=via)
                 except (OSError, RuntimeError, ValueError) as err:
                     log.warning("pulling from %s failed to start: %s", announcement.peer_id, first_line(err))
+
+    def _route(self, announcement: Announcement) -> tuple[str, tuple[str, ...]]:
+        """(relay, addresses) to pull a sender's bundles: directly at its announced addresses, or, when it
+        names relays (it cannot accept connections), through one of them (at the relay's addresses if we know
+        them; directly if we are its relay, over the connection it opened to us)."""
+        if not announcement.relays or self.transport.peer_id in announcement.relays:
+            return "", announcement.maddrs
+        via = self.rng.choice(announcement.relays)
+        known = [s.announcement.maddrs for s in self.senders.known.values() if s.announcement.peer_id == via]
+        return via, known[0] if known else ()
 
     def _collect(self, queues: dict, result: GatherResult, work: WorkBudget) -> None:
         """Takes the pulls that have finished: groups bundles into the round-robin queues, summaries to the
@@ -346,6 +363,12 @@ class GroupExchange:
                 else:  # gone, withdrawn or unreachable: not a record to count, but not pulled again soon
                     result.pull_failures += 1
                 continue
+            state = self.senders.known.get(sender)
+            if state is not None and not state.announcement.relays:
+                self.reachable[state.announcement.peer_id] = None
+                self.reachable.move_to_end(state.announcement.peer_id)
+                while len(self.reachable) > MAX_RELAYS:
+                    self.reachable.popitem(last=False)
             if kind == "summaries":
                 self._summaries(sender, bundle, result, work)
             else:
@@ -353,7 +376,7 @@ class GroupExchange:
 
     def _enqueue(self, sender: bytes, value: bytes, queues: dict, result: GatherResult, work: WorkBudget) -> None:
         """Unpacks a pulled bundle that is new to us (a bundle seen whole before costs one hash)."""
-        bundle = digest(value)
+        bundle = bundle_digest(value)
         if bundle in self.done_bundles or work.exhausted():
             return
         work.charge(len(value), record=False)
@@ -404,7 +427,7 @@ class GroupExchange:
             raw = queue.records.popleft()
             if not queue.records:
                 self.done_bundles.add(queue.bundle)
-            if self.seen.add(digest(raw)):
+            if self.seen.add(bundle_digest(raw)):
                 return raw
         return None
 
@@ -469,7 +492,7 @@ class GroupExchange:
 
     def _summaries(self, sender: bytes, value: bytes, result: GatherResult, work: WorkBudget) -> None:
         """A sender's pulled length summaries, each (sender, sender step) counted once."""
-        bundle = digest(value)
+        bundle = bundle_digest(value)
         if work.exhausted() or not self.done_bundles.add(bundle):
             return
         work.charge(len(value), record=False)

@@ -64,14 +64,16 @@ class MemoryTransport:
     def serve(self, kind: str, bundle: bytes) -> bytes:
         return self.hub.served.setdefault(self.peer_id, ServedBundles()).add(kind, bundle)
 
-    def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float) -> Future[bytes]:
+    def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float,
+                   maddrs: tuple[str, ...] = (), signer: bytes = b"", via: str = "") -> Future[bytes]:
+        """As the DHT's, from the hub (in-process peers need no addresses, relays or signatures)."""
         served = self.hub.served.get(peer_id)
-        bundle = served.get(kind, digest) if served is not None else None
+        found = served.get(kind, digest) if served is not None else None
         assembler = BundleAssembler(digest, max_bytes)
         try:
-            if bundle is None:
+            if found is None:
                 raise RecordError("missing", "the peer does not serve this bundle")
-            for chunk in bundle_chunks(bundle):
+            for chunk in bundle_chunks(found[0]):
                 if assembler.add(chunk):
                     break
             return _done(assembler.bundle())

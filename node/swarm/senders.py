@@ -5,6 +5,12 @@ a few of them: drawn at random, weighted towards senders whose groups passed val
 (non-zero reward variance under our verifier), with a floor that keeps exploring the others; a sender whose
 pull fails or whose records are all refused is backed off exponentially (1, 2, 4, ... steps, at most
 2^MAX_BACKOFF), so a persistent offender is, in effect, ignored.
+
+Sybils: identities cost nothing, so a sender is a newcomer until ESTABLISHED_AFTER of its pulls brought
+informative groups that passed validation, and newcomers together hold at most `explore` of the pulls in flight,
+however many of them there are: fifty fresh identities cannot crowd out a sender that has earned its place.
+Announcements naming the same peer id count as one sender (a pull goes to the peer id, and its bundle must
+carry the signature of the announcing identity, so only one of them can be its owner).
 """
 from __future__ import annotations
 
@@ -16,6 +22,7 @@ from protocol.codec import Announcement, announcement_shard
 
 EXPLORE = 0.1  # weight floor of every eligible sender (exploration)
 MAX_BACKOFF = 10  # at most 2^10 steps between tries of a failing sender
+ESTABLISHED_AFTER = 2  # pulls with informative, valid groups before a sender is no longer a newcomer
 
 
 @dataclass
@@ -25,6 +32,11 @@ class SenderState:
     failures: int = 0  # consecutive
     retry_step: int = 0  # not pulled before this step
     score: float = 0.5  # moving average of the informative share of its accepted groups
+    informative_pulls: int = 0  # pulls whose accepted groups included informative ones
+
+    @property
+    def established(self) -> bool:
+        return self.informative_pulls >= ESTABLISHED_AFTER
 
 
 def backoff_steps(failures: int) -> int:
@@ -59,15 +71,25 @@ class Senders:
             del self.known[subkey]
         return list(self.known)
 
-    def choose(self, now: float, step: int, k: int, busy: set[bytes]) -> list[bytes]:
-        """Up to k live senders not busy (a pull in flight) and not backed off, drawn without replacement
-        with weight EXPLORE + score."""
-        pool = [s for s in self.live(now) if s not in busy and self.known[s].retry_step <= step]
+    def choose(self, now: float, step: int, k: int, busy: set[bytes], explore: int) -> list[bytes]:
+        """Up to k live senders, drawn without replacement with weight EXPLORE + score among those not busy
+        (a pull in flight, also under another identity's name) and not backed off; newcomers, busy ones
+        included, at most `explore`."""
+        busy_peers = {self.known[s].announcement.peer_id for s in busy if s in self.known}
+        newcomers = explore - sum(1 for s in busy if s in self.known and not self.known[s].established)
+        pool = [s for s in self.live(now) if s not in busy and self.known[s].retry_step <= step
+                and self.known[s].announcement.peer_id not in busy_peers]
         chosen = []
-        while pool and len(chosen) < k:
+        while len(chosen) < k:
+            if newcomers <= 0:
+                pool = [s for s in pool if self.known[s].established]
+            if not pool:
+                break
             weights = [EXPLORE + self.known[s].score for s in pool]
-            pick = self.rng.choices(range(len(pool)), weights)[0]
-            chosen.append(pool.pop(pick))
+            state = self.known[pick := pool.pop(self.rng.choices(range(len(pool)), weights)[0])]
+            newcomers -= not state.established
+            chosen.append(pick)
+            pool = [s for s in pool if self.known[s].announcement.peer_id != state.announcement.peer_id]
         return chosen
 
     def failed(self, subkey: bytes, step: int) -> None:
@@ -81,3 +103,4 @@ class Senders:
         if state is not None:
             state.failures, state.retry_step = 0, 0
             state.score = 0.7 * state.score + 0.3 * informative_share
+            state.informative_pulls += informative_share > 0

@@ -1,15 +1,15 @@
 """Who a peer pulls from: discovery memory, weighted choice with exploration, exponential back-off."""
 import random
 
-from node.swarm.senders import EXPLORE, Senders, backoff_steps
+from node.swarm.senders import ESTABLISHED_AFTER, EXPLORE, Senders, backoff_steps
 from protocol.codec import Announcement, BundleRef, WireCard, announcement_shard, bundle_digest
 
 CARD = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0")
 
 
-def announcement(name: str, created: float = 100.0) -> Announcement:
+def announcement(name: str, created: float = 100.0, peer_id: str = "") -> Announcement:
     ref = BundleRef(bundle_digest(name.encode()), 10, 1)
-    return Announcement(name, (), 0, created, CARD, ref, ref)
+    return Announcement(peer_id or name, (), 0, created, CARD, ref, ref)
 
 
 def test_back_off_doubles_and_is_capped():
@@ -23,13 +23,13 @@ def test_a_failing_sender_sits_out_and_a_good_one_is_preferred():
         senders.learn(name.encode(), announcement(name), expires=1000.0)
     senders.failed(b"bad", step=5)
     senders.failed(b"bad", step=6)  # two failures in a row: out until step 8
-    assert b"bad" not in senders.choose(now=0.0, step=7, k=3, busy=set())
-    assert b"bad" in senders.choose(now=0.0, step=8, k=3, busy=set())
-    assert senders.choose(now=0.0, step=8, k=3, busy={b"good", b"plain", b"bad"}) == []
+    assert b"bad" not in senders.choose(now=0.0, step=7, k=3, busy=set(), explore=3)
+    assert b"bad" in senders.choose(now=0.0, step=8, k=3, busy=set(), explore=3)
+    assert senders.choose(now=0.0, step=8, k=3, busy={b"good", b"plain", b"bad"}, explore=3) == []
     for _ in range(20):
         senders.succeeded(b"good", informative_share=1.0)
     senders.succeeded(b"plain", informative_share=0.0)
-    first = [senders.choose(now=0.0, step=100, k=1, busy=set())[0] for _ in range(2000)]
+    first = [senders.choose(now=0.0, step=100, k=1, busy=set(), explore=3)[0] for _ in range(2000)]
     share = first.count(b"good") / len(first)  # weight 0.1 + ~1.0 against 0.1 + 0.15 and 0.1 + 0.5
     weights = {"good": EXPLORE + senders.known[b"good"].score, "plain": EXPLORE + senders.known[b"plain"].score,
                "bad": EXPLORE + senders.known[b"bad"].score}
@@ -48,3 +48,40 @@ def test_memory_is_bounded_and_follows_the_dht():
     assert senders.known[b"c"].announcement.peer_id == "c"
     senders.forget_absent({announcement_shard(b"c")}, found={})  # its shard read, and it is gone: withdrawn
     assert senders.live(now=0.0) == []
+
+
+def test_newcomers_however_many_hold_at_most_explore_pulls_and_cannot_crowd_out_established_senders():
+    senders = Senders(capacity=100, rng=random.Random(0))
+    for name in ("honest-1", "honest-2"):
+        senders.learn(name.encode(), announcement(name), expires=1000.0)
+        for _ in range(ESTABLISHED_AFTER):
+            senders.succeeded(name.encode(), informative_share=0.5)
+    sybils = [f"sybil-{i}".encode() for i in range(50)]
+    for sybil in sybils:
+        senders.learn(sybil, announcement(sybil.decode()), expires=1000.0)
+    for _ in range(200):
+        chosen = senders.choose(now=0.0, step=1, k=8, busy=set(), explore=2)
+        assert {b"honest-1", b"honest-2"} <= set(chosen)  # never crowded out
+        assert sum(c in sybils for c in chosen) == 2  # the newcomers' slots, filled
+    # newcomer pulls still in flight count against the slots
+    assert senders.choose(now=0.0, step=1, k=8, busy={sybils[0]}, explore=2) and all(
+        sum(c in sybils for c in senders.choose(now=0.0, step=1, k=8, busy={sybils[0]}, explore=2)) <= 1
+        for _ in range(50))
+    assert not any(c in sybils for c in senders.choose(now=0.0, step=1, k=8, busy=set(sybils[:2]), explore=2))
+    # a newcomer whose pulls bring informative, valid groups is established; uninformative ones never are
+    senders.succeeded(sybils[3], informative_share=0.0)
+    senders.succeeded(sybils[3], informative_share=0.0)
+    senders.succeeded(sybils[4], informative_share=0.25)
+    senders.succeeded(sybils[4], informative_share=0.25)
+    assert not senders.known[sybils[3]].established and senders.known[sybils[4]].established
+
+
+def test_identities_naming_one_peer_id_are_pulled_as_one():
+    senders = Senders(capacity=100, rng=random.Random(0))
+    for i in range(20):  # twenty identities announcing the same peer (a victim's, say)
+        senders.learn(f"alias-{i}".encode(), announcement(f"alias-{i}", peer_id="the-peer"), expires=1000.0)
+    senders.learn(b"other", announcement("other"), expires=1000.0)
+    for _ in range(50):
+        chosen = senders.choose(now=0.0, step=1, k=8, busy=set(), explore=8)
+        assert len(chosen) == 2 and b"other" in chosen
+    assert senders.choose(now=0.0, step=1, k=8, busy={b"alias-3"}, explore=8) == [b"other"]
