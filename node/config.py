@@ -222,8 +222,8 @@ class SwarmConfig:
     local_groups: int = 0  # own groups trained on per step (0: all generated)
     gather_deadline: float = 0.5  # seconds a step waits for fresh groups at most (no barrier)
     pull_peers: int = 8  # senders pulled from at most in one step (their latest groups and summaries bundles)
-    explore_pulls: int = 2  # of those, pulls from newcomers (senders not yet established by informative, valid
-    #                         groups) at most: however many identities join, they hold no more pull slots
+    explore_pulls: int = 2  # pull slots kept for newcomers (senders not yet established by informative, valid
+    #                         groups); all newcomers together contribute at most this many senders' caps a step
     shards_per_step: int = 8  # announcement shards read per step, in rotation (of protocol ANNOUNCE_SHARDS = 64),
     #                           once we know at least pull_peers senders (a smaller swarm is read whole)
     max_age: float = 120.0  # received groups older than this (seconds, sender's publish time) are stale

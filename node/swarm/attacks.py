@@ -104,6 +104,13 @@ def plain(v: Victim, index: int, g: int = 8, created: float = 0.0, **kw) -> byte
     return group_record(v, index, completions, [[-0.5] * len(c) for c in completions], created, **kw)
 
 
+def uninformative(v: Victim, index: int, g: int = 8, created: float = 0.0) -> bytes:
+    """A valid group that teaches nothing: every completion the same wrong answer (one reward under any
+    verifier, so no advantage). The cheapest thing that passes every check, what a crowd-out attack sends."""
+    wrong = v.ids(str(int(v.task.item("train", index).answer) + 1)) + [v.eos_id]
+    return group_record(v, index, [wrong] * g, [[-0.5] * len(wrong)] * g, created)
+
+
 # ---- crashes and stalls ------------------------------------------------------------------------------------
 def task_references(v: Victim, names, created: float) -> list[bytes]:
     """Groups whose task reference names a task the victims should never build from a record."""
@@ -221,6 +228,33 @@ class HostileDHT(SwarmDHT):
         storage), signed only where the subkey carries our owner marker; True when any node took it."""
         return bool(self._call(self._node.store(record_key(self.settings.name, kind), value, expiration,
                                                 subkey=subkey, exclude_self=True), timeout=15))
+
+
+class SybilSwarm:
+    """One operator, many identities: `n` HostileDHT nodes in this process, each with its own RSA key (DHT
+    subkey), peer id and p2p daemon, started concurrently; each announces and serves its own signed bundles."""
+
+    def __init__(self, settings, card: WireCard, n: int):
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(8) as pool:
+            self.nodes = list(pool.map(lambda _: HostileDHT(settings, card=card), range(n)))
+
+    @property
+    def subkeys(self) -> set[bytes]:
+        return {node.own_subkey for node in self.nodes}
+
+    def publish(self, records_of) -> int:
+        """Each identity i serves and announces `records_of(i)`; the number of announcements stored."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(8) as pool:
+            return sum(pool.map(lambda i: self.nodes[i].publish_records("groups", records_of(i)),
+                                range(len(self.nodes))))
+
+    def shutdown(self) -> None:
+        for node in self.nodes:
+            node.shutdown()
 
 
 def unsigned_stores(dht: HostileDHT, n: int = 8) -> list[bool]:

@@ -15,7 +15,8 @@ never raised: a peer never crashes on what comes from the network. A group is id
 by the fields a sender can restamp, and is used at most once; groups from the future or the past are refused.
 
 What one sender can cost or steer in a step is bounded: received records are taken round-robin across
-senders (in a random order each step), one sender's accepted completions are capped relative to our own, and
+senders (in a random order each step), one sender's accepted completions are capped relative to our own (and
+all newcomers' together at swarm.explore_pulls times that: identities cost nothing, senders.py), and
 the work spent on received records (records, bytes, CPU seconds, accepted or rejected alike) has a per-step
 budget. Length summaries are de-duplicated per sender and step; node/sagc/policy.py bounds their weight.
 """
@@ -102,6 +103,7 @@ class GatherResult:
     budget_hit: str = ""  # the per-step work budget that ended processing ("records", "bytes", "cpu"), if any
     late_fetches: int = 0  # fetches not finished by the gather deadline (kept for the next poll or step)
     pull_failures: int = 0  # pulls that found the sender gone or unreachable (not counted as rejections)
+    taken: dict[bytes, int] = field(default_factory=dict)  # sender -> completions accepted this step
 
 
 @dataclass
@@ -267,9 +269,11 @@ class GroupExchange:
         while True:
             result.polls += 1
             self._collect(queues, result, work)
-            self._take(queues, taken, budget, sender_cap, result, work, outcome)
-            result.budget_hit = work.exhausted()
             remaining = deadline - self.transport.now()
+            established_pending = any(not self.senders.is_newcomer(s) for s, _ in self.pulls)
+            self._take(queues, taken, budget, sender_cap, result, work, outcome,  # newcomers after the others
+                       newcomers_too=remaining <= 0 or not established_pending)
+            result.budget_hit = work.exhausted()
             if len(result.groups) >= budget or not self.pulls or result.budget_hit or remaining <= 0:
                 break
             pause = min(interval, remaining)
@@ -277,6 +281,7 @@ class GroupExchange:
             result.waited += pause
             interval = min(interval * 2, 1.0)  # adaptive back-off between polls
         result.senders = sum(1 for n in taken.values() if n > 0)
+        result.taken = dict(taken)
         for sender, (accepted, informative, rejected) in outcome.items():
             if accepted:
                 self.senders.succeeded(sender, informative / accepted)
@@ -393,15 +398,33 @@ class GroupExchange:
         queues[sender] = _Queue(bundle, collections.deque(items))
 
     def _take(self, queues: dict, taken: collections.Counter, budget: int, sender_cap: int,
-              result: GatherResult, work: WorkBudget, outcome: dict) -> None:
-        """Round-robin over senders in a random order: one record from each in turn, until the budget is
-        full, the work budget is spent, or no sender under its cap has records left."""
-        order = list(queues)
-        self.rng.shuffle(order)
+              result: GatherResult, work: WorkBudget, outcome: dict, newcomers_too: bool) -> None:
+        """Round-robin over senders in a random order, established senders first (newcomers only when
+        `newcomers_too`: no established sender's pull is still on its way), one record from each in turn, until
+        the budget is full, the work budget is spent, or no sender under its cap has records left; newcomers
+        together stop at swarm.explore_pulls x sender_cap completions (Sybils: senders.py)."""
+        newcomers = {s for s in queues if self.senders.is_newcomer(s)}
+        established = [s for s in queues if s not in newcomers]
+        self.rng.shuffle(established)
+        self._round_robin(established, queues, taken, budget, sender_cap, result, work, outcome, None)
+        if newcomers_too:
+            order = sorted(newcomers)
+            self.rng.shuffle(order)
+            self._round_robin(order, queues, taken, budget, sender_cap, result, work, outcome,
+                              self.cfg.explore_pulls * sender_cap)
+
+    def _round_robin(self, order: list[bytes], queues: dict, taken: collections.Counter, budget: int,
+                     sender_cap: int, result: GatherResult, work: WorkBudget, outcome: dict,
+                     together_cap: int | None) -> None:
+        """One record from each sender of `order` in turn (each under sender_cap, all of them together under
+        together_cap completions if given) until the budget or the work budget is spent or nothing is left."""
         while len(result.groups) < budget and not work.exhausted():
+            if together_cap is not None and sum(taken[s] for s in order) >= together_cap:
+                return
             progressed = False
             for sender in order:
-                if taken[sender] >= sender_cap:
+                if taken[sender] >= sender_cap or (
+                        together_cap is not None and sum(taken[s] for s in order) >= together_cap):
                     continue
                 raw = self._next_new(queues[sender])
                 if raw is None:

@@ -4,11 +4,14 @@ Known senders come and go with their announcements (bounded memory, expiry). Eac
 a few of them: drawn at random, weighted towards senders whose groups passed validation and were informative
 (non-zero reward variance under our verifier), with a floor that keeps exploring the others; a sender whose
 pull fails or whose records are all refused is backed off exponentially (1, 2, 4, ... steps, at most
-2^MAX_BACKOFF), so a persistent offender is, in effect, ignored.
+2^MAX_BACKOFF), so a persistent offender is, in effect, ignored; one whose groups teach nothing (one reward
+per group) sinks towards the exploration floor.
 
 Sybils: identities cost nothing, so a sender is a newcomer until ESTABLISHED_AFTER of its pulls brought
-informative groups that passed validation, and newcomers together hold at most `explore` of the pulls in flight,
-however many of them there are: fifty fresh identities cannot crowd out a sender that has earned its place.
+informative groups that passed validation. Established senders are pulled first (`explore` slots kept for
+newcomers while there are any), so fifty fresh identities cannot crowd out a sender that has earned its place;
+and the exchange caps what all newcomers together contribute to a step (swarm.explore_pulls x the per-sender
+cap), however many of them there are.
 Announcements naming the same peer id count as one sender (a pull goes to the peer id, and its bundle must
 carry the signature of the announcing identity, so only one of them can be its owner).
 """
@@ -72,25 +75,32 @@ class Senders:
         return list(self.known)
 
     def choose(self, now: float, step: int, k: int, busy: set[bytes], explore: int) -> list[bytes]:
-        """Up to k live senders, drawn without replacement with weight EXPLORE + score among those not busy
-        (a pull in flight, also under another identity's name) and not backed off; newcomers, busy ones
-        included, at most `explore`."""
+        """Up to k live senders not busy (a pull in flight, also under another identity's name for the same
+        peer id) and not backed off: established senders first, leaving `explore` of the k to newcomers while
+        there are any, then newcomers in whatever is left; each drawn without replacement with weight EXPLORE +
+        score."""
         busy_peers = {self.known[s].announcement.peer_id for s in busy if s in self.known}
-        newcomers = explore - sum(1 for s in busy if s in self.known and not self.known[s].established)
         pool = [s for s in self.live(now) if s not in busy and self.known[s].retry_step <= step
                 and self.known[s].announcement.peer_id not in busy_peers]
+        newcomers = [s for s in pool if not self.known[s].established]
+        chosen = self._draw([s for s in pool if self.known[s].established], k - min(explore, len(newcomers)), set())
+        taken = {self.known[s].announcement.peer_id for s in chosen}
+        return chosen + self._draw(newcomers, k - len(chosen), taken)
+
+    def _draw(self, pool: list[bytes], k: int, peer_ids: set[str]) -> list[bytes]:
+        """Up to k of pool, weighted, one per peer id (not in peer_ids)."""
+        pool = [s for s in pool if self.known[s].announcement.peer_id not in peer_ids]
         chosen = []
-        while len(chosen) < k:
-            if newcomers <= 0:
-                pool = [s for s in pool if self.known[s].established]
-            if not pool:
-                break
+        while pool and len(chosen) < k:
             weights = [EXPLORE + self.known[s].score for s in pool]
-            state = self.known[pick := pool.pop(self.rng.choices(range(len(pool)), weights)[0])]
-            newcomers -= not state.established
+            pick = pool.pop(self.rng.choices(range(len(pool)), weights)[0])
             chosen.append(pick)
-            pool = [s for s in pool if self.known[s].announcement.peer_id != state.announcement.peer_id]
+            pool = [s for s in pool if self.known[s].announcement.peer_id != self.known[pick].announcement.peer_id]
         return chosen
+
+    def is_newcomer(self, subkey: bytes) -> bool:
+        state = self.known.get(subkey)
+        return state is None or not state.established
 
     def failed(self, subkey: bytes, step: int) -> None:
         state = self.known.get(subkey)

@@ -21,6 +21,7 @@ def test_a_failing_sender_sits_out_and_a_good_one_is_preferred():
     senders = Senders(capacity=10, rng=random.Random(0))
     for name in ("good", "plain", "bad"):
         senders.learn(name.encode(), announcement(name), expires=1000.0)
+        senders.known[name.encode()].informative_pulls = ESTABLISHED_AFTER  # all three established: one pool
     senders.failed(b"bad", step=5)
     senders.failed(b"bad", step=6)  # two failures in a row: out until step 8
     assert b"bad" not in senders.choose(now=0.0, step=7, k=3, busy=set(), explore=3)
@@ -50,30 +51,37 @@ def test_memory_is_bounded_and_follows_the_dht():
     assert senders.live(now=0.0) == []
 
 
-def test_newcomers_however_many_hold_at_most_explore_pulls_and_cannot_crowd_out_established_senders():
+def test_established_senders_are_pulled_first_and_newcomers_keep_their_exploration_slots():
     senders = Senders(capacity=100, rng=random.Random(0))
-    for name in ("honest-1", "honest-2"):
-        senders.learn(name.encode(), announcement(name), expires=1000.0)
+    honest = [f"honest-{i}".encode() for i in range(10)]
+    for name in honest:
+        senders.learn(name, announcement(name.decode()), expires=1000.0)
         for _ in range(ESTABLISHED_AFTER):
-            senders.succeeded(name.encode(), informative_share=0.5)
+            senders.succeeded(name, informative_share=0.5)
     sybils = [f"sybil-{i}".encode() for i in range(50)]
     for sybil in sybils:
         senders.learn(sybil, announcement(sybil.decode()), expires=1000.0)
-    for _ in range(200):
+    for _ in range(200):  # fifty newcomers cannot crowd out established senders; exploration goes on
         chosen = senders.choose(now=0.0, step=1, k=8, busy=set(), explore=2)
-        assert {b"honest-1", b"honest-2"} <= set(chosen)  # never crowded out
-        assert sum(c in sybils for c in chosen) == 2  # the newcomers' slots, filled
-    # newcomer pulls still in flight count against the slots
-    assert senders.choose(now=0.0, step=1, k=8, busy={sybils[0]}, explore=2) and all(
-        sum(c in sybils for c in senders.choose(now=0.0, step=1, k=8, busy={sybils[0]}, explore=2)) <= 1
-        for _ in range(50))
-    assert not any(c in sybils for c in senders.choose(now=0.0, step=1, k=8, busy=set(sybils[:2]), explore=2))
-    # a newcomer whose pulls bring informative, valid groups is established; uninformative ones never are
-    senders.succeeded(sybils[3], informative_share=0.0)
-    senders.succeeded(sybils[3], informative_share=0.0)
+        assert len(chosen) == 8 and sum(c in sybils for c in chosen) == 2
+    few = Senders(capacity=100, rng=random.Random(0))  # two established: newcomers fill what they leave
+    for name in honest[:2]:
+        few.learn(name, announcement(name.decode()), expires=1000.0)
+        for _ in range(ESTABLISHED_AFTER):
+            few.succeeded(name, informative_share=0.5)
+    for sybil in sybils:
+        few.learn(sybil, announcement(sybil.decode()), expires=1000.0)
+    for _ in range(100):
+        chosen = few.choose(now=0.0, step=1, k=8, busy=set(), explore=2)
+        assert set(honest[:2]) <= set(chosen) and len(chosen) == 8
+    # a newcomer whose pulls bring informative, valid groups is established; an uninformative one never is,
+    # and sinks towards the exploration floor
+    for _ in range(5):
+        senders.succeeded(sybils[3], informative_share=0.0)
+    assert senders.known[sybils[3]].score < 0.1
     senders.succeeded(sybils[4], informative_share=0.25)
     senders.succeeded(sybils[4], informative_share=0.25)
-    assert not senders.known[sybils[3]].established and senders.known[sybils[4]].established
+    assert senders.is_newcomer(sybils[3]) and not senders.is_newcomer(sybils[4])
 
 
 def test_identities_naming_one_peer_id_are_pulled_as_one():
