@@ -1,17 +1,20 @@
-"""What gossip costs a peer as the swarm grows: the retired single-key exchange (every peer's bundle under one
-DHT key, every peer fetching that key each step), measured on the wire.
+"""What gossip costs a peer as the swarm grows, on the wire: the exchange (small signed announcements in 64
+sharded DHT keys, bundles pulled peer to peer) against the retired single-key exchange (every peer's bundle under
+one DHT key, every peer fetching that key each step), both measured in the same run.
 
-One reader runs in its own network namespace (a veth pair to this host, 10.77.0.2 <-> 10.77.0.1), so the
-namespace's interface counters give its real wire bytes, p2pd included; N publishers (SwarmDHT nodes in one
-helper process, the first also the bootstrap) each publish a fresh, valid bundle of groups and one of
-summaries every period. Per N the table shows, over the measured steps: the bytes the reader received per
-step, the payload it fetched (the values of all subkeys) and the share of it that was new, the ratio of wire
-bytes to new payload, the largest DHT value (all subkeys of the groups key), how often a fetch saw every
-publisher, and fetch latency (median, p95).
+Network namespaces on a bridge (10.77.0.1 this host): the reader (10.77.0.2) and the bootstrap (10.77.0.3, a real
+`swarm bootstrap`) each in their own, so their interface counters give their real wire bytes, p2pd included.
+The exchange: N publishers (SwarmDHT + GroupExchange, the production publish path, in a few helper processes on
+this host) each serve and announce a fresh bundle of valid groups (zoo tokenizer, arith-add prompts,
+64-token completions) every period, two real `swarm join` peers train among them, and the reader runs the
+production GroupExchange (prefetch, then gather) once per period. Per N: bytes the reader downloads and uploads
+per step, what it pulled, the largest DHT value (all announcements in one shard key), pull success and latency
+(median, p95), and the bootstrap's CPU time and bytes per peer. The single-key exchange: as before (N SwarmDHT
+publishers in one process, one fetch of each of the two keys per step).
 
-Needs root (network namespaces); cleans up its namespace and processes on exit.
+Needs root (network namespaces); cleans up its namespaces and processes on exit.
 
-    .venv/bin/python bench/bench_gossip.py [--peers 5,10,20] [--steps 12] [--groups 8] [--tokens 64]
+    .venv/bin/python bench/bench_gossip.py [--peers 5,10,20,50,100] [--legacy-peers 5,10,20,50] [--steps 12]
 """
 from __future__ import annotations
 
@@ -27,31 +30,65 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-NS, HOST_IF, NS_IF = "swarm-gossip-bench", "sgb-host", "sgb-ns"
-HOST_IP, NS_IP = "10.77.0.1", "10.77.0.2"
+BRIDGE, HOST_IP = "sgb-br", "10.77.0.1"
+READER = ("sgb-reader", "sgb-r", "10.77.0.2")  # namespace, interface prefix, address
+BOOT = ("sgb-boot", "sgb-b", "10.77.0.3")
+NS, NS_IF, NS_IP = READER[0], READER[1] + "-n", READER[2]
 SWARM = "gossip-bench"
 
 
-# ---- the namespace ----------------------------------------------------------------------------------------
+# ---- the namespaces -----------------------------------------------------------------------------------------
 def sh(*args: str) -> None:
     subprocess.run(args, check=True, capture_output=True)
 
 
 def make_namespace() -> None:
+    """A bridge on this host (HOST_IP) and two namespaces on it, the reader's and the bootstrap's."""
     remove_namespace()
-    sh("ip", "netns", "add", NS)
-    sh("ip", "link", "add", HOST_IF, "type", "veth", "peer", "name", NS_IF)
-    sh("ip", "link", "set", NS_IF, "netns", NS)
-    sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", HOST_IF)
-    sh("ip", "link", "set", HOST_IF, "up")
-    sh("ip", "netns", "exec", NS, "ip", "addr", "add", f"{NS_IP}/24", "dev", NS_IF)
-    sh("ip", "netns", "exec", NS, "ip", "link", "set", NS_IF, "up")
-    sh("ip", "netns", "exec", NS, "ip", "link", "set", "lo", "up")
+    sh("ip", "link", "add", BRIDGE, "type", "bridge")
+    sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
+    sh("ip", "link", "set", BRIDGE, "up")
+    for ns, prefix, address in (READER, BOOT):
+        sh("ip", "netns", "add", ns)
+        sh("ip", "link", "add", prefix + "-h", "type", "veth", "peer", "name", prefix + "-n")
+        sh("ip", "link", "set", prefix + "-n", "netns", ns)
+        sh("ip", "link", "set", prefix + "-h", "master", BRIDGE)
+        sh("ip", "link", "set", prefix + "-h", "up")
+        sh("ip", "netns", "exec", ns, "ip", "addr", "add", f"{address}/24", "dev", prefix + "-n")
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", prefix + "-n", "up")
+        sh("ip", "netns", "exec", ns, "ip", "link", "set", "lo", "up")
 
 
 def remove_namespace() -> None:
-    subprocess.run(["ip", "link", "del", HOST_IF], capture_output=True, check=False)
-    subprocess.run(["ip", "netns", "del", NS], capture_output=True, check=False)
+    for ns, prefix, _ in (READER, BOOT):
+        subprocess.run(["ip", "link", "del", prefix + "-h"], capture_output=True, check=False)
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True, check=False)
+    subprocess.run(["ip", "link", "del", BRIDGE], capture_output=True, check=False)
+
+
+def ns_interface_bytes(ns: str, name: str) -> tuple[int, int]:
+    out = subprocess.run(["ip", "netns", "exec", ns, "cat", "/proc/net/dev"], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        if line.strip().startswith(name + ":"):
+            fields = line.split(":", 1)[1].split()
+            return int(fields[0]), int(fields[8])
+    raise RuntimeError(f"no interface {name} in {ns}")
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of a process and its children (its p2pd daemon)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        proc = int(stat.parent.name)
+        if proc == pid or int(fields[1]) == pid:  # fields[1]: the parent's pid
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def interface_bytes(name: str) -> tuple[int, int]:
@@ -100,6 +137,7 @@ def legacy_dht(settings):
 
     class LegacyDHT(SwarmDHT):
         max_value_bytes = 3 << 20
+        dht_copying: dict = {}  # hivemind's defaults, as the single-key exchange ran
 
         def _validators(self) -> list:
             return [self.validator]
@@ -164,6 +202,213 @@ def read(initial: str, steps: int, period: float, n: int) -> int:
     return 0
 
 
+# ---- the exchange: announcements and pulls -----------------------------------------------------------
+def valid_groups(v, rng, groups: int, tokens: int):
+    """`groups` valid groups of 8 completions of `tokens` tokens for random arith-add items: a right or wrong
+    answer, then digits, cut at `tokens` (finish "length"): what any receiver with our tokenizer accepts."""
+    from node.generation.rollouts import Completion, Group
+
+    digits = v.ids("0123456789")
+    out = []
+    for _ in range(groups):
+        index = int(rng.integers(2**31))
+        item = v.task.item("train", index)
+        comps = []
+        for j in range(8):
+            ids = v.ids(item.answer if j % 2 else str(int(item.answer) + 1))
+            ids = (ids + rng.choice(digits, tokens).tolist())[:tokens]
+            comps.append(Completion(ids, [-0.5] * len(ids), "length", reward=float(j % 2)))
+        out.append(Group(item, v.prompt(index), comps))
+    return out
+
+
+def exchange_for(settings, v, tokens: int):
+    from node.swarm.dht import SwarmDHT
+    from node.swarm.exchange import GroupExchange
+
+    dht = SwarmDHT(settings)
+    return dht, GroupExchange(dht, settings, v.tokenizer, v.card, {v.eos_id}, v.task, max_new_tokens=tokens)
+
+
+def new_publish(initial: str, n: int, seed: int, period: float, groups: int, tokens: int) -> int:
+    """n publishers (the production publish path) in this process; prints "ready", then publishes a fresh
+    bundle from each every period until killed."""
+    import numpy as np
+
+    from node.config import SwarmConfig
+    from node.swarm import attacks
+
+    v = attacks.victim_for("tiny-add", "arith-add")
+    nodes = [exchange_for(SwarmConfig(name=SWARM, host=HOST_IP, initial_peers=(initial,)), v, tokens)
+             for _ in range(n)]
+    print("ready", flush=True)
+    rng = np.random.default_rng(seed)
+    step = 0
+    while True:
+        started = time.monotonic()
+        for _, exchange in nodes:
+            exchange.publish(valid_groups(v, rng, groups, tokens), [], step)
+        step += 1
+        time.sleep(max(period - (time.monotonic() - started), 0.05))
+
+
+def new_read(initial: str, steps: int, period: float, groups: int, tokens: int, n_expected: int) -> int:
+    """The reader (inside its namespace): the production exchange, prefetch at the start of a step and gather
+    after the generation time; one JSON line per step, then one with the DHT's largest value."""
+    import numpy as np
+
+    from node.config import SwarmConfig
+    from node.swarm import attacks
+    from protocol import ANNOUNCE_SHARDS
+    from protocol.codec import announcement_shard
+
+    v = attacks.victim_for("tiny-add", "arith-add")
+    dht, exchange = exchange_for(SwarmConfig(name=SWARM, host=NS_IP, initial_peers=(initial,)), v, tokens)
+    pulls: list[tuple[bool, float]] = []
+    pull = dht.pull_async
+
+    def timed(*args, **kwargs):
+        future, started = pull(*args, **kwargs), time.monotonic()
+        future.add_done_callback(lambda f: None if f.cancelled() else pulls.append(
+            (f.exception() is None, time.monotonic() - started)))
+        return future
+
+    dht.pull_async = timed
+    reads: list[tuple[int, float]] = []
+    fetch = dht.fetch_shards_async
+
+    def timed_read(shards):
+        future, started = fetch(shards), time.monotonic()
+        future.add_done_callback(lambda f: reads.append((len(shards), time.monotonic() - started)))
+        return future
+
+    dht.fetch_shards_async = timed_read
+    rng = np.random.default_rng(12345)
+    warm = 0
+    try:
+        measured, step = 0, 0
+        while measured < steps and step < steps + 40:  # warm-up: until it knows pull_peers senders, 2 steps more
+            step += 1
+            before, started, done, read_done = interface_bytes(NS_IF), time.monotonic(), len(pulls), len(reads)
+            exchange.prefetch()
+            time.sleep(period / 2)  # generating
+            gather_start = time.monotonic()
+            exchange.publish(valid_groups(v, rng, groups, tokens), [], step)
+            result = exchange.gather(32, 64)
+            swarm_seconds = time.monotonic() - gather_start
+            time.sleep(max(period - (time.monotonic() - started), 0.05))
+            after = interface_bytes(NS_IF)
+            warm = warm if result.peers < min(exchange.cfg.pull_peers, n_expected) else warm + 1
+            measured += warm > 2
+            print(json.dumps({"step": step, "measured": warm > 2, "rx": after[0] - before[0],
+                              "tx": after[1] - before[1], "pulled": result.bytes_in, "groups": len(result.groups),
+                              "rejected": sum(result.rejected.values()), "known": result.peers,
+                              "late": result.late_fetches, "swarm_s": swarm_seconds,
+                              "pulls": pulls[done:], "reads": reads[read_done:]}), flush=True)
+        found = dht.fetch_shards_async(list(range(ANNOUNCE_SHARDS))).result(120)
+        per_shard: dict[int, int] = {}
+        for subkey, (value, _) in found.items():  # what a holder returns for the key: owner marker, value and
+            shard = announcement_shard(subkey)  # its RSA signature (~350 bytes), per announcement
+            per_shard[shard] = per_shard.get(shard, 0) + len(subkey) + len(value) + 350
+        print(json.dumps({"largest": max(per_shard.values(), default=0), "announcements": len(found)}),
+              flush=True)
+    finally:
+        exchange.close()
+        dht.shutdown()
+    return 0
+
+
+def start_bootstrap(out: Path) -> tuple[subprocess.Popen, str]:
+    from node.local_swarm import wait_for_address
+
+    boot = subprocess.Popen(["ip", "netns", "exec", BOOT[0], sys.executable, str(ROOT / "swarm_cli.py"),
+                             "bootstrap", "--host", BOOT[2], "--swarm", SWARM, "--status-every", "100000",
+                             "--identity", str(out / "bootstrap.id")],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    return boot, wait_for_address(boot, 120)
+
+
+def start_trainers(initial: str, out: Path, tokens: int) -> list[subprocess.Popen]:
+    """Two real peers (tiny-add full and LoRA) training in the swarm, metrics in out/trainer-i.jsonl."""
+    procs = []
+    for i, model in enumerate(("tiny-add", "tiny-add-lora")):
+        (out / f"trainer-{i}.jsonl").unlink(missing_ok=True)
+        procs.append(subprocess.Popen(
+            [sys.executable, str(ROOT / "swarm_cli.py"), "join", "--initial-peers", initial, "--host", HOST_IP,
+             "--swarm", SWARM, "--model", model, "--task", "arith-add", "--steps", "0", "--seed", str(i),
+             "--metrics", str(out / f"trainer-{i}.jsonl"), "--set", f"generation.max_new_tokens={tokens}",
+             "--set", "train.prompts_per_step=8", "--log-every", "1000000"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    return procs
+
+
+def stop(procs) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def measure_new(n: int, args, out: Path) -> dict:
+    from node.metrics import read_metrics
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    me = [sys.executable, str(Path(__file__).resolve())]
+    boot, initial = start_bootstrap(out)
+    procs = [boot]
+    try:
+        per = [n // args.processes + (i < n % args.processes) for i in range(args.processes)]
+        publishers = [subprocess.Popen([*me, "--publish-new", str(k), "--initial", initial, "--seed", str(i),
+                                        "--groups", str(args.groups), "--tokens", str(args.tokens), "--period",
+                                        str(args.period)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                       text=True, env=env) for i, k in enumerate(per) if k]
+        procs += publishers
+        trainers = start_trainers(initial, out, args.tokens) if args.trainers else []
+        procs += trainers
+        for proc in publishers:
+            if proc.stdout.readline().strip() != "ready":
+                raise RuntimeError(f"publishers of {n} did not start")
+        boot_before, cpu_before = ns_interface_bytes(BOOT[0], BOOT[1] + "-n"), cpu_seconds(boot.pid)
+        started = time.monotonic()
+        reader = subprocess.run(["ip", "netns", "exec", NS, *me, "--read-new", "--peers", str(n), "--initial",
+                                 initial, "--steps",
+                                 str(args.steps), "--period", str(args.period), "--groups", str(args.groups),
+                                 "--tokens", str(args.tokens)], capture_output=True, text=True, env=env,
+                                timeout=1200, check=False)
+        elapsed = time.monotonic() - started
+        (out / f"reader-{n}.log").write_text(reader.stdout + reader.stderr)
+        boot_after, cpu_after = ns_interface_bytes(BOOT[0], BOOT[1] + "-n"), cpu_seconds(boot.pid)
+        lines = [json.loads(line) for line in reader.stdout.splitlines() if line.startswith("{")]
+        rows = [r for r in lines if r.get("measured")]
+        tail = [r for r in lines if "largest" in r]
+        if not rows or not tail:
+            raise RuntimeError(f"the reader measured nothing: {reader.stderr[-3000:]}")
+        trained = [read_metrics(str(out / f"trainer-{i}.jsonl")) for i in range(len(trainers))]
+    finally:
+        stop(procs)
+    med = statistics.median
+    pulls = [p for r in rows for p in r["pulls"]]
+    latencies = sorted(t for ok, t in pulls if ok)
+    return {"peers": n, "rx_step": med(r["rx"] for r in rows), "tx_step": med(r["tx"] for r in rows),
+            "pulled_step": med(r["pulled"] for r in rows), "groups": med(r["groups"] for r in rows),
+            "rejected": sum(r["rejected"] for r in rows), "known": rows[-1]["known"],
+            "largest": tail[0]["largest"], "announcements": tail[0]["announcements"],
+            "pull_ok": sum(ok for ok, _ in pulls) / max(len(pulls), 1), "pulls": len(pulls),
+            "latency": med(latencies) if latencies else float("nan"),
+            "latency_p95": latencies[int(0.95 * (len(latencies) - 1))] if latencies else float("nan"),
+            "swarm_p95": sorted(r["swarm_s"] for r in rows)[int(0.95 * (len(rows) - 1))],
+            "boot_cpu_ms_s": 1000 * (cpu_after - cpu_before) / elapsed,
+            "boot_bytes_s": (sum(boot_after) - sum(boot_before)) / elapsed,
+            "trainer_steps": [len(t) for t in trained],
+            "trainer_used": [sum(r.swarm.groups_used for r in t) for t in trained],
+            "trainer_rejected": [sum(sum(r.swarm.rejected.values()) for r in t) for t in trained]}
+
+
 # ---- the driver -------------------------------------------------------------------------------------------
 def measure(n: int, args) -> dict:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -197,43 +442,90 @@ def measure(n: int, args) -> dict:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--peers", default="5,10,20", help="publisher counts to measure")
+    parser.add_argument("--peers", default="5,10,20,50,100", help="publisher counts, the exchange")
+    parser.add_argument("--legacy-peers", default="5,10,20,50", help="publisher counts, the single-key exchange "
+                        "('' to skip)")
     parser.add_argument("--steps", type=int, default=12)
-    parser.add_argument("--period", type=float, default=1.0, help="seconds between publishes and reads")
+    parser.add_argument("--period", type=float, default=2.0, help="seconds between publishes and reads")
     parser.add_argument("--groups", type=int, default=8, help="groups of 8 completions in a bundle")
     parser.add_argument("--tokens", type=int, default=64, help="tokens in a completion")
-    parser.add_argument("--publish", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--processes", type=int, default=4, help="helper processes the publishers run in")
+    parser.add_argument("--trainers", type=int, default=1, help="1: two real training peers join; 0: none")
+    parser.add_argument("--out", default="runs/bench-gossip", help="logs, identities and the results (JSON)")
+    for hidden in ("--publish", "--publish-new", "--seed"):
+        parser.add_argument(hidden, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--read", help=argparse.SUPPRESS)
+    parser.add_argument("--read-new", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--initial", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.publish:
         return publish(args.publish, args.period, args.groups, args.tokens)
     if args.read:
         return read(args.read, args.steps, args.period, int(args.peers))
+    if args.publish_new:
+        return new_publish(args.initial, args.publish_new, args.seed, args.period, args.groups, args.tokens)
+    if args.read_new:
+        return new_read(args.initial, args.steps, args.period, args.groups, args.tokens, int(args.peers))
     if os.geteuid() != 0:
-        parser.error("needs root: the reader runs in its own network namespace")
+        parser.error("needs root: the reader and the bootstrap run in their own network namespaces")
     from node.runtime import quiet_libraries
 
     quiet_libraries()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     make_namespace()
     try:
-        rows = []
-        for n in (int(x) for x in args.peers.split(",")):
-            print(f"measuring {n} publishers ...", file=sys.stderr, flush=True)
-            rows.append(measure(n, args))
+        rows, legacy = [], []
+        for n in (int(x) for x in args.peers.split(",") if x):
+            print(f"exchange: measuring {n} publishers ...", file=sys.stderr, flush=True)
+            rows.append(measure_new(n, args, out))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        for n in (int(x) for x in args.legacy_peers.split(",") if x):
+            print(f"single-key exchange: measuring {n} publishers ...", file=sys.stderr, flush=True)
+            legacy.append(measure(n, args))
     finally:
         remove_namespace()
-    print(f"single-key exchange: bundles of {args.groups} groups x 8 x {args.tokens} tokens, one per publisher "
-          f"per {args.period:g} s; medians over {args.steps} steps")
-    print(f"{'peers':>5} {'wire KB/step':>12} {'payload KB':>10} {'new KB':>7} {'wire/new':>8} "
-          f"{'largest value KB':>16} {'complete':>8} {'fetch ms':>8} {'p95 ms':>7}")
+    (out / "results.json").write_text(json.dumps({"exchange": rows, "single_key": legacy}, indent=1))
+    print(f"exchange (announcements + pulls): bundles of {args.groups} groups x 8 x {args.tokens} tokens, one per "
+          f"publisher per {args.period:g} s, + {2 * args.trainers} training peers; medians over {args.steps} steps")
+    print(f"{'peers':>5} {'down KB/step':>12} {'up KB/step':>10} {'pulled KB':>9} {'groups':>6} "
+          f"{'largest value KB':>16} {'pulls ok':>8} {'pull ms':>7} {'p95 ms':>6} {'swarm p95 s':>11} "
+          f"{'boot CPU ms/s/peer':>18} {'boot B/s/peer':>13}")
     for r in rows:
-        ratio = r["rx_step"] / r["new_step"] if r["new_step"] else float("inf")
-        print(f"{r['peers']:>5} {r['rx_step'] / 1e3:>12.1f} {r['payload_step'] / 1e3:>10.1f} "
-              f"{r['new_step'] / 1e3:>7.1f} {ratio:>8.1f} {r['largest'] / 1e3:>16.1f} {r['complete']:>8.0%} "
-              f"{r['latency'] * 1e3:>8.0f} {r['latency_p95'] * 1e3:>7.0f}")
-    base = rows[0]
-    for r in rows[1:]:
-        print(f"wire bytes per step, {r['peers']} vs {base['peers']} peers: {r['rx_step'] / base['rx_step']:.2f}x")
+        print(f"{r['peers']:>5} {r['rx_step'] / 1e3:>12.1f} {r['tx_step'] / 1e3:>10.1f} "
+              f"{r['pulled_step'] / 1e3:>9.1f} {r['groups']:>6.0f} {r['largest'] / 1e3:>16.2f} "
+              f"{r['pull_ok']:>8.1%} {r['latency'] * 1e3:>7.0f} {r['latency_p95'] * 1e3:>6.0f} "
+              f"{r['swarm_p95']:>11.2f} {r['boot_cpu_ms_s'] / (r['peers'] + 1 + 2 * args.trainers):>18.2f} "
+              f"{r['boot_bytes_s'] / (r['peers'] + 1 + 2 * args.trainers):>13.0f}")
+    for r in rows:
+        print(f"  {r['peers']} peers: {r['announcements']} announcements seen, {r['pulls']} pulls, "
+              f"{r['rejected']} records refused; training peers: steps {r['trainer_steps']}, groups used "
+              f"{r['trainer_used']}, refused {r['trainer_rejected']}")
+    if legacy:
+        print(f"\nsingle-key exchange (retired), same bundles; medians over {args.steps} steps")
+        print(f"{'peers':>5} {'wire KB/step':>12} {'payload KB':>10} {'new KB':>7} {'wire/new':>8} "
+              f"{'largest value KB':>16} {'complete':>8} {'fetch ms':>8} {'p95 ms':>7}")
+        for r in legacy:
+            ratio = r["rx_step"] / r["new_step"] if r["new_step"] else float("inf")
+            print(f"{r['peers']:>5} {r['rx_step'] / 1e3:>12.1f} {r['payload_step'] / 1e3:>10.1f} "
+                  f"{r['new_step'] / 1e3:>7.1f} {ratio:>8.1f} {r['largest'] / 1e3:>16.1f} {r['complete']:>8.0%} "
+                  f"{r['latency'] * 1e3:>8.0f} {r['latency_p95'] * 1e3:>7.0f}")
+    if rows:
+        base, top = rows[0], rows[-1]
+        print(f"\ndownload per step, {top['peers']} vs {base['peers']} peers: exchange "
+              f"{top['rx_step'] / base['rx_step']:.2f}x (target <= 1.5x)", end="")
+        same = [r for r in legacy if r["peers"] == top["peers"]]
+        lbase = [r for r in legacy if r["peers"] == base["peers"]]
+        if same and lbase:
+            print(f"; single-key {same[0]['rx_step'] / lbase[0]['rx_step']:.2f}x", end="")
+        print()
+        print(f"pull success, all N: {min(r['pull_ok'] for r in rows):.1%} at worst (target >= 99%); largest DHT "
+              f"value {max(r['largest'] for r in rows) / 1024:.1f} KiB (target <= 64 KiB)")
+        for r in rows:
+            match = [x for x in legacy if x["peers"] == r["peers"]]
+            if match:
+                print(f"  {r['peers']} peers: exchange downloads {r['rx_step'] / match[0]['rx_step']:.2f}x the "
+                      f"single-key exchange's bytes per step")
     return 0
 
 

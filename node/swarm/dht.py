@@ -44,6 +44,12 @@ log = logging.getLogger(__name__)
 
 OWNER_SUBKEY = re.compile(rb"\[owner:([^\[\]]+)\]")  # hivemind's RSASignatureValidator marker, nothing else
 ALONE_FIRST_RETRY = 2.0  # seconds before the first re-bootstrap once a node sees no other peer (then doubling)
+# The DHT's own copying, chosen rather than left at hivemind's defaults: a value is kept by the NUM_REPLICAS
+# nodes nearest its key, where its owner stores it (every step, as announcements change every step); a node
+# does not cache what it reads (a reader wants the newest: every read searches to the replicas anyway, and a
+# cache would be re-fetched before it expires and served to others stale), pushes nothing it found to further
+# nodes, and caches nothing it stores.
+DHT_COPYING = {"num_replicas": 5, "cache_locally": False, "cache_nearest": 0, "cache_on_store": False}
 RELAY_STREAMS = 8  # pulls a reachable peer relays at once to peers behind NAT (more are answered "not served")
 RELAY_BYTES = 4 << 20  # bytes one relayed pull may carry (a receiver's own limit is lower)
 RELAY_TIMEOUT = 30.0  # seconds one relayed pull may take
@@ -145,6 +151,7 @@ class SwarmDHT:
     """A DHT node in a private event loop with blocking, time-bounded methods."""
 
     max_value_bytes = MAX_ANNOUNCEMENT  # the largest value publish accepts (the schema's limit)
+    dht_copying = DHT_COPYING
 
     def __init__(self, settings: SwarmConfig, stop: threading.Event | None = None, bundles: bool = True):
         """stop: an event that, once set, abandons a start in progress (raises Stopped); bundles: serve and
@@ -222,7 +229,8 @@ class SwarmDHT:
         from hivemind.dht.node import DHTNode
 
         s = self.settings
-        kwargs = {"host_maddrs": [f"/ip4/{s.host}/tcp/{s.port}"], "startup_timeout": s.startup_timeout}
+        kwargs = {"host_maddrs": [f"/ip4/{s.host}/tcp/{s.port}"], "startup_timeout": s.startup_timeout,
+                  **self.dht_copying}
         if s.announce:
             kwargs["announce_maddrs"] = list(s.announce)
         if s.identity:

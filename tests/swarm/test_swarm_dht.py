@@ -7,7 +7,7 @@ import pytest
 from node.config import SwarmConfig
 from node.errors import SwarmUnreachable
 from node.swarm.attacks import HostileDHT
-from node.swarm.dht import SwarmDHT, announcement_kind, record_key
+from node.swarm.dht import SwarmDHT, announcement_kind, record_key, signature_check
 from protocol import ANNOUNCE_SHARDS, MAX_ANNOUNCEMENT
 from protocol.codec import (
     Announcement,
@@ -19,6 +19,7 @@ from protocol.codec import (
     WireGroup,
     bundle_chunks,
     bundle_digest,
+    bundle_statement,
     decode_announcement,
     decode_group,
     encode_announcement,
@@ -163,6 +164,48 @@ def test_a_bundle_stream_that_breaks_its_own_rules_is_refused():
     short.add(whole[0])
     with pytest.raises(RecordError, match="ended after 4 of 10"):
         short.bundle()
+
+
+def test_only_the_owner_can_sign_a_bundle_so_no_relay_can_alter_or_relabel_it():
+    """What a relay (or cache) of a pulled bundle could try: send other bytes under their own digest with the
+    owner's signature of the real one, relabel a groups bundle as summaries, drop the signature, or sign
+    itself. The owner's public key (its DHT subkey) refuses each."""
+    from hivemind.dht.crypto import RSASignatureValidator
+    from hivemind.utils.crypto import RSAPrivateKey
+
+    owner, relay = RSAPrivateKey(), RSAPrivateKey()
+    subkey = RSASignatureValidator(owner).local_public_key
+    bundle, forged = b"honest groups" * 100, b"forged groups" * 100
+    signature = owner.sign(bundle_statement("groups", bundle_digest(bundle)))
+
+    def pull(chunks, kind="groups"):
+        assembler = BundleAssembler(b"", 1 << 20, signature_check(kind, subkey))
+        for chunk in chunks:
+            if assembler.add(chunk):
+                break
+        return assembler.bundle()
+
+    assert pull(bundle_chunks(bundle, signature, chunk=512)) == bundle
+    for chunks, kind in ((bundle_chunks(forged, signature), "groups"),  # other bytes, the owner's signature
+                         (bundle_chunks(bundle, signature), "summaries"),  # relabelled
+                         (bundle_chunks(bundle), "groups"),  # unsigned
+                         (bundle_chunks(forged, relay.sign(bundle_statement("groups", bundle_digest(forged)))),
+                          "groups")):  # signed by the relay
+        with pytest.raises(RecordError) as err:
+            pull(chunks, kind)
+        assert err.value.reason == "signature"
+    assert not signature_check("groups", b"[owner:not a key]")(bundle_digest(bundle), signature)
+
+
+def test_announcements_name_at_most_two_relays():
+    card = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0.1.0")
+    ref = BundleRef(bundle_digest(b"b"), 10, 1)
+    relayed = Announcement("QmNat", (), 3, 1.0, card, ref, ref, relays=("QmRelayA", "QmRelayB"))
+    assert decode_announcement(encode_announcement(relayed)).relays == ("QmRelayA", "QmRelayB")
+    with pytest.raises(RecordError) as err:
+        decode_announcement(encode_announcement(Announcement("QmNat", (), 3, 1.0, card, ref, ref,
+                                                             relays=("a", "b", "c"))))
+    assert err.value.reason == "announcement"
 
 
 def announcement(peer: SwarmDHT, step: int = 1) -> bytes:
