@@ -4,3 +4,5 @@ MAX_RECORD_TTL = 600.0  # seconds: no record under the swarm's keys may expire l
 CLOCK_SKEW = 60.0  # seconds of clock disagreement tolerated on top (FIELD-NOTES: peers agree within 3 s)
 ANNOUNCE_SHARDS = 64  # DHT keys the announcements are spread over (a peer's shard: a hash of its subkey)
 MAX_ANNOUNCEMENT = 2048  # bytes of one announcement record
+MAX_SHARD_ANNOUNCEMENTS = 512  # announcements a DHT node holds under one shard key (a reply for the key stays
+#                                under ~1.5 MB, far from hivemind's 4 MiB; 64 x 512 = 32768 peers)

@@ -35,7 +35,14 @@ from node.config import SwarmConfig
 from node.errors import IdentityInUse, Stopped, SwarmUnreachable, first_line
 from node.process import IdentityLock, ensure_port_free, kill_pids, own_children
 from node.swarm import ServedBundles
-from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW, MAX_ANNOUNCEMENT, MAX_RECORD_TTL, PROTOCOL_VERSION
+from protocol import (
+    ANNOUNCE_SHARDS,
+    CLOCK_SKEW,
+    MAX_ANNOUNCEMENT,
+    MAX_RECORD_TTL,
+    MAX_SHARD_ANNOUNCEMENTS,
+    PROTOCOL_VERSION,
+)
 from protocol import swarm_pb2 as pb
 from protocol.codec import BundleAssembler, announcement_shard, bundle_chunks, bundle_statement
 
@@ -88,12 +95,14 @@ def announcement_kind(shard: int) -> str:
     return f"ann/{shard}"
 
 
-def _schema_validator(swarm: str):
+def _schema_validator(swarm: str, held=lambda key: None):
     """Every honest node refuses records outside our schema: only our keys; the subkey a `bytes` owner marker
     (so RSASignatureValidator always checks the owner's signature); an expiration at most MAX_RECORD_TTL
     ahead (+ clock skew); the value a byte string under the size budget; an announcement at most
-    MAX_ANNOUNCEMENT bytes and only in the shard its subkey hashes to (one per identity). (Content is validated again,
-    strictly, by every receiver's codec.)"""
+    MAX_ANNOUNCEMENT bytes and only in the shard its subkey hashes to (one per identity); and no new identity in
+    a shard that already holds MAX_SHARD_ANNOUNCEMENTS here (`held(key)`: what this node stores under the key),
+    so that no key's value nears hivemind's 4 MiB however many identities grind their keys into one shard.
+    (Content is validated again, strictly, by every receiver's codec.)"""
     from hivemind.dht.protocol import DHTProtocol
     from hivemind.dht.routing import DHTID
     from hivemind.dht.validation import RecordValidatorBase
@@ -118,8 +127,11 @@ def _schema_validator(swarm: str):
             if not record.expiration_time <= get_dht_time() + MAX_RECORD_TTL + CLOCK_SKEW:
                 return False
             value = loads(record.value)  # one small announcement per identity, in its own shard only
-            return (isinstance(value, bytes) and len(value) <= MAX_ANNOUNCEMENT
-                    and announcement_shard(subkey) == shard_ids[record.key])
+            if not (isinstance(value, bytes) and len(value) <= MAX_ANNOUNCEMENT
+                    and announcement_shard(subkey) == shard_ids[record.key]):
+                return False
+            stored = held(record.key)
+            return stored is None or subkey in stored or len(stored) < MAX_SHARD_ANNOUNCEMENTS
 
         @property
         def priority(self) -> int:
@@ -180,7 +192,15 @@ class SwarmDHT:
 
     def _validators(self) -> list:
         """Signatures first, then our schema (a red-team harness overrides this to store anything)."""
-        return [self.validator, _schema_validator(self.settings.name)]
+        return [self.validator, _schema_validator(self.settings.name, self._held)]
+
+    def _held(self, key: bytes):
+        """What this node stores under a DHT key (a dictionary of subkeys), or None."""
+        from hivemind.dht.routing import DHTID
+
+        node = getattr(self, "_node", None)
+        found = node.protocol.storage.get(DHTID.from_bytes(key)) if node is not None else None
+        return found.value if found is not None and hasattr(found.value, "items") else None
 
     def _start(self, stop: threading.Event | None):
         from hivemind.p2p.p2p_daemon_bindings.utils import P2PDaemonError

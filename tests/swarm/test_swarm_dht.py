@@ -237,3 +237,43 @@ def test_announcements_live_only_in_their_own_shard_and_are_small(pair):
         assert mallory.own_subkey in b.fetch_shards_async([mallory.shard]).result(30)
     finally:
         mallory.shutdown()
+
+
+def test_no_shard_key_grows_past_its_cap_however_many_identities_grind_into_it(monkeypatch, tmp_path):
+    """A hostile operator grinds RSA keys until three hash to one shard and announces under each (client-mode
+    nodes, so only honest nodes hold the key): past MAX_SHARD_ANNOUNCEMENTS (2 here) every honest holder refuses
+    a new identity in that shard, so no key's value can be driven towards hivemind's 4 MiB message limit (whose
+    oversize path leaks memory on the holder)."""
+    from cryptography.hazmat.primitives import serialization
+    from hivemind.dht.crypto import RSASignatureValidator
+    from hivemind.utils.crypto import RSAPrivateKey
+
+    import node.swarm.dht as dht_module
+    from protocol.codec import announcement_shard
+
+    monkeypatch.setattr(dht_module, "MAX_SHARD_ANNOUNCEMENTS", 2)
+    by_shard: dict[int, list] = {}
+    while not any(len(keys) >= 3 for keys in by_shard.values()):  # a 3-way collision in 64 shards
+        key = RSAPrivateKey()
+        by_shard.setdefault(announcement_shard(RSASignatureValidator(key).local_public_key), []).append(key)
+    shard, keys = next((s, k) for s, k in by_shard.items() if len(k) >= 3)
+    a = SwarmDHT(SwarmConfig(name="t"))
+    b = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(a.visible_maddrs())))
+    card = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0.1.0")
+    sybils = []
+    try:
+        for i, key in enumerate(keys[:3]):
+            (tmp_path / f"sybil{i}.rsa").write_bytes(key._private_key.private_bytes(
+                serialization.Encoding.DER, serialization.PrivateFormat.TraditionalOpenSSL,
+                serialization.NoEncryption()))
+            sybils.append(HostileDHT(SwarmConfig(name="t", initial_peers=tuple(a.visible_maddrs()),
+                                                 identity=str(tmp_path / f"sybil{i}"), client_mode=True), card=card))
+        assert {sybil.shard for sybil in sybils} == {shard}
+        stored = [sybil.announce_async(announcement(sybil), ttl=30).result(30) for sybil in sybils]
+        assert stored == [True, True, False]  # the third identity finds no honest node that takes it
+        held = b.fetch_shards_async([shard]).result(30)
+        assert set(held) == {sybils[0].own_subkey, sybils[1].own_subkey}
+        assert sybils[0].announce_async(announcement(sybils[0], step=2), ttl=30).result(30)  # updates still land
+    finally:
+        for node in [*sybils, b, a]:
+            node.shutdown()

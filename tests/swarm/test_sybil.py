@@ -13,13 +13,15 @@ from node.swarm.dht import SwarmDHT
 
 STEPS = 30
 IDENTITIES = 50
-SLACK = 1.0  # seconds of a step's swarm phase beyond the gather deadline (publish, decode, re-score)
+SLACK = 1.5  # wall seconds of a step's swarm phase beyond the gather deadline and the CPU budget of received
+#              records (publishing; a loaded machine); a wait for the Sybils' pulls (30 s each) would be far more
 
 
 def config(model: str, seed: int):
     return build_config({"model": {"name": model}, "task": {"name": "arith-add"},
                          "train": {"group_policy": "fixed", "group_size": 8, "prompts_per_step": 8, "seed": seed},
-                         "swarm": {"received_groups": 16, "gather_deadline": 0.5, "max_records_per_step": 64}})
+                         "swarm": {"received_groups": 16, "gather_deadline": 0.5, "max_records_per_step": 64,
+                                   "max_receive_cpu": 0.5}})
 
 
 @pytest.mark.slow
@@ -52,7 +54,8 @@ def test_fifty_identities_cannot_exceed_the_newcomer_slots_the_caps_or_the_deadl
                 assert from_sybil <= swarm_cfg.explore_pulls * cap, (step, from_sybil)
                 assert result.swarm.groups_received + sum(result.swarm.rejected.values()) \
                     <= swarm_cfg.max_records_per_step
-                assert result.swarm.seconds <= swarm_cfg.gather_deadline + SLACK, (step, result.swarm)
+                assert result.swarm.seconds <= swarm_cfg.gather_deadline + swarm_cfg.max_receive_cpu + SLACK, \
+                    (step, result.swarm)
                 assert not result.swarm.rejected, result.swarm.rejected  # valid records: refused by nobody
         for i in range(2):  # the other honest peer is established, pulled in most of the last steps, and then
             other = honest[1 - i]  # all of its groups are used: Sybils take only what is left
