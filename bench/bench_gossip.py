@@ -440,6 +440,33 @@ def measure(n: int, args) -> dict:
             "latency_p95": sorted(r["latency"] for r in rows)[int(0.95 * (len(rows) - 1))]}
 
 
+def plot(rows: list[dict], legacy: list[dict], path: Path) -> None:
+    """Download per step against the swarm's size, both layers, and the pulled payload."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    if rows:
+        ax.plot([r["peers"] for r in rows], [r["rx_step"] / 1e3 for r in rows], "o-",
+                label="exchange: announcements + pulls (wire)")
+        ax.plot([r["peers"] for r in rows], [r["pulled_step"] / 1e3 for r in rows], "o:",
+                label="exchange: payload pulled")
+    if legacy:
+        ax.plot([r["peers"] for r in legacy], [r["rx_step"] / 1e3 for r in legacy], "s-",
+                label="single-key exchange (wire)")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("peers in the swarm")
+    ax.set_ylabel("KB a peer downloads per step")
+    ax.legend()
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peers", default="5,10,20,50,100", help="publisher counts, the exchange")
@@ -451,7 +478,7 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=64, help="tokens in a completion")
     parser.add_argument("--processes", type=int, default=4, help="helper processes the publishers run in")
     parser.add_argument("--trainers", type=int, default=1, help="1: two real training peers join; 0: none")
-    parser.add_argument("--out", default="runs/bench-gossip", help="logs, identities and the results (JSON)")
+    parser.add_argument("--out", default="runs/bench-gossip", help="logs, identities, results (JSON) and a plot")
     for hidden in ("--publish", "--publish-new", "--seed"):
         parser.add_argument(hidden, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--read", help=argparse.SUPPRESS)
@@ -486,6 +513,7 @@ def main() -> int:
     finally:
         remove_namespace()
     (out / "results.json").write_text(json.dumps({"exchange": rows, "single_key": legacy}, indent=1))
+    plot(rows, legacy, out / "gossip.png")
     print(f"exchange (announcements + pulls): bundles of {args.groups} groups x 8 x {args.tokens} tokens, one per "
           f"publisher per {args.period:g} s, + {2 * args.trainers} training peers; medians over {args.steps} steps")
     print(f"{'peers':>5} {'down KB/step':>12} {'up KB/step':>10} {'pulled KB':>9} {'groups':>6} "
