@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import random
 import time
 from collections.abc import Callable
@@ -399,19 +400,24 @@ class GroupExchange:
 
     def _take(self, queues: dict, taken: collections.Counter, budget: int, sender_cap: int,
               result: GatherResult, work: WorkBudget, outcome: dict, newcomers_too: bool) -> None:
-        """Round-robin over senders in a random order, established senders first (newcomers only when
-        `newcomers_too`: no established sender's pull is still on its way), one record from each in turn, until
-        the budget is full, the work budget is spent, or no sender under its cap has records left; newcomers
-        together stop at swarm.explore_pulls x sender_cap completions (Sybils: senders.py)."""
+        """Round-robin over senders in a random order, one record from each in turn, until the budget is
+        full, the work budget is spent, or no sender under its cap has records left: established senders
+        first, leaving newcomers (while any is pulled) their share of the budget (explore_pulls / pull_peers);
+        newcomers only when `newcomers_too` (no established sender's pull is still on its way), together at most
+        swarm.explore_pulls x sender_cap completions (Sybils: senders.py); then established senders again, up to
+        the whole budget."""
         newcomers = {s for s in queues if self.senders.is_newcomer(s)}
         established = [s for s in queues if s not in newcomers]
         self.rng.shuffle(established)
-        self._round_robin(established, queues, taken, budget, sender_cap, result, work, outcome, None)
+        pulling = newcomers or any(self.senders.is_newcomer(s) for s, _ in self.pulls)
+        reserve = math.ceil(budget * self.cfg.explore_pulls / self.cfg.pull_peers) if pulling else 0
+        self._round_robin(established, queues, taken, budget - reserve, sender_cap, result, work, outcome, None)
         if newcomers_too:
             order = sorted(newcomers)
             self.rng.shuffle(order)
             self._round_robin(order, queues, taken, budget, sender_cap, result, work, outcome,
                               self.cfg.explore_pulls * sender_cap)
+            self._round_robin(established, queues, taken, budget, sender_cap, result, work, outcome, None)
 
     def _round_robin(self, order: list[bytes], queues: dict, taken: collections.Counter, budget: int,
                      sender_cap: int, result: GatherResult, work: WorkBudget, outcome: dict,

@@ -57,11 +57,10 @@ def test_fifty_identities_cannot_exceed_the_newcomer_slots_the_caps_or_the_deadl
                 assert result.swarm.seconds <= swarm_cfg.gather_deadline + swarm_cfg.max_receive_cpu + SLACK, \
                     (step, result.swarm)
                 assert not result.swarm.rejected, result.swarm.rejected  # valid records: refused by nobody
-        for i in range(2):  # the other honest peer is established, pulled in most of the last steps, and then
-            other = honest[1 - i]  # all of its groups are used: Sybils take only what is left
+        for i in range(2):  # the other honest peer is established and pulled in most of the last steps, and
+            other = honest[1 - i]  # its groups are used first: Sybils take only what is left
             pulled = [r.taken[other] for r in gathered[i][-15:] if r.taken.get(other, 0) > 0]
-            assert len(pulled) >= 10, (i, pulled)
-            assert all(n == 8 * 8 for n in pulled), (i, pulled)
+            assert len(pulled) >= 10 and sum(pulled) >= 10 * 8 * 8, (i, pulled)
     finally:
         for peer in peers:
             peer.close()
