@@ -1,9 +1,10 @@
 """Sybil (issue 11): one process with 50 identities (each its own RSA key, peer id and p2p daemon) announcing and
-serving valid groups that teach nothing, through a real DHT on loopback, next to two honest peers that learn from
-each other. The bound the selection policy gives (node/swarm/senders.py), checked at every step of both honest
-peers: newcomers, however many, hold at most `swarm.explore_pulls` pulls at a time, so the Sybil's completions
-used in a step are at most explore_pulls x the per-sender cap; the per-step intake stays within its caps and
-the swarm phase within the gather deadline; and the honest peer is not crowded out."""
+serving valid groups that teach nothing, through a real DHT on loopback, arriving after two honest peers have
+learnt from each other for a few steps. The bound the selection policy gives (node/swarm/senders.py), checked
+at every step of both honest peers: all newcomers together contribute at most `swarm.explore_pulls` x the
+per-sender cap completions to a step, however many identities; the per-step intake stays within its caps and
+the swarm phase within the gather deadline (+ the CPU budget); and the established honest peer is not crowded
+out."""
 import pytest
 
 from node.config import SwarmConfig, build_config
@@ -13,6 +14,7 @@ from node.swarm.dht import SwarmDHT
 
 STEPS = 30
 IDENTITIES = 50
+SYBIL_FROM = 8  # the honest peers have earned their place with each other by then (2 informative pulls)
 SLACK = 1.5  # wall seconds of a step's swarm phase beyond the gather deadline and the CPU budget of received
 #              records (publishing; a loaded machine); a wait for the Sybils' pulls (30 s each) would be far more
 
@@ -29,7 +31,9 @@ def test_fifty_identities_cannot_exceed_the_newcomer_slots_the_caps_or_the_deadl
     boot = SwarmDHT(SwarmConfig(), bundles=False)
     initial = tuple(boot.visible_maddrs())
     victim = attacks.victim_for("tiny-add", "arith-add")
-    sybil = attacks.SybilSwarm(SwarmConfig(initial_peers=initial), victim.card, IDENTITIES)
+    # the identities announce and serve, and hold no DHT keys (50 DHT servers in one process would be a slow-
+    # holder attack on the DHT itself, hivemind's concern, not the selection policy's)
+    sybil = attacks.SybilSwarm(SwarmConfig(initial_peers=initial, client_mode=True), victim.card, IDENTITIES)
     dhts = [SwarmDHT(SwarmConfig(initial_peers=initial)) for _ in range(2)]
     peers = [Peer(config("tiny-add", 0), transport=dhts[0]), Peer(config("tiny-add-lora", 1), transport=dhts[1])]
     gathered = [[], []]
@@ -41,10 +45,11 @@ def test_fifty_identities_cannot_exceed_the_newcomer_slots_the_caps_or_the_deadl
     honest = [dht.own_subkey for dht in dhts]
     try:
         for step in range(STEPS):
-            now = sybil.nodes[0].now()
-            stored = sybil.publish(lambda i, step=step, now=now: [attacks.uninformative(
-                victim, index, created=now) for index in attacks.random_indices(1000 * step + i, 8)])
-            assert stored == IDENTITIES
+            if step >= SYBIL_FROM:
+                now = sybil.nodes[0].now()
+                stored = sybil.publish(lambda i, step=step, now=now: [attacks.uninformative(
+                    victim, index, created=now) for index in attacks.random_indices(1000 * step + i, 8)])
+                assert stored == IDENTITIES
             for i, peer in enumerate(peers):
                 result = peer.step(step)
                 swarm_cfg = peer.cfg.swarm
@@ -57,10 +62,14 @@ def test_fifty_identities_cannot_exceed_the_newcomer_slots_the_caps_or_the_deadl
                 assert result.swarm.seconds <= swarm_cfg.gather_deadline + swarm_cfg.max_receive_cpu + SLACK, \
                     (step, result.swarm)
                 assert not result.swarm.rejected, result.swarm.rejected  # valid records: refused by nobody
-        for i in range(2):  # the other honest peer is established and pulled in most of the last steps, and
-            other = honest[1 - i]  # its groups are used first: Sybils take only what is left
-            pulled = [r.taken[other] for r in gathered[i][-15:] if r.taken.get(other, 0) > 0]
-            assert len(pulled) >= 10 and sum(pulled) >= 10 * 8 * 8, (i, pulled)
+        for i in range(2):  # the other honest peer, established before the Sybils came, is not crowded out:
+            other = honest[1 - i]  # pulled in most steps of the attack and its groups used first
+            pulled = [r.taken.get(other, 0) for r in gathered[i][SYBIL_FROM:]]
+            sybil_used = [sum(n for s, n in r.taken.items() if s in sybil.subkeys)
+                          for r in gathered[i][SYBIL_FROM:]]
+            assert sum(n > 0 for n in pulled) >= 0.7 * len(pulled), (i, pulled)
+            assert sum(pulled) >= 0.7 * len(pulled) * 8 * 8, (i, pulled)
+            assert sum(sybil_used) > 0, sybil_used  # the Sybils were looked at (explored), within their bound
     finally:
         for peer in peers:
             peer.close()
