@@ -140,9 +140,11 @@ def test_forged_summaries_are_counted_once_per_step_with_bounded_weight(swarm):
     evidence in a step stays at most max_sender_summaries x peer_weight (8 x 0.5 = 4 pseudo-observations)."""
     sp, attacker, _ = swarm
     start = {name: len(sp.metrics(name)) for name in HONEST}
-    for i in range(20):
-        assert attacker.publish_records("summaries", attacks.summary_flood(step=10**6 + i))
+    stored = 0
+    for i in range(20):  # (a store can miss a replica on a loaded machine: the attack needs most, not all)
+        stored += attacker.publish_records("summaries", attacks.summary_flood(step=10**6 + i))
         time.sleep(0.5)
+    assert stored >= 15, stored
     for name in HONEST:
         rows = sp.metrics(name)[start[name]:]
         assert any(r.group.summaries_used > 256 for r in rows)  # the flood arrived ...
