@@ -40,10 +40,11 @@ def nat_namespace():
         sh("ip", "link", "set", host_if, "up")
         for cmd in (("ip", "addr", "add", f"{NAT_IP}/24", "dev", ns_if), ("ip", "link", "set", ns_if, "up"),
                     ("ip", "link", "set", "lo", "up"),
-                    ("iptables", "-A", "INPUT", "-i", ns_if, "-p", "tcp", "--syn", "-j", "DROP"),
-                    ("iptables", "-A", "INPUT", "-i", ns_if, "-p", "udp", "-m", "conntrack", "--ctstate", "NEW",
-                     "-j", "DROP")):
+                    ("iptables", "-A", "INPUT", "-i", ns_if, "-p", "tcp", "--syn", "-j", "DROP")):
             sh("ip", "netns", "exec", ns, *cmd)
+        # p2pd listens on TCP only here; new UDP flows are dropped too where conntrack is available
+        sh("ip", "netns", "exec", ns, "iptables", "-A", "INPUT", "-i", ns_if, "-p", "udp", "-m", "conntrack",
+           "--ctstate", "NEW", "-j", "DROP", check=False)
         yield ns
     finally:
         sh("ip", "link", "del", host_if, check=False)
