@@ -215,8 +215,8 @@ class SwarmConfig:
     announce: tuple[str, ...] = ()  # multiaddrs announced to others (public hosts behind NAT or docker)
     identity: str = ""  # identity file: a stable peer id (and record-signing key) across restarts
     client_mode: bool = False  # this peer cannot accept inbound connections (behind NAT or a firewall): it
-    #                            serves no DHT requests and others pull from it through a relay (its initial
-    #                            peers), libp2p circuit relay
+    #                            serves no DHT requests, and others pull from it through its relays (the peers it
+    #                            last pulled from, over the connection it opened; docs/PROTOCOL.md)
     startup_timeout: float = 30.0  # p2pd start-up time-out, seconds
     received_groups: int = 32  # budget: other peers' groups trained on per step (SAPO used 4 local + 4 received)
     local_groups: int = 0  # own groups trained on per step (0: all generated)

@@ -61,6 +61,7 @@ RELAY_STREAMS = 8  # pulls a reachable peer relays at once to peers behind NAT (
 RELAY_BYTES = 4 << 20  # bytes one relayed pull may carry (a receiver's own limit is lower)
 RELAY_TIMEOUT = 30.0  # seconds one relayed pull may take
 
+
 def signature_check(kind: str, signer: bytes):
     """`verify(digest, signature)` for BundleAssembler: whether the owner of DHT subkey `signer` (its RSA public
     key, the one that signs its announcement) signed this kind and digest."""

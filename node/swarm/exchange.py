@@ -425,8 +425,6 @@ class GroupExchange:
         """One record from each sender of `order` in turn (each under sender_cap, all of them together under
         together_cap completions if given) until the budget or the work budget is spent or nothing is left."""
         while len(result.groups) < budget and not work.exhausted():
-            if together_cap is not None and sum(taken[s] for s in order) >= together_cap:
-                return
             progressed = False
             for sender in order:
                 if taken[sender] >= sender_cap or (
