@@ -246,7 +246,8 @@ def _stop_timeout(p: argparse.ArgumentParser) -> None:
                         "(default: 20)")
 
 
-LOCAL_FLAGS = ("--task", "--steps", "--variant", "--backend", "--group-policy", "--group-size", "--prompts")
+LOCAL_FLAGS = ("--task", "--steps", "--variant", "--backend", "--group-policy", "--group-size", "--prompts",
+               "--eval-every")
 
 
 def _output_arguments(p: argparse.ArgumentParser) -> None:

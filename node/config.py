@@ -25,6 +25,7 @@ from .errors import ConfigError
 VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis")
 AGGREGATIONS = ("grpo", "dapo")
 REDUCTIONS = ("sum", "mean")
+SPLITS = ("train", "test")  # a task's train split is in distribution, its test split out of distribution
 ENV_PREFIX = "SWARM_"
 
 
@@ -160,7 +161,7 @@ class TaskConfig:
 
     def __post_init__(self):
         _check(bool(self.name), "task.name", "must not be empty", self.name)
-        _check(self.split in ("train", "test"), "task.split", "must be train or test", self.split)
+        _check(self.split in SPLITS, "task.split", "must be train or test", self.split)
 
 
 @dataclass(frozen=True)
@@ -260,6 +261,25 @@ class SwarmConfig:
 
 
 @dataclass(frozen=True)
+class EvalConfig:
+    every: int = 0  # held-out evaluation every this many steps and after the last one (0: never during training)
+    task: str = ""  # task evaluated ("": the training task)
+    prompts: int = 256  # held-out prompts per split (fixed item indices that training never draws)
+    samples: int = 2  # sampled completions per prompt for sampled pass@1 (greedy pass@1 takes one)
+    splits: tuple[str, ...] = ("train", "test")  # train: in distribution; test: out of distribution (arith:
+    #                                            operands 20-99, count: 10-15); a split the task lacks is skipped
+    batch: int = 256  # sequences per generate call while evaluating (bounds memory on real models)
+
+    def __post_init__(self):
+        _check(self.every >= 0, "eval.every", "must be >= 0 (0: never)", self.every)
+        _check(self.prompts >= 1, "eval.prompts", "must be >= 1", self.prompts)
+        _check(self.samples >= 1, "eval.samples", "must be >= 1", self.samples)
+        _check(len(self.splits) > 0 and all(s in SPLITS for s in self.splits), "eval.splits",
+               "must name train and/or test", self.splits)
+        _check(self.batch >= 1, "eval.batch", "must be >= 1", self.batch)
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
@@ -268,6 +288,7 @@ class NodeConfig:
     task: TaskConfig = field(default_factory=TaskConfig)
     sagc: SAGCConfig = field(default_factory=SAGCConfig)
     swarm: SwarmConfig = field(default_factory=SwarmConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -445,6 +466,12 @@ PEER_FLAGS = (
     Flag("--aggregation", "loss.aggregation", "grpo or dapo"),
     Flag("--threads", "generation.threads", "torch threads"),
     Flag("--backend", "generation.backend", "generation backend: transformers or vllm"),
+    Flag("--eval-every", "eval.every", "held-out evaluation every N steps and at the end (0: never)"),
+)
+EVAL_FLAGS = (  # `swarm eval`
+    Flag("--eval-prompts", "eval.prompts", "held-out prompts per split"),
+    Flag("--eval-samples", "eval.samples", "sampled completions per prompt (sampled pass@1)"),
+    Flag("--eval-splits", "eval.splits", "splits to evaluate: train (in distribution), test (out of it)"),
 )
 NETWORK_FLAGS = (
     Flag("--swarm", "swarm.name", "swarm name"),

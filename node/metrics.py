@@ -81,6 +81,9 @@ class StepResult:
     padded_tokens: int = 0  # decode slots spent (a padded batch runs every row as long as its longest)
     step_seconds: float = 0.0
     time: float = field(default_factory=time.time)  # wall clock (Unix seconds) when the step ended
+    eval: dict[str, float] = field(default_factory=dict)  # held-out pass@1 after this step's update, when
+    #                                                       evaluated (node/evaluation.py: "train/greedy", ...)
+    eval_seconds: float = 0.0  # time the evaluation took (not in step_seconds)
     loss: LossMetrics = field(default_factory=LossMetrics)
     swarm: SwarmMetrics = field(default_factory=SwarmMetrics)
     group: GroupMetrics = field(default_factory=GroupMetrics)

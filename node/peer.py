@@ -13,6 +13,7 @@ from pathlib import Path
 from protocol.codec import LengthSummary
 
 from .config import NodeConfig
+from .evaluation import as_metrics, evaluate
 from .generation import make_backend
 from .generation.rollouts import Group, score_group
 from .metrics import StepResult, SwarmMetrics
@@ -41,6 +42,7 @@ class Peer:
         set_threads(cfg.generation.threads)
         self.cfg = cfg
         self.task = get_task(cfg.task.name, cfg.task.data_files)
+        self.eval_task = get_task(cfg.eval.task, cfg.task.data_files) if cfg.eval.task else self.task
         self.loaded = load_model(cfg.model, seed=cfg.train.seed)
         self.backend = make_backend(cfg.generation, self.loaded, seed=cfg.train.seed)
         self.learner = Learner(self.loaded.model, self.backend.pad_id, cfg.train, cfg.loss,
@@ -93,9 +95,22 @@ class Peer:
         # sequence's slot when it ends
         padded = (sum(len(g.completions) for g in groups) * max(max(g.lengths) for g in groups)
                   if self.backend.pads_batch else tokens)
-        return StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, padded,
-                          step_seconds=time.perf_counter() - step_start, loss=loss_metrics, swarm=swarm_metrics,
-                          group=group_metrics)
+        result = StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, padded,
+                            step_seconds=time.perf_counter() - step_start, loss=loss_metrics, swarm=swarm_metrics,
+                            group=group_metrics)
+        if self.evaluates_after(step):
+            result.eval, result.eval_seconds = self.evaluate()
+        return result
+
+    def evaluates_after(self, step: int) -> bool:
+        """Whether held-out accuracy is measured after this step: every eval.every steps and after the last."""
+        every, steps = self.cfg.eval.every, self.cfg.train.steps
+        return every > 0 and ((step + 1) % every == 0 or step + 1 == steps)
+
+    def evaluate(self) -> tuple[dict[str, float], float]:
+        """Held-out pass@1 of the current weights (node/evaluation.py) and the seconds it took."""
+        scores, seconds = evaluate(self.backend, self.loaded.tokenizer, self.eval_task, self.cfg.eval)
+        return as_metrics(scores), seconds
 
     def share(self, groups: list[Group], summaries: list[LengthSummary], step: int,
               own_completions: int) -> tuple[GatherResult, SwarmMetrics]:

@@ -19,8 +19,10 @@ class GenerationBackend(Protocol):
     eos_ids: set[int]
     pad_id: int
 
-    def generate(self, prompts: list[list[int]], group_size: int, seed: int) -> tuple[list[list[Completion]], float]:
-        """G completions for each prompt; returns the groups and the wall seconds of generation."""
+    def generate(self, prompts: list[list[int]], group_size: int, seed: int,
+                 greedy: bool = False) -> tuple[list[list[Completion]], float]:
+        """G completions for each prompt (greedy: the most likely continuation, for evaluation); returns the
+        groups and the wall seconds of generation."""
         ...
 
     def sync(self, model) -> None:

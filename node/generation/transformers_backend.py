@@ -63,15 +63,19 @@ class TransformersBackend:
     def close(self) -> None:
         """Nothing to release."""
 
-    def _generation_config(self) -> GenerationConfig:
-        # neutral settings: our own processors do temperature / top-p (see module docstring)
-        return GenerationConfig(do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                                max_new_tokens=self.sampling.max_new_tokens, pad_token_id=self.pad_id,
+    def _generation_config(self, greedy: bool) -> GenerationConfig:
+        # neutral settings: our own processors do temperature / top-p (see module docstring); greedy decoding
+        # takes the arg max, which neither changes
+        sampling = {"do_sample": False} if greedy else {"do_sample": True, "temperature": 1.0, "top_p": 1.0,
+                                                         "top_k": 0}
+        return GenerationConfig(**sampling, max_new_tokens=self.sampling.max_new_tokens, pad_token_id=self.pad_id,
                                 eos_token_id=sorted(self.eos_ids))
 
     @torch.no_grad()
-    def generate(self, prompts: list[list[int]], group_size: int, seed: int) -> tuple[list[list[Completion]], float]:
-        """G completions for each prompt (one batched generate call); returns groups and wall seconds."""
+    def generate(self, prompts: list[list[int]], group_size: int, seed: int,
+                 greedy: bool = False) -> tuple[list[list[Completion]], float]:
+        """G completions for each prompt (one batched generate call); returns groups and wall seconds.
+        greedy: the most likely token at each position instead of sampling (evaluation)."""
         batch = [p for p in prompts for _ in range(group_size)]
         input_ids, attention = (t.to(self.model.device) for t in left_pad(batch, self.pad_id))
         recorder = _BehaviourRecorder()
@@ -84,7 +88,7 @@ class TransformersBackend:
         self.model.eval()
         start = time.perf_counter()
         out = self.model.generate(input_ids=input_ids, attention_mask=attention, logits_processor=processors,
-                                  generation_config=self._generation_config())
+                                  generation_config=self._generation_config(greedy))
         seconds = time.perf_counter() - start
         if was_training:
             self.model.train()

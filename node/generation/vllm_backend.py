@@ -178,16 +178,18 @@ class VLLMBackend:
         self.syncs += 1
         self.sync_seconds += time.perf_counter() - start
 
-    def _params(self, group_size: int, seed: int):
+    def _params(self, group_size: int, seed: int, greedy: bool = False):
         from vllm import SamplingParams
 
         s = self.sampling
-        return SamplingParams(n=group_size, temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_new_tokens,
+        return SamplingParams(n=group_size, temperature=0.0 if greedy else s.temperature, top_p=s.top_p, max_tokens=s.max_new_tokens,
                               logprobs=0, seed=seed, stop_token_ids=sorted(self.eos_ids), detokenize=False)
 
-    def generate(self, prompts: list[list[int]], group_size: int, seed: int) -> tuple[list[list[Completion]], float]:
-        """G completions for each prompt (one engine call, prompt i seeded with seed + i); groups, seconds."""
-        params = [self._params(group_size, seed + i) for i in range(len(prompts))]
+    def generate(self, prompts: list[list[int]], group_size: int, seed: int,
+                 greedy: bool = False) -> tuple[list[list[Completion]], float]:
+        """G completions for each prompt (one engine call, prompt i seeded with seed + i); groups, seconds.
+        greedy: temperature 0 (evaluation)."""
+        params = [self._params(group_size, seed + i, greedy) for i in range(len(prompts))]
         start = time.perf_counter()
         outputs = self.llm.generate([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False,
                                     lora_request=self._lora_request)

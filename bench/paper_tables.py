@@ -1,0 +1,605 @@
+"""The papers' tables in miniature, by one command: docs/RESULTS.md with its tables and plots.
+
+1. F-TIS table: heterogeneous pairs of zoo peers (sizes, expertises, full + LoRA) x the loss variants x seeds,
+   held-out accuracy in distribution (arith train split) and out of it (test split, operands 20-99) over
+   training, at equal steps and at equal wall clock.
+2. Ablations on the expertise pair: the filter threshold g (token-sum divergence, and the per-token mean), the
+   truncation C.
+3. SAPO's mix: own / received groups trained on per step at the same own generation; cumulative reward.
+4. SAGC in a real local swarm (`swarm local`: bootstrap + tiny-count peers as processes) vs fixed group sizes.
+
+Sections 1-3 run each experiment in one process: the pair's two peers step in turn (the order alternates) and
+share through the in-process swarm (node/swarm/memory.py), which takes the exchange's production path (publish,
+announce, pull, validate, re-score); a peer's time is its own step time (generate, share, learn), as on its own
+machine. Alone runs are one peer without a swarm, keyed by model and seed, so every pair's peers are compared
+with the same Alone runs (same model, seed and prompts). Results are one JSON file per run under --out: a
+rerun skips what is done (resumable); --report-only rebuilds the report from them.
+
+    python bench/paper_tables.py [--seeds 3] [--steps 100] [--workers 2] [--out bench/out/paper]
+    python bench/paper_tables.py --smoke          # a few steps, one seed, every section (CI keeps it working)
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import json
+import math
+import multiprocessing
+import os
+import statistics
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # `python bench/paper_tables.py` from a checkout
+
+from node.config import VARIANTS  # noqa: E402
+
+PAIRS = {  # name -> (weaker partner first, stronger), as the zoo built them
+    "size": ("tiny-add", "small-add"),
+    "expertise": ("tiny-sub", "tiny-add"),
+    "lora": ("tiny-add-lora", "tiny-add"),
+}
+PAIR_ABOUT = {"size": "0.3M + 3M params (both addition experts)",
+              "expertise": "subtraction expert + addition expert (both 0.3M)",
+              "lora": "LoRA + full fine-tuning (same base)"}
+SWARM_VARIANTS = tuple(v for v in VARIANTS if v != "alone")
+MODEL_COST = {"small-add": 4.0}  # relative step cost of a model (tiny models: 1)
+BASE = {  # every experiment of sections 1-3; the task needs both skills (sums and differences)
+    "task": {"name": "arith"},
+    "train": {"prompts_per_step": 16, "group_policy": "fixed", "group_size": 8},
+    "swarm": {"received_groups": 16, "gather_deadline": 0.0},
+    "eval": {"prompts": 256, "samples": 2},
+}
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
+
+
+@dataclass(frozen=True)
+class Run:
+    section: str  # ftis | ablation | mix
+    models: tuple[str, ...]  # one model: alone; two: a pair sharing
+    variant: str
+    seed: int
+    steps: int
+    eval_every: int
+    settings: tuple[tuple[str, str], ...] = ()  # ("loss.g", "5"), ...
+    label: str = ""  # the setting's name in its table
+
+    @property
+    def key(self) -> str:
+        extra = "".join(f"_{k.split('.')[-1]}={v}" for k, v in self.settings)
+        return f"{self.section}_{'+'.join(self.models)}_{self.variant}{extra}_s{self.seed}_n{self.steps}"
+
+    @property
+    def cost(self) -> float:
+        """Relative cost: steps x the models' step costs (a swarm peer learns on twice the groups)."""
+        share = 1.0 if len(self.models) == 1 else 1.5
+        return self.steps * sum(MODEL_COST.get(m, 1.0) for m in self.models) * share
+
+
+def peer_seed(seed: int, model: str) -> int:
+    """A model's seed within a seed set: the same in its Alone run and in every pair."""
+    from node.models.zoo import ZOO
+
+    return 1000 * seed + list(ZOO).index(model)
+
+
+def peer_config(run: Run, model: str, scale: dict):
+    from node.config import build_config, merge
+
+    values = merge(BASE, {"model": {"name": model}, "loss": {"variant": run.variant},
+                          "train": {"steps": run.steps, "seed": peer_seed(run.seed, model)},
+                          "eval": {"every": run.eval_every}})
+    values = merge(values, scale)
+    for key, value in run.settings:
+        section, name = key.split(".")
+        values = merge(values, {section: {name: value}})
+    return build_config(values)
+
+
+def execute(run: Run, scale: dict) -> dict:
+    """Runs one experiment in this process; returns, per peer, its curves and evaluations."""
+    import torch
+
+    from node.peer import Peer
+    from node.runtime import quiet_libraries
+    from node.swarm.memory import MemorySwarm
+
+    quiet_libraries()
+    torch.set_num_threads(1)
+    hub = MemorySwarm() if len(run.models) > 1 and run.variant != "alone" else None
+    names = [f"{model}#{i}" for i, model in enumerate(run.models)]
+    peers = [Peer(peer_config(run, model, scale), transport=hub.transport(name) if hub else None)
+             for model, name in zip(run.models, names, strict=True)]
+    log = {name: {"model": p.cfg.model.name, "reward": [], "step_seconds": [], "learn_seconds": [],
+                  "received": [], "received_reward": [], "filtered": [], "evals": []}
+           for name, p in zip(names, peers, strict=True)}
+    try:
+        for name, peer in zip(names, peers, strict=True):
+            metrics, _ = peer.evaluate()  # before any update
+            log[name]["evals"].append({"step": 0, "seconds": 0.0, **metrics})
+        for step in range(run.steps):
+            order = list(zip(names, peers, strict=True))
+            for name, peer in order if step % 2 == 0 else order[::-1]:  # who goes first alternates
+                r = peer.step(step)
+                entry = log[name]
+                entry["reward"].append(r.reward)
+                entry["step_seconds"].append(r.step_seconds)
+                entry["learn_seconds"].append(r.learn_seconds)
+                entry["received"].append(r.swarm.groups_used)
+                entry["received_reward"].append(r.swarm.received_reward)
+                entry["filtered"].append(r.loss.filtered_frac)
+                if r.eval:
+                    entry["evals"].append({"step": step + 1, "seconds": sum(entry["step_seconds"]), **r.eval})
+    finally:
+        for peer in peers:
+            peer.close()
+    return log
+
+
+def run_one(run: Run, out: str, scale: dict) -> tuple[str, float]:
+    """Worker: executes a run unless its result exists; writes the result atomically."""
+    path = Path(out) / f"{run.key}.json"
+    if path.exists():
+        return run.key, 0.0
+    start = time.perf_counter()
+    peers = execute(run, scale)
+    seconds = time.perf_counter() - start
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"run": dataclasses.asdict(run), "seconds": seconds, "peers": peers}))
+    tmp.replace(path)
+    return run.key, seconds
+
+
+# ---- the plan ----------------------------------------------------------------------------------------------
+
+def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tuple(PAIRS),
+         variants=VARIANTS) -> list[Run]:
+    runs: list[Run] = []
+    if "ftis" in sections:
+        for seed in range(seeds):
+            if "alone" in variants:
+                for model in dict.fromkeys(m for name in pairs for m in PAIRS[name]):
+                    runs.append(Run("ftis", (model,), "alone", seed, steps, eval_every))
+            for name in pairs:
+                runs += [Run("ftis", PAIRS[name], v, seed, steps, eval_every) for v in SWARM_VARIANTS
+                         if v in variants]
+    pair = PAIRS["expertise"]
+    ablation_seeds = range(min(seeds, 2))
+    if "ablation" in sections:
+        for seed in ablation_seeds:
+            for g in ("5", "10", "100"):  # g = 50 (sum) and C = 2 are the F-TIS table's runs
+                runs.append(Run("ablation", pair, "f-tis", seed, steps, eval_every, (("loss.g", g),), f"g={g}"))
+            for g in ("0.5", "2"):
+                runs.append(Run("ablation", pair, "f-tis", seed, steps, eval_every,
+                                (("loss.divergence", "mean"), ("loss.g", g)), f"mean, g={g}"))
+            for c in ("1", "5", "1e9"):
+                runs.append(Run("ablation", pair, "f-tis", seed, steps, eval_every, (("loss.trunc_c", c),),
+                                "C=no cap" if c == "1e9" else f"C={c}"))
+    if "mix" in sections:
+        for seed in ablation_seeds:
+            for own, received in MIXES:
+                runs.append(Run("mix", pair, "f-tis", seed, steps, eval_every,
+                                (("train.prompts_per_step", "8"), ("swarm.local_groups", str(own)),
+                                 ("swarm.received_groups", str(received))), f"{own}/{received}"))
+    return runs
+
+
+MIXES = ((8, 0), (6, 2), (4, 4), (2, 6))
+
+
+# ---- section 4: SAGC in a real local swarm -------------------------------------------------------------
+
+SAGC_POLICIES = (("sagc", ()), ("fixed G=16", ("--group-size", "16")), ("fixed G=8", ("--group-size", "8")))
+
+
+def run_sagc(name: str, extra: tuple[str, ...], steps: int, peers: int, out: Path, smoke: bool) -> dict:
+    """`swarm local` with tiny-count peers on the count task under one group policy; reads their metrics."""
+    from node.local_swarm import read_metrics
+
+    path = out / f"sagc_{name.replace(' ', '').replace('=', '')}_n{steps}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    folder = out / path.stem
+    policy = ("--group-policy", "sagc") if name == "sagc" else ("--group-policy", "fixed")
+    cmd = [sys.executable, str(ROOT / "swarm_cli.py"), "local", "--models", "tiny-count", "--peers", str(peers),
+           "--task", "count", "--steps", str(steps), "--prompts", "16", *policy, *extra,
+           "--eval-every", str(max(steps // 2, 1)), "--set", "generation.max_new_tokens=32",
+           "--set", f"eval.prompts={32 if smoke else 128}", "--out", str(folder)]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise RuntimeError(f"swarm local ({name}) failed: {proc.stderr[-2000:]}")
+    rows = {p.stem: read_metrics(p) for p in sorted(folder.glob("peer*.jsonl"))}
+    last_eval = [next((r.eval for r in reversed(rs) if r.eval), {}) for rs in rows.values()]
+    result = {
+        "policy": name, "wall": wall,
+        "train_seconds": statistics.median(sum(r.step_seconds for r in rs) for rs in rows.values()),
+        "straggler_rate": statistics.mean(r.group.straggler_rate for rs in rows.values() for r in rs),
+        "mean_g": statistics.mean(r.group_size for rs in rows.values() for r in rs),
+        "reward_last": statistics.mean(statistics.mean(r.reward for r in rs[-max(len(rs) // 5, 1):])
+                                       for rs in rows.values()),
+        "id": statistics.mean(e.get("train/greedy", 0.0) for e in last_eval),
+        "ood": statistics.mean(e.get("test/greedy", 0.0) for e in last_eval),
+        "steps": [len(rs) for rs in rows.values()],
+    }
+    path.write_text(json.dumps(result))
+    return result
+
+
+# ---- statistics ---------------------------------------------------------------------------------------
+
+def mean_std(values: list[float]) -> tuple[float, float]:
+    if not values:
+        return math.nan, math.nan
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+
+
+def paired_interval(diffs: list[float]) -> tuple[float, float]:
+    """Mean of paired differences and the half-width of its 95% t interval (nan with one pair)."""
+    mean = statistics.mean(diffs)
+    if len(diffs) < 2:
+        return mean, math.nan
+    return mean, T95.get(len(diffs) - 1, 1.96) * statistics.stdev(diffs) / math.sqrt(len(diffs))
+
+
+def final(evals: list[dict], key: str) -> float:
+    return evals[-1][key]
+
+
+def at_seconds(evals: list[dict], key: str, seconds: float) -> float:
+    """Accuracy reached by `seconds` of own step time: linear between evaluation points, the last one beyond."""
+    for a, b in zip(evals, evals[1:], strict=False):
+        if b["seconds"] >= seconds:
+            span = b["seconds"] - a["seconds"]
+            frac = (seconds - a["seconds"]) / span if span > 0 else 1.0
+            return a[key] + frac * (b[key] - a[key])
+    return evals[-1][key]
+
+
+# ---- the report -----------------------------------------------------------------------------------------
+
+def load(out: Path) -> dict[str, dict]:
+    return {p.stem: json.loads(p.read_text()) for p in out.glob("*.json") if not p.stem.startswith("sagc_")}
+
+
+def peer_runs(results: dict, section: str, models: tuple[str, ...], variant: str, settings=()) -> dict:
+    """{seed: {model: peer log}} of the matching runs."""
+    out: dict[int, dict] = {}
+    for res in results.values():
+        run = res["run"]
+        if (run["section"] == section and tuple(run["models"]) == tuple(models) and run["variant"] == variant
+                and tuple(map(tuple, run["settings"])) == tuple(settings)):
+            out[run["seed"]] = {log["model"]: log for log in res["peers"].values()}
+    return out
+
+
+def alone_runs(results: dict, model: str) -> dict[int, dict]:
+    return {seed: logs[model] for seed, logs in peer_runs(results, "ftis", (model,), "alone").items()}
+
+
+def fmt(mean: float, std: float) -> str:
+    return "n/a" if math.isnan(mean) else f"{mean:.3f} ± {std:.3f}"
+
+
+def fmt_diff(mean: float, half: float) -> str:
+    if math.isnan(mean):
+        return "n/a"
+    return f"{mean:+.3f}" + ("" if math.isnan(half) else f" ± {half:.3f}")
+
+
+def ftis_tables(results: dict) -> tuple[list[str], dict]:
+    """The F-TIS table (final accuracy) and the paired differences to Alone, at equal steps and equal time."""
+    lines, verdict = [], {}
+    for split, title in (("train", "in distribution (arith train split, operands 0-19)"),
+                         ("test", "out of distribution (arith test split, operands 20-99)")):
+        key = f"{split}/greedy"
+        lines += [f"### Held-out greedy pass@1, {title}", "",
+                  "Final accuracy (mean ± std over seeds); Δ = paired difference to Alone (same model, seed and "
+                  "prompts) with its 95% t interval, at equal steps and at equal wall clock (the swarm peer's "
+                  "accuracy when its own step time equals Alone's whole run).", "",
+                  "| pair | peer | Alone | " + " | ".join(v.upper() for v in SWARM_VARIANTS)
+                  + " | F-TIS Δ, equal steps | F-TIS Δ, equal time |",
+                  "|---|---|---|" + "---|" * len(SWARM_VARIANTS) + "---|---|"]
+        for pair_name, pair in PAIRS.items():
+            for model in pair:
+                alone = alone_runs(results, model)
+                cells = [fmt(*mean_std([final(log["evals"], key) for log in alone.values()]))]
+                for variant in SWARM_VARIANTS:
+                    runs = peer_runs(results, "ftis", pair, variant)
+                    cells.append(fmt(*mean_std([final(logs[model]["evals"], key) for logs in runs.values()])))
+                ftis = peer_runs(results, "ftis", pair, "f-tis")
+                seeds = sorted(set(ftis) & set(alone))
+                steps_d = [final(ftis[s][model]["evals"], key) - final(alone[s]["evals"], key) for s in seeds]
+                time_d = [at_seconds(ftis[s][model]["evals"], key, sum(alone[s]["step_seconds"]))
+                          - final(alone[s]["evals"], key) for s in seeds]
+                d_steps = paired_interval(steps_d) if seeds else (math.nan, math.nan)
+                d_time = paired_interval(time_d) if seeds else (math.nan, math.nan)
+                verdict[(pair_name, model, split)] = (d_steps, d_time)
+                lines.append(f"| {pair_name} | {model} | " + " | ".join(cells)
+                             + f" | {fmt_diff(*d_steps)} | {fmt_diff(*d_time)} |")
+        lines.append("")
+    return lines, verdict
+
+
+def nois_check(results: dict) -> list[str]:
+    """F-TIS minus NoIS, paired by seed, per peer (ID and OOD)."""
+    lines = ["### F-TIS against naive sharing (NoIS)", "",
+             "| pair | peer | F-TIS − NoIS, ID | F-TIS − NoIS, OOD |", "|---|---|---|---|"]
+    for pair_name, pair in PAIRS.items():
+        ftis, nois = peer_runs(results, "ftis", pair, "f-tis"), peer_runs(results, "ftis", pair, "nois")
+        seeds = sorted(set(ftis) & set(nois))
+        for model in pair:
+            cells = []
+            for split in ("train", "test"):
+                key = f"{split}/greedy"
+                diffs = [final(ftis[s][model]["evals"], key) - final(nois[s][model]["evals"], key) for s in seeds]
+                cells.append(fmt_diff(*paired_interval(diffs)) if diffs else "n/a")
+            lines.append(f"| {pair_name} | {model} | {cells[0]} | {cells[1]} |")
+    return [*lines, ""]
+
+
+def time_table(results: dict) -> list[str]:
+    lines = ["### What sharing costs in learner time", "",
+             "| pair | peer | Alone step s (median) | F-TIS step s (median) | ratio | received groups / step | "
+             "received reward | own reward, last 20% (Alone → F-TIS) |", "|---|---|---|---|---|---|---|---|"]
+    for pair_name, pair in PAIRS.items():
+        ftis = peer_runs(results, "ftis", pair, "f-tis")
+        for model in pair:
+            alone = alone_runs(results, model)
+            if not ftis or not alone:
+                continue
+            a = statistics.median(x for log in alone.values() for x in log["step_seconds"])
+            f = statistics.median(x for logs in ftis.values() for x in logs[model]["step_seconds"])
+            rec = statistics.mean(x for logs in ftis.values() for x in logs[model]["received"])
+            rr = statistics.mean(x for logs in ftis.values() for x in logs[model]["received_reward"])
+            tail = lambda log: statistics.mean(log["reward"][-max(len(log["reward"]) // 5, 1):])  # noqa: E731
+            ra = statistics.mean(tail(log) for log in alone.values())
+            rf = statistics.mean(tail(logs[model]) for logs in ftis.values())
+            lines.append(f"| {pair_name} | {model} | {a:.3f} | {f:.3f} | {f / a:.2f} | {rec:.1f} | {rr:.3f} | "
+                         f"{ra:.3f} → {rf:.3f} |")
+    return [*lines, ""]
+
+
+def ablation_table(results: dict) -> list[str]:
+    pair = PAIRS["expertise"]
+    rows = [("g=50 (default)", "ftis", "f-tis", ())]
+    seen = {}
+    for res in results.values():
+        run = res["run"]
+        if run["section"] == "ablation":
+            seen[run["label"]] = tuple(map(tuple, run["settings"]))
+    rows += [(label, "ablation", "f-tis", settings) for label, settings in seen.items()]
+    rows.append(("F-NoIS (no weights)", "ftis", "f-nois", ()))
+    lines = ["## 2. Ablations (expertise pair, F-TIS)", "",
+             "| setting | seeds | " + " | ".join(f"{m} ID | {m} OOD" for m in pair) + " | filtered share |",
+             "|---|---|" + "---|---|" * len(pair) + "---|"]
+    for label, section, variant, settings in rows:
+        runs = peer_runs(results, section, pair, variant, settings)
+        if section == "ftis":
+            runs = {s: v for s, v in runs.items() if s < 2}  # the ablations' seeds
+        if not runs:
+            continue
+        cells = []
+        for model in pair:
+            for split in ("train", "test"):
+                cells.append(fmt(*mean_std([final(logs[model]["evals"], f"{split}/greedy")
+                                            for logs in runs.values()])))
+        filt = statistics.mean(x for logs in runs.values() for m in pair for x in logs[m]["filtered"])
+        lines.append(f"| {label} | {len(runs)} | " + " | ".join(cells) + f" | {filt:.3f} |")
+    return [*lines, ""]
+
+
+def mix_table(results: dict) -> tuple[list[str], dict]:
+    pair = PAIRS["expertise"]
+    lines = ["## 3. SAPO's mix: own / received groups per step (expertise pair, F-TIS, 8 prompts x 8 generated "
+             "a step)", "",
+             "Cumulative reward = the sum over steps of the step's mean sampled reward of own completions (SAPO's "
+             "measure: 561.8 alone -> 1093.3 at 4/4, +94%; 945.9 at 2/6).", "",
+             "| own / received | " + " | ".join(f"{m} cumulative reward | vs 8/0 | {m} ID final" for m in pair)
+             + " |", "|---|" + "---|---|---|" * len(pair)]
+    curves: dict = {}
+    base: dict = {}
+    for own, received in MIXES:
+        label = f"{own}/{received}"
+        runs = {}
+        for res in results.values():
+            run = res["run"]
+            if run["section"] == "mix" and run["label"] == label:
+                runs[run["seed"]] = {log["model"]: log for log in res["peers"].values()}
+        if not runs:
+            continue
+        cells = []
+        for model in pair:
+            cum = statistics.mean(sum(logs[model]["reward"]) for logs in runs.values())
+            base.setdefault(model, cum)
+            acc = mean_std([final(logs[model]["evals"], "train/greedy") for logs in runs.values()])
+            cells += [f"{cum:.1f}", f"{100 * (cum / base[model] - 1):+.0f}%", fmt(*acc)]
+            curves.setdefault(model, {})[label] = [statistics.mean(v) for v in zip(
+                *[logs[model]["reward"] for logs in runs.values()], strict=True)]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return [*lines, ""], curves
+
+
+def sagc_table(out: Path) -> list[str]:
+    rows = [json.loads(p.read_text()) for p in sorted(out.glob("sagc_*.json"))]
+    if not rows:
+        return []
+    lines = ["## 4. SAGC in a real local swarm (tiny-count peers on the count task, `swarm local`)", "",
+             "| policy | peers' training seconds (median) | straggler rate | mean G | reward, last 20% | "
+             "ID greedy | OOD greedy |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['policy']} | {r['train_seconds']:.1f} | {r['straggler_rate']:.3f} | {r['mean_g']:.1f} | "
+                     f"{r['reward_last']:.3f} | {r['id']:.3f} | {r['ood']:.3f} |")
+    return [*lines, ""]
+
+
+def plot_pairs(results: dict, folder: Path) -> list[Path]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for pair_name, pair in PAIRS.items():
+        fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
+        for col, model in enumerate(pair):
+            for row, split in enumerate(("train", "test")):
+                ax = axes[row][col]
+                key = f"{split}/greedy"
+                series = {"alone": alone_runs(results, model)}
+                for variant in ("nois", "f-nois", "f-tis"):
+                    series[variant] = {s: logs[model] for s, logs in peer_runs(results, "ftis", pair, variant).items()}
+                for variant, runs in series.items():
+                    if not runs:
+                        continue
+                    logs = list(runs.values())
+                    steps = [e["step"] for e in logs[0]["evals"]]
+                    values = [statistics.mean(log["evals"][i][key] for log in logs) for i in range(len(steps))]
+                    ax.plot(steps, values, lw=2, label=variant.upper())
+                ax.set(title=f"{model} ({'ID' if split == 'train' else 'OOD'})", xlabel="step",
+                       ylabel="greedy pass@1")
+                ax.grid(alpha=0.3)
+                ax.legend(fontsize=8)
+        fig.suptitle(f"{pair_name} pair: {PAIR_ABOUT[pair_name]}, mean over seeds")
+        fig.tight_layout()
+        path = folder / f"ftis_{pair_name}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def plot_mix(curves: dict, folder: Path) -> Path | None:
+    if not curves:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from itertools import accumulate
+
+    fig, axes = plt.subplots(1, len(curves), figsize=(10, 4))
+    for ax, (model, by_mix) in zip(axes, curves.items(), strict=True):
+        for label, rewards in by_mix.items():
+            ax.plot(range(1, len(rewards) + 1), list(accumulate(rewards)), lw=2, label=label)
+        ax.set(title=model, xlabel="step", ylabel="cumulative reward")
+        ax.grid(alpha=0.3)
+        ax.legend(title="own/received", fontsize=8)
+    fig.tight_layout()
+    path = folder / "mix.png"
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
+def report(out: Path, results_md: Path, meta: dict) -> Path:
+    results = load(out)
+    figures = results_md.parent / "results"
+    figures.mkdir(parents=True, exist_ok=True)
+    ftis_lines, verdict = ftis_tables(results)
+    mix_lines, curves = mix_table(results)
+    plots = plot_pairs(results, figures) if any(r["run"]["section"] == "ftis" for r in results.values()) else []
+    mix_plot = plot_mix(curves, figures)
+    rel = lambda p: os.path.relpath(p, results_md.parent)  # noqa: E731
+    lines = [
+        "# Results: the papers' tables in miniature", "",
+        f"Produced by `{meta['command']}` at commit {meta['commit']} on {meta['machine']}; "
+        f"{meta['runs']} experiments, {meta['minutes']:.0f} minutes of compute in all. Every figure below comes "
+        "from that run (bench/paper_tables.py; one JSON file per experiment under its --out folder).", "",
+        "Setting: task `arith` (sums and differences, operands 0-19; it needs both of the zoo's expertises); "
+        f"{meta['steps']} steps, 16 prompts x G = 8 a step, up to 16 received groups a step, learning rates from "
+        "the zoo; seeds " + ", ".join(map(str, range(meta['seeds']))) + ". Held-out sets (node/evaluation.py): "
+        "256 prompts of each split at item indices training never draws; accuracy is greedy pass@1 "
+        f"(evaluated every {meta['eval_every']} steps). The paper's MATH-500 table has the same shape: "
+        "Alone vs F-TIS for each peer of a pair (docs: ../shared ALGORITHMS.md, section 1).", "",
+        "## 1. F-TIS table", "", *ftis_lines, *nois_check(results), *time_table(results),
+        *[f"![{p.stem}]({rel(p)})" for p in plots], "",
+        *ablation_table(results), *mix_lines,
+        *([f"![mix]({rel(mix_plot)})", ""] if mix_plot else []),
+        *sagc_table(out),
+    ]
+    results_md.write_text("\n".join(lines) + "\n")
+    (out / "verdict.json").write_text(json.dumps({"|".join(k): v for k, v in verdict.items()}))
+    return results_md
+
+
+# ---- main ---------------------------------------------------------------------------------------------------
+
+def progress_line(done: int, total: int, spent: float, cost_done: float, cost_left: float, key: str,
+                  seconds: float) -> str:
+    rate = spent / cost_done if cost_done else 0.0
+    eta = rate * cost_left
+    return (f"[{done}/{total}] {key} ({seconds:.0f} s)  elapsed {spent / 60:.1f} min, "
+            f"about {eta / 60:.1f} min left")
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--steps", type=int, default=100)
+    parser.add_argument("--eval-every", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=2, help="experiments run at once (one core each)")
+    parser.add_argument("--sections", default="ftis,ablation,mix,sagc")
+    parser.add_argument("--pairs", default=",".join(PAIRS), help="pairs of the F-TIS table")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help="variants of the F-TIS table")
+    parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "paper"))
+    parser.add_argument("--results", default=str(ROOT / "docs" / "RESULTS.md"))
+    parser.add_argument("--smoke", action="store_true", help="3 steps, one seed, small held-out sets")
+    parser.add_argument("--report-only", action="store_true", help="rebuild the report from finished runs")
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.seeds, args.steps, args.eval_every = 1, 3, 2
+    scale = {"eval": {"prompts": 16}, "train": {"prompts_per_step": 4}} if args.smoke else {}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sections = set(args.sections.split(","))
+    runs = plan(args.seeds, args.steps, args.eval_every, sections, tuple(args.pairs.split(",")),
+                tuple(args.variants.split(",")))
+    started = time.perf_counter()
+    if not args.report_only:
+        from node.models.zoo import ZOO, ensure_built
+
+        for model in ZOO:
+            ensure_built(model)
+        todo = [r for r in runs if not (out / f"{r.key}.json").exists()]
+        todo.sort(key=lambda r: -r.cost)  # longest first: the pool ends together
+        print(f"{len(runs)} experiments ({len(runs) - len(todo)} done before), {args.workers} at a time; results "
+              f"in {out}", flush=True)
+        cost_left, cost_done, done = sum(r.cost for r in todo), 0.0, 0
+        ctx = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
+            futures = {pool.submit(run_one, r, str(out), scale): r for r in todo}
+            for fut in concurrent.futures.as_completed(futures):
+                run = futures[fut]
+                key, seconds = fut.result()
+                done += 1
+                cost_done += run.cost
+                cost_left -= run.cost
+                print(progress_line(done, len(todo), time.perf_counter() - started, cost_done, cost_left, key,
+                                    seconds), flush=True)
+        if "sagc" in sections:
+            for name, extra in SAGC_POLICIES[:2] if args.smoke else SAGC_POLICIES:
+                print(f"SAGC section: swarm local, policy {name}", flush=True)
+                r = run_sagc(name, extra, 4 if args.smoke else 40, 2 if args.smoke else 3, out, args.smoke)
+                print(f"  {name}: {r['train_seconds']:.1f} s, straggler rate {r['straggler_rate']:.3f}", flush=True)
+    minutes = sum(json.loads(p.read_text()).get("seconds", 0) for p in out.glob("*.json")
+                  if not p.stem.startswith("sagc_")) / 60
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                            cwd=ROOT).stdout.strip() or "unknown"
+    command = "python bench/paper_tables.py" + ("".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:])))
+    meta = {"command": command.strip(), "commit": commit, "machine": f"{os.cpu_count()} CPU cores",
+            "runs": len(runs), "minutes": minutes, "steps": args.steps, "seeds": args.seeds,
+            "eval_every": args.eval_every}
+    path = report(out, Path(args.results), meta)
+    print(f"wrote {path} ({(time.perf_counter() - started) / 60:.1f} min this invocation)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

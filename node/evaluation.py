@@ -1,0 +1,80 @@
+"""Held-out accuracy: pass@1 on a fixed set of prompts of a task split, through the peer's own backend.
+
+The set is the first `eval.prompts` items at indices from `HELD_OUT_START` on, which training never draws
+(peer.py draws indices below 2^31), so every peer and every run evaluates the same prompts. A task's train
+split is in distribution (arith: operands 0-19, which the zoo pre-trained on), its test split out of
+distribution (arith: operands 20-99). Two figures per split: greedy pass@1 (one most-likely completion per
+prompt) and sampled pass@1 (the mean reward of `eval.samples` completions per prompt at the training
+temperature). Scores come from the task's own verifier, like training rewards.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from node.config import EvalConfig
+from node.generation.rollouts import Completion, score_completion
+from node.models.loading import encode_prompt
+from node.tasks import Item, Task
+
+HELD_OUT_START = 2**31  # first held-out item index; training draws indices in [0, 2^31)
+EVAL_SEED = 7_777_777  # sampling seed of sampled pass@1 (the same for every evaluation of a run)
+
+
+@dataclass(frozen=True)
+class SplitScore:
+    split: str
+    prompts: int
+    greedy: float  # greedy pass@1
+    sampled: float  # sampled pass@1 (mean over samples and prompts)
+
+
+def held_out_items(task: Task, split: str, n: int) -> list[Item]:
+    """The n held-out items of a split, the same for every peer and run."""
+    return [task.item(split, HELD_OUT_START + i) for i in range(n)]
+
+
+def pass_at_1(task: Task, items: list[Item], groups: list[list[Completion]]) -> float:
+    """Mean verifier score over every completion of every item (a group per item)."""
+    scores = [score_completion(task, item, c) for item, group in zip(items, groups, strict=True) for c in group]
+    return sum(scores) / len(scores) if scores else 0.0
+
+
+def _complete(backend, prompts: list[list[int]], samples: int, greedy: bool, batch: int) -> list[list[Completion]]:
+    """Completions for every prompt, `batch` sequences per generate call at most."""
+    per_call = max(1, batch // samples)
+    out = []
+    for start in range(0, len(prompts), per_call):
+        groups, _ = backend.generate(prompts[start:start + per_call], samples, seed=EVAL_SEED + start, greedy=greedy)
+        out.extend(groups)
+    return out
+
+
+def evaluate(backend, tokenizer, task: Task, cfg: EvalConfig) -> tuple[list[SplitScore], float]:
+    """Greedy and sampled pass@1 on each configured split the task has; returns the scores and the seconds."""
+    start = time.perf_counter()
+    scores = []
+    for split in cfg.splits:
+        if split not in getattr(task, "splits", ()):
+            continue
+        items = held_out_items(task, split, cfg.prompts)
+        prompts = [encode_prompt(tokenizer, item) for item in items]
+        greedy = pass_at_1(task, items, _complete(backend, prompts, 1, True, cfg.batch))
+        sampled = pass_at_1(task, items, _complete(backend, prompts, cfg.samples, False, cfg.batch))
+        scores.append(SplitScore(split, len(items), greedy, sampled))
+    return scores, time.perf_counter() - start
+
+
+def as_metrics(scores: list[SplitScore]) -> dict[str, float]:
+    """{"train/greedy": ..., "train/sampled": ..., "test/greedy": ...}: the metrics file's and status's form."""
+    return {f"{s.split}/{kind}": getattr(s, kind) for s in scores for kind in ("greedy", "sampled")}
+
+
+def describe(metrics: dict[str, float]) -> str:
+    """One line: 'ID (train) greedy 0.412 sampled 0.377, OOD (test) greedy 0.031 sampled 0.020'."""
+    names = {"train": "ID (train)", "test": "OOD (test)"}
+    parts = []
+    for split in dict.fromkeys(k.split("/")[0] for k in metrics):
+        parts.append(f"{names.get(split, split)} greedy {metrics.get(f'{split}/greedy', 0):.3f} "
+                     f"sampled {metrics.get(f'{split}/sampled', 0):.3f}")
+    return ", ".join(parts) or "not evaluated"
