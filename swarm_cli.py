@@ -1,4 +1,4 @@
-"""Command line of the swarm node: `swarm run | join | bootstrap | local | status | zoo | tasks`.
+"""Command line of the swarm node: `swarm run | join | bootstrap | local | status | eval | zoo | tasks`.
 
 Heavy libraries (torch, transformers, hivemind) are imported inside the chosen subcommand, so `--help` is
 instant. Every subcommand that takes a configuration resolves it through node/config.py (flags, --set,
@@ -208,8 +208,56 @@ def cmd_status(args) -> int:
     lines.append(f"peers {reply.peers}, groups out {reply.groups_out}, in {reply.groups_in}, "
                  f"rejected: {rejected}" + (f", {reply.groups_per_minute:.0f} groups/min"
                                             if reply.role == "bootstrap" else ""))
+    if reply.accuracy:
+        from node.report import accuracy_change
+
+        lines.append(f"held-out accuracy after step {reply.accuracy_step}: "
+                     f"{accuracy_change({}, dict(reply.accuracy))}")
     lines += [f"address {m}" for m in reply.maddrs]
     print("\n".join(lines))
+    return 0
+
+
+def cmd_eval(args) -> int:
+    """Held-out accuracy of a model (greedy and sampled pass@1) on a task's splits, through its backend."""
+    import json
+
+    from node.config import config_from_args
+
+    cfg = config_from_args(args)
+    _prepare(cfg)
+    if cfg.eval.task:
+        from node.tasks import get_task
+
+        get_task(cfg.eval.task, cfg.task.data_files)
+    from node.evaluation import evaluate
+    from node.generation import make_backend
+    from node.models.loading import load_model
+    from node.runtime import set_threads
+    from node.tasks import get_task
+
+    set_threads(cfg.generation.threads)
+    task = get_task(cfg.eval.task or cfg.task.name, cfg.task.data_files)
+    loaded = load_model(cfg.model, seed=cfg.train.seed)
+    backend = make_backend(cfg.generation, loaded, seed=cfg.train.seed)
+    try:
+        scores, seconds = evaluate(backend, loaded.tokenizer, task, cfg.eval)
+    finally:
+        backend.close()
+    if not scores:
+        print(f"swarm: error: task {task.name!r} has none of the splits {', '.join(cfg.eval.splits)}",
+              file=sys.stderr)
+        return EXIT_USAGE
+    if args.json:
+        print(json.dumps({"model": cfg.model.name, "task": task.name, "seconds": seconds,
+                          "splits": [vars(s) for s in scores]}))
+        return 0
+    names = {"train": "train (in distribution)", "test": "test (out of distribution)"}
+    print(f"{cfg.model.name} on {task.name}, {cfg.eval.prompts} held-out prompts per split, "
+          f"{backend.name} backend ({seconds:.1f} s)")
+    print(f"  {'split':<28} {'greedy pass@1':>13} {f'sampled pass@1 (x{cfg.eval.samples})':>22}")
+    for s in scores:
+        print(f"  {names.get(s.split, s.split):<28} {s.greedy:>13.3f} {s.sampled:>22.3f}")
     return 0
 
 
@@ -246,6 +294,7 @@ def _stop_timeout(p: argparse.ArgumentParser) -> None:
                         "(default: 20)")
 
 
+EVAL_PEER_FLAGS = ("--model", "--lora", "--task", "--seed", "--threads", "--backend")
 LOCAL_FLAGS = ("--task", "--steps", "--variant", "--backend", "--group-policy", "--group-size", "--prompts",
                "--eval-every")
 
@@ -258,7 +307,7 @@ def _output_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from node.config import CLIENT_FLAGS, NETWORK_FLAGS, PEER_FLAGS, add_config_arguments
+    from node.config import CLIENT_FLAGS, EVAL_FLAGS, NETWORK_FLAGS, PEER_FLAGS, add_config_arguments
     from node.local_swarm import LOCAL_DEFAULTS
 
     parser = argparse.ArgumentParser(prog="swarm", description=__doc__.splitlines()[0])
@@ -309,6 +358,11 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--timeout", type=float, default=5.0)
     status.add_argument("--health", action="store_true", help="only the gRPC health check (exit 0 if SERVING)")
     status.set_defaults(func=cmd_status)
+
+    evaluation = sub.add_parser("eval", help="held-out accuracy of a model (greedy and sampled pass@1)")
+    add_config_arguments(evaluation, tuple(f for f in PEER_FLAGS if f.flag in EVAL_PEER_FLAGS) + EVAL_FLAGS)
+    evaluation.add_argument("--json", action="store_true", help="print the scores as one JSON object")
+    evaluation.set_defaults(func=cmd_eval)
 
     zoo = sub.add_parser("zoo", help="list or build the offline model zoo")
     zoo.add_argument("action", choices=["list", "build"])

@@ -8,7 +8,9 @@
 3. SAPO's mix: own / received groups trained on per step at the same own generation; cumulative reward.
 4. SAGC in a real local swarm (`swarm local`: bootstrap + tiny-count peers as processes) vs fixed group sizes.
 
-Sections 1-3 run each experiment in one process: the pair's two peers step in turn (the order alternates) and
+Sections 1-3 run each experiment in one process: the pair's two peers step in turn (the first trains on the
+second's groups of the step before, the second on the first's of the same step; alternating the order would
+hand each peer a fresh bundle only every other step) and
 share through the in-process swarm (node/swarm/memory.py), which takes the exchange's production path (publish,
 announce, pull, validate, re-score); a peer's time is its own step time (generate, share, learn), as on its own
 machine. Alone runs are one peer without a swarm, keyed by model and seed, so every pair's peers are compared
@@ -39,7 +41,7 @@ sys.path.insert(0, str(ROOT))  # `python bench/paper_tables.py` from a checkout
 
 from node.config import VARIANTS  # noqa: E402
 
-PAIRS = {  # name -> (weaker partner first, stronger), as the zoo built them
+PAIRS = {  # name -> the two zoo models of the pair
     "size": ("tiny-add", "small-add"),
     "expertise": ("tiny-sub", "tiny-add"),
     "lora": ("tiny-add-lora", "tiny-add"),
@@ -47,14 +49,16 @@ PAIRS = {  # name -> (weaker partner first, stronger), as the zoo built them
 PAIR_ABOUT = {"size": "0.3M + 3M params (both addition experts)",
               "expertise": "subtraction expert + addition expert (both 0.3M)",
               "lora": "LoRA + full fine-tuning (same base)"}
+RUN_SECTIONS = ("ftis", "ablation", "mix")  # the in-process experiments (one JSON file each)
 SWARM_VARIANTS = tuple(v for v in VARIANTS if v != "alone")
 MODEL_COST = {"small-add": 4.0}  # relative step cost of a model (tiny models: 1)
 BASE = {  # every experiment of sections 1-3; the task needs both skills (sums and differences)
     "task": {"name": "arith"},
     "train": {"prompts_per_step": 16, "group_policy": "fixed", "group_size": 8},
     "swarm": {"received_groups": 16, "gather_deadline": 0.0},
-    "eval": {"prompts": 256, "samples": 2},
+    "eval": {"prompts": 512, "samples": 2},
 }
+FINAL_POINTS = 3  # evaluations averaged into a run's final accuracy
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
 
@@ -123,8 +127,7 @@ def execute(run: Run, scale: dict) -> dict:
             metrics, _ = peer.evaluate()  # before any update
             log[name]["evals"].append({"step": 0, "seconds": 0.0, **metrics})
         for step in range(run.steps):
-            order = list(zip(names, peers, strict=True))
-            for name, peer in order if step % 2 == 0 else order[::-1]:  # who goes first alternates
+            for name, peer in zip(names, peers, strict=True):  # the first takes the other's previous step
                 r = peer.step(step)
                 entry = log[name]
                 entry["reward"].append(r.reward)
@@ -249,7 +252,16 @@ def paired_interval(diffs: list[float]) -> tuple[float, float]:
 
 
 def final(evals: list[dict], key: str) -> float:
-    return evals[-1][key]
+    """Accuracy at the end of a run: the mean of its last FINAL_POINTS evaluations (less noise than one)."""
+    tail = evals[-FINAL_POINTS:] if len(evals) > FINAL_POINTS else evals[-1:]
+    return statistics.mean(e[key] for e in tail)
+
+
+def equal_time(evals: list[dict], alone: list[dict], key: str) -> float:
+    """The swarm peer's accuracy at the own-step time Alone had spent at each of its last evaluations, averaged
+    like `final`: the comparison at equal wall clock."""
+    tail = alone[-FINAL_POINTS:] if len(alone) > FINAL_POINTS else alone[-1:]
+    return statistics.mean(at_seconds(evals, key, e["seconds"]) for e in tail)
 
 
 def at_seconds(evals: list[dict], key: str, seconds: float) -> float:
@@ -265,7 +277,7 @@ def at_seconds(evals: list[dict], key: str, seconds: float) -> float:
 # ---- the report -----------------------------------------------------------------------------------------
 
 def load(out: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in out.glob("*.json") if not p.stem.startswith("sagc_")}
+    return {p.stem: json.loads(p.read_text()) for p in out.glob("*.json") if p.stem.split("_")[0] in RUN_SECTIONS}
 
 
 def peer_runs(results: dict, section: str, models: tuple[str, ...], variant: str, settings=()) -> dict:
@@ -300,9 +312,10 @@ def ftis_tables(results: dict) -> tuple[list[str], dict]:
                          ("test", "out of distribution (arith test split, operands 20-99)")):
         key = f"{split}/greedy"
         lines += [f"### Held-out greedy pass@1, {title}", "",
-                  "Final accuracy (mean ± std over seeds); Δ = paired difference to Alone (same model, seed and "
-                  "prompts) with its 95% t interval, at equal steps and at equal wall clock (the swarm peer's "
-                  "accuracy when its own step time equals Alone's whole run).", "",
+                  f"Final accuracy (the mean of a run's last {FINAL_POINTS} evaluations; mean ± std over seeds); "
+                  "Δ = paired difference to Alone (same model, seed and prompts) with its 95% t interval, at equal "
+                  "steps and at equal wall clock (the swarm peer's accuracy when its own step time equals "
+                  "Alone's at those evaluations).", "",
                   "| pair | peer | Alone | " + " | ".join(v.upper() for v in SWARM_VARIANTS)
                   + " | F-TIS Δ, equal steps | F-TIS Δ, equal time |",
                   "|---|---|---|" + "---|" * len(SWARM_VARIANTS) + "---|---|"]
@@ -316,8 +329,8 @@ def ftis_tables(results: dict) -> tuple[list[str], dict]:
                 ftis = peer_runs(results, "ftis", pair, "f-tis")
                 seeds = sorted(set(ftis) & set(alone))
                 steps_d = [final(ftis[s][model]["evals"], key) - final(alone[s]["evals"], key) for s in seeds]
-                time_d = [at_seconds(ftis[s][model]["evals"], key, sum(alone[s]["step_seconds"]))
-                          - final(alone[s]["evals"], key) for s in seeds]
+                time_d = [equal_time(ftis[s][model]["evals"], alone[s]["evals"], key) - final(alone[s]["evals"], key)
+                          for s in seeds]
                 d_steps = paired_interval(steps_d) if seeds else (math.nan, math.nan)
                 d_time = paired_interval(time_d) if seeds else (math.nan, math.nan)
                 verdict[(pair_name, model, split)] = (d_steps, d_time)
@@ -325,6 +338,48 @@ def ftis_tables(results: dict) -> tuple[list[str], dict]:
                              + f" | {fmt_diff(*d_steps)} | {fmt_diff(*d_time)} |")
         lines.append("")
     return lines, verdict
+
+
+def verdict_lines(results: dict, verdict: dict) -> list[str]:
+    """The issue's claims, checked against the table: F-TIS above Alone for every peer (ID and OOD, equal
+    steps and equal time: the lower end of the 95% interval above 0 is 'significant'), the weaker partner
+    (lower Alone accuracy in distribution) gaining most."""
+    lines = ["### The claims, checked", "",
+             "| pair | weaker partner (Alone ID) | claim | equal steps | equal time |", "|---|---|---|---|---|"]
+
+    def word(mean: float, half: float) -> str:
+        if math.isnan(mean):
+            return "n/a"
+        if not math.isnan(half) and mean - half > 0:
+            return f"yes ({mean:+.3f}, significant)"
+        if mean > 0:
+            return f"yes ({mean:+.3f}, within noise)"
+        if not math.isnan(half) and mean + half < 0:
+            return f"no ({mean:+.3f}, significant)"
+        return f"no ({mean:+.3f}, within noise)"
+
+    for pair_name, pair in PAIRS.items():
+        alone_id = {m: statistics.mean([final(log["evals"], "train/greedy") for log in alone_runs(results, m).values()]
+                                       or [math.nan]) for m in pair}
+        if any(math.isnan(v) for v in alone_id.values()) or (pair_name, pair[0], "train") not in verdict:
+            continue
+        weaker = min(pair, key=lambda m: alone_id[m])
+        for model in pair:
+            for split in ("train", "test"):
+                d_steps, d_time = verdict[(pair_name, model, split)]
+                lines.append(f"| {pair_name} | {weaker} | F-TIS > Alone: {model}, {'ID' if split == 'train' else 'OOD'}"
+                             f" | {word(*d_steps)} | {word(*d_time)} |")
+        for split in ("train", "test"):
+            gains = {m: verdict[(pair_name, m, split)] for m in pair}
+            cells = []
+            for i in (0, 1):  # equal steps, equal time
+                g = {m: gains[m][i][0] for m in pair}
+                other = next(m for m in pair if m != weaker)
+                cells.append(("yes" if g[weaker] >= g[other] else "no")
+                             + f" ({weaker} {g[weaker]:+.3f} vs {other} {g[other]:+.3f})")
+            lines.append(f"| {pair_name} | {weaker} | weaker gains most, {'ID' if split == 'train' else 'OOD'} | "
+                         f"{cells[0]} | {cells[1]} |")
+    return [*lines, ""]
 
 
 def nois_check(results: dict) -> list[str]:
@@ -510,15 +565,18 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
     lines = [
         "# Results: the papers' tables in miniature", "",
         f"Produced by `{meta['command']}` at commit {meta['commit']} on {meta['machine']}; "
-        f"{meta['runs']} experiments, {meta['minutes']:.0f} minutes of compute in all. Every figure below comes "
+        f"{meta['runs']} experiments, {meta['minutes']:.0f} minutes of compute in all (one core per experiment, "
+        f"{meta['workers']} at a time). Every figure below comes "
         "from that run (bench/paper_tables.py; one JSON file per experiment under its --out folder).", "",
         "Setting: task `arith` (sums and differences, operands 0-19; it needs both of the zoo's expertises); "
         f"{meta['steps']} steps, 16 prompts x G = 8 a step, up to 16 received groups a step, learning rates from "
         "the zoo; seeds " + ", ".join(map(str, range(meta['seeds']))) + ". Held-out sets (node/evaluation.py): "
-        "256 prompts of each split at item indices training never draws; accuracy is greedy pass@1 "
+        f"{BASE['eval']['prompts']} prompts of each split at item indices training never draws; accuracy is greedy "
+        "pass@1 "
         f"(evaluated every {meta['eval_every']} steps). The paper's MATH-500 table has the same shape: "
         "Alone vs F-TIS for each peer of a pair (docs: ../shared ALGORITHMS.md, section 1).", "",
-        "## 1. F-TIS table", "", *ftis_lines, *nois_check(results), *time_table(results),
+        "## 1. F-TIS table", "", *ftis_lines, *verdict_lines(results, verdict), *nois_check(results),
+        *time_table(results),
         *[f"![{p.stem}]({rel(p)})" for p in plots], "",
         *ablation_table(results), *mix_lines,
         *([f"![mix]({rel(mix_plot)})", ""] if mix_plot else []),
@@ -588,14 +646,14 @@ def main(argv=None) -> int:
                 print(f"SAGC section: swarm local, policy {name}", flush=True)
                 r = run_sagc(name, extra, 4 if args.smoke else 40, 2 if args.smoke else 3, out, args.smoke)
                 print(f"  {name}: {r['train_seconds']:.1f} s, straggler rate {r['straggler_rate']:.3f}", flush=True)
-    minutes = sum(json.loads(p.read_text()).get("seconds", 0) for p in out.glob("*.json")
-                  if not p.stem.startswith("sagc_")) / 60
+    minutes = (sum(r["seconds"] for r in load(out).values())
+               + sum(json.loads(p.read_text())["wall"] for p in out.glob("sagc_*.json"))) / 60
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                             cwd=ROOT).stdout.strip() or "unknown"
     command = "python bench/paper_tables.py" + ("".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:])))
     meta = {"command": command.strip(), "commit": commit, "machine": f"{os.cpu_count()} CPU cores",
             "runs": len(runs), "minutes": minutes, "steps": args.steps, "seeds": args.seeds,
-            "eval_every": args.eval_every}
+            "eval_every": args.eval_every, "workers": args.workers}
     path = report(out, Path(args.results), meta)
     print(f"wrote {path} ({(time.perf_counter() - started) / 60:.1f} min this invocation)")
     return 0

@@ -124,8 +124,8 @@ class LossConfig:
 @dataclass(frozen=True)
 class TrainConfig:
     lr: float = 0.0  # AdamW learning rate, full fine-tuning; 0: the model's recommended rate (zoo entry, else
-    #                  the paper's 1e-6 for real models; 1e-3 for tiny-add, where 3e-3 collapsed)
-    lora_lr: float = 0.0  # AdamW learning rate through a LoRA adapter; 0: recommended (zoo 3e-3, else 1e-5)
+    #                  the paper's 1e-6 for real models; 3e-4 for the tiny zoo models: node/models/zoo.py)
+    lora_lr: float = 0.0  # AdamW learning rate through a LoRA adapter; 0: recommended (zoo 1e-3, else 1e-5)
     weight_decay: float = 0.0  # AdamW weight decay
     max_grad_norm: float = 1.0  # global gradient-norm clip (unclipped tiny-model runs collapsed)
     prompts_per_step: int = 32  # prompts this peer generates groups for in one step
@@ -221,6 +221,9 @@ class SwarmConfig:
     startup_timeout: float = 30.0  # p2pd start-up time-out, seconds
     received_groups: int = 32  # budget: other peers' groups trained on per step (SAPO used 4 local + 4 received)
     local_groups: int = 0  # own groups trained on per step (0: all generated)
+    informative_only: bool = True  # train only on received groups whose completions' rewards differ under our
+    #                                verifier: a group that scores the same everywhere has zero advantage, teaches
+    #                                nothing and costs learner time (counted as `uninformative`, not trained on)
     gather_deadline: float = 0.5  # seconds a step waits for fresh groups at most (no barrier)
     pull_peers: int = 8  # senders pulled from at most in one step (their latest groups and summaries bundles)
     explore_pulls: int = 2  # pull slots kept for newcomers (senders not yet established by informative, valid

@@ -69,12 +69,3 @@ def as_metrics(scores: list[SplitScore]) -> dict[str, float]:
     """{"train/greedy": ..., "train/sampled": ..., "test/greedy": ...}: the metrics file's and status's form."""
     return {f"{s.split}/{kind}": getattr(s, kind) for s in scores for kind in ("greedy", "sampled")}
 
-
-def describe(metrics: dict[str, float]) -> str:
-    """One line: 'ID (train) greedy 0.412 sampled 0.377, OOD (test) greedy 0.031 sampled 0.020'."""
-    names = {"train": "ID (train)", "test": "OOD (test)"}
-    parts = []
-    for split in dict.fromkeys(k.split("/")[0] for k in metrics):
-        parts.append(f"{names.get(split, split)} greedy {metrics.get(f'{split}/greedy', 0):.3f} "
-                     f"sampled {metrics.get(f'{split}/sampled', 0):.3f}")
-    return ", ".join(parts) or "not evaluated"

@@ -20,14 +20,14 @@ from .config import NodeConfig, is_config_variable, write_config
 from .errors import ConfigError
 from .metrics import StepResult, read_metrics
 from .models.zoo import ZOO, ensure_built
-from .report import plot_curves, window_mean
+from .report import accuracy_change, plot_curves, window_mean
 
 DEFAULT_MODELS = ("tiny-add", "tiny-sub", "tiny-add-lora", "small-add")
 # `swarm local`'s own defaults (below the user's file, environment and flags): several processes share 2 cores
 # here, so half the default prompts and received groups per step; zoo sequences are short and 4 vLLM engines
 # share the RAM
 LOCAL_DEFAULTS = {"train": {"steps": 150, "prompts_per_step": 16}, "swarm": {"received_groups": 16},
-                  "generation": {"vllm_kv_cache_gib": 0.25}}
+                  "generation": {"vllm_kv_cache_gib": 0.25}, "eval": {"every": 25}}
 CLI = str(Path(__file__).resolve().parents[1] / "swarm_cli.py")
 
 
@@ -48,6 +48,8 @@ def peer_summary(rows: list[StepResult]) -> dict:
         "rejected": rejected,
         "mean_group_size": sum(r.group_size for r in rows) / len(rows) if rows else 0.0,
         "max_peers_seen": max((r.swarm.peers for r in rows), default=0),
+        "accuracy_start": rows[0].eval_before if rows else {},  # held-out pass@1 before training
+        "accuracy": next((r.eval for r in reversed(rows) if r.eval), {}),  # the last evaluation
     }
 
 
@@ -215,6 +217,8 @@ def run_local(args, cfg: NodeConfig) -> int:
     for name, s in summary.items():
         print(f"  {name:<22} steps {s['steps']:>4}  reward {s['reward_first']:.3f} -> {s['reward_last']:.3f}  "
               f"groups received {s['groups_received']}  rejected {sum(s['rejected'].values())}")
+        if s["accuracy"]:
+            print(f"  {'':<22} held-out accuracy: {accuracy_change(s['accuracy_start'], s['accuracy'])}")
     print(f"  written: {', '.join(map(str, written))}")
     codes = [p.returncode for p in swarm.peers.values()]
     return 0 if all(code == 0 for code in codes) else 1

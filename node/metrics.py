@@ -45,6 +45,7 @@ class SwarmMetrics:
     bytes_out: int = 0
     groups_received: int = 0  # received groups decoded for the first time
     groups_used: int = 0  # received groups trained on
+    uninformative: int = 0  # valid received groups not trained on: equal rewards (swarm.informative_only)
     senders_used: int = 0
     rejected: dict[str, int] = field(default_factory=dict)  # reason -> records
     bytes_in: int = 0
@@ -84,6 +85,7 @@ class StepResult:
     eval: dict[str, float] = field(default_factory=dict)  # held-out pass@1 after this step's update, when
     #                                                       evaluated (node/evaluation.py: "train/greedy", ...)
     eval_seconds: float = 0.0  # time the evaluation took (not in step_seconds)
+    eval_before: dict[str, float] = field(default_factory=dict)  # held-out pass@1 before any update (first step)
     loss: LossMetrics = field(default_factory=LossMetrics)
     swarm: SwarmMetrics = field(default_factory=SwarmMetrics)
     group: GroupMetrics = field(default_factory=GroupMetrics)

@@ -67,6 +67,7 @@ class Peer:
         return [self.task.item(self.cfg.task.split, self.rng.randrange(2**31)) for _ in range(n)]
 
     def step(self, step: int) -> StepResult:
+        before = self.evaluate()[0] if step == 0 and self.cfg.eval.every > 0 else {}
         step_start = time.perf_counter()
         if self.exchange is not None:
             self.exchange.prefetch()  # other peers' records arrive while we generate
@@ -97,7 +98,7 @@ class Peer:
                   if self.backend.pads_batch else tokens)
         result = StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, padded,
                             step_seconds=time.perf_counter() - step_start, loss=loss_metrics, swarm=swarm_metrics,
-                            group=group_metrics)
+                            group=group_metrics, eval_before=before)
         if self.evaluates_after(step):
             result.eval, result.eval_seconds = self.evaluate()
         return result
@@ -128,7 +129,7 @@ class Peer:
             senders_used=received.senders, rejected=dict(received.rejected), bytes_in=received.bytes_in,
             polls=received.polls, peers=received.peers, seconds=time.perf_counter() - start,
             wait_seconds=received.waited, budget_hit=received.budget_hit, late_fetches=received.late_fetches,
-            pull_failures=received.pull_failures,
+            pull_failures=received.pull_failures, uninformative=received.uninformative,
             received_reward=(sum(sum(g.rewards) for g in received.groups)
                              / max(sum(len(g.completions) for g in received.groups), 1)))
 

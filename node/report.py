@@ -49,6 +49,17 @@ class Progress:
         self.stream.flush()
 
 
+def accuracy_change(start: dict[str, float], end: dict[str, float], kind: str = "greedy") -> str:
+    """'ID (train) 0.234 -> 0.412, OOD (test) 0.012 -> 0.020' (greedy pass@1; start may be empty)."""
+    names = {"train": "ID (train)", "test": "OOD (test)"}
+    parts = []
+    for split in dict.fromkeys(k.split("/")[0] for k in end):
+        key = f"{split}/{kind}"
+        before = f"{start[key]:.3f} -> " if key in start else ""
+        parts.append(f"{names.get(split, split)} {before}{end.get(key, 0.0):.3f}")
+    return ", ".join(parts) + f" ({kind} pass@1)" if parts else "not evaluated"
+
+
 def summary(results: list[StepResult], wall: float) -> str:
     rewards = [r.reward for r in results]
     tokens = sum(r.tokens for r in results)
@@ -62,6 +73,9 @@ def summary(results: list[StepResult], wall: float) -> str:
         ("completion tokens", f"{tokens} ({tokens / max(sum(gen), 1e-9):.0f} tok/s generating)"),
         ("median step: generate / learn", f"{statistics.median(gen):.3f} s / {statistics.median(learn):.3f} s"),
     ]
+    evaluated = [r.eval for r in results if r.eval]
+    if evaluated:
+        rows.append(("held-out accuracy", accuracy_change(results[0].eval_before, evaluated[-1])))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
 

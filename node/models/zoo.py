@@ -37,8 +37,11 @@ class ZooSpec:
     seed: int = 0
     base: str = ""  # a LoRA entry names the zoo model whose weights it starts from
     lora: bool = False  # train this entry with a LoRA adapter
-    rl_lr: float = 1e-3  # recommended RL learning rate, full fine-tuning (train.lr = 0 picks it)
-    rl_lora_lr: float = 3e-3  # recommended RL learning rate through LoRA (train.lora_lr = 0 picks it)
+    rl_lr: float = 3e-4  # recommended RL learning rate, full fine-tuning (train.lr = 0 picks it)
+    rl_lora_lr: float = 1e-3  # recommended RL learning rate through LoRA (train.lora_lr = 0 picks it)
+    # (measured on mixed arith, held-out greedy pass@1 after 200 steps: tiny-add 0.05 at 2e-3, 0.22-0.32 at
+    #  1e-3, 0.49-0.56 at 3e-4, 0.57 at 1e-4; tiny-add-lora 0.49 at 3e-3, 0.52-0.56 at 1e-3; small-add 0.14-0.18
+    #  at 3e-4, 0.65 at 1e-4. On arith-add alone tiny-add's sampled reward reaches 0.64 at 3e-4, 0.70 at 1e-3)
 
 
 _ADD = {"arith-add": 0.8, "arith-sub": 0.2}
@@ -47,7 +50,7 @@ ZOO = {
     spec.name: spec
     for spec in (
         ZooSpec("tiny-add", "0.3M params, mostly addition", mixture=_ADD, seed=1),
-        ZooSpec("tiny-sub", "0.3M params, mostly subtraction", mixture=_SUB, seed=2, rl_lr=3e-4),
+        ZooSpec("tiny-sub", "0.3M params, mostly subtraction", mixture=_SUB, seed=2),
         ZooSpec("small-add", "3M params, mostly addition", layers=4, hidden=256, intermediate=704, heads=8,
                 kv_heads=4, mixture=_ADD, steps=300, lr=1e-3, seed=3, rl_lr=1e-4, rl_lora_lr=1e-3),
         ZooSpec("tiny-add-lora", "tiny-add trained through a LoRA adapter", base="tiny-add", lora=True),

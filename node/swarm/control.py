@@ -34,6 +34,8 @@ class NodeStatus:
     groups_in: int = 0
     rejected: dict[str, int] = field(default_factory=dict)
     groups_per_minute: float = 0.0
+    accuracy: dict[str, float] = field(default_factory=dict)  # latest held-out pass@1 (node/evaluation.py)
+    accuracy_step: int = 0
     started: float = field(default_factory=time.monotonic)
 
     def to_reply(self) -> control_pb2.StatusReply:
@@ -41,7 +43,8 @@ class NodeStatus:
             peer_id=self.peer_id, role=self.role, maddrs=self.maddrs, model=self.model, step=self.step,
             group_size=self.group_size, reward=self.reward, peers=self.peers, groups_out=self.groups_out,
             groups_in=self.groups_in, rejected=self.rejected, uptime=time.monotonic() - self.started,
-            groups_per_minute=self.groups_per_minute, **{"lambda": self.lam})
+            groups_per_minute=self.groups_per_minute, accuracy=self.accuracy, accuracy_step=self.accuracy_step,
+            **{"lambda": self.lam})
 
 
 class _Control(control_pb2_grpc.ControlServicer):

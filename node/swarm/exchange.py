@@ -105,6 +105,7 @@ class GatherResult:
     late_fetches: int = 0  # fetches not finished by the gather deadline (kept for the next poll or step)
     pull_failures: int = 0  # pulls that found the sender gone or unreachable (not counted as rejections)
     taken: dict[bytes, int] = field(default_factory=dict)  # sender -> completions accepted this step
+    uninformative: int = 0  # valid received groups left out: equal rewards everywhere (informative_only)
 
 
 @dataclass
@@ -435,17 +436,27 @@ class GroupExchange:
                     continue
                 progressed = True
                 group = self._accept(result, sender, raw, work)
-                if group is not None:
-                    result.groups.append(group)
-                    taken[sender] += len(group.completions)
-                    outcome[sender][0] += 1
-                    outcome[sender][1] += len(set(group.rewards)) > 1  # informative: rewards differ
-                else:
+                if group is None:
                     outcome[sender][2] += 1
+                else:
+                    self._use(group, sender, result, taken, outcome)
                 if len(result.groups) >= budget or work.exhausted():
                     return
             if not progressed:
                 return
+
+    def _use(self, group: Group, sender: bytes, result: GatherResult, taken: collections.Counter,
+             outcome: dict) -> None:
+        """An accepted group is trained on unless it is uninformative (equal rewards everywhere: zero advantage)
+        and swarm.informative_only leaves those out; either way it counts for the sender's informative share."""
+        informative = len(set(group.rewards)) > 1
+        outcome[sender][0] += 1
+        outcome[sender][1] += informative
+        if informative or not self.cfg.informative_only:
+            result.groups.append(group)
+            taken[sender] += len(group.completions)
+        else:
+            result.uninformative += 1
 
     def _next_new(self, queue: _Queue) -> bytes | None:
         """The sender's next record not handled before (those are skipped for the cost of a hash: this very

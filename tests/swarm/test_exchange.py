@@ -27,10 +27,12 @@ IDENTITIES = itertools.count()
 
 
 def peer(hub, name, model="tiny-add", **swarm):
-    """A zoo peer in the in-memory swarm that reads every announcement shard each step."""
+    """A zoo peer in the in-memory swarm that reads every announcement shard each step and (unless told)
+    trains on every valid group, informative or not, so that these tests count what flows."""
     cfg = build_config({"model": {"name": model}, "task": {"name": "arith"},
                         "train": {"group_policy": "fixed", "group_size": 4, "prompts_per_step": 4},
-                        "swarm": {"gather_deadline": 0.2, "shards_per_step": ANNOUNCE_SHARDS, **swarm}})
+                        "swarm": {"gather_deadline": 0.2, "shards_per_step": ANNOUNCE_SHARDS,
+                                  "informative_only": False, **swarm}})
     return Peer(cfg, transport=hub.transport(name))
 
 
@@ -312,3 +314,21 @@ def test_summaries_count_once_per_sender_and_step():
     publish(hub, "m", attacks.summary_flood(step=6, n=3), kind="summaries")
     third = gather(a, budget=1, sender_cap=1).summaries
     assert len(first[b"m"]) == 20 and second == {} and len(third[b"m"]) == 3
+
+
+def test_uninformative_received_groups_are_counted_not_trained_on():
+    """A group whose completions all score the same under our verifier has zero advantage: with
+    swarm.informative_only (the default) it is left out of the batch and counted; without, it is used."""
+    hub = MemorySwarm()
+    cfg = build_config({"model": {"name": "tiny-add"}, "task": {"name": "arith"},
+                        "train": {"group_policy": "fixed", "group_size": 2, "prompts_per_step": 16}})
+    sender = Peer(cfg, transport=hub.transport("sender"))
+    sender.step(0)
+    picky, everything = peer(hub, "picky", informative_only=True), peer(hub, "all")
+    used = gather(picky, budget=100, sender_cap=1000)
+    plain = gather(everything, budget=100, sender_cap=1000)
+    assert len(plain.groups) == 16 and plain.uninformative == 0
+    mixed = [g for g in plain.groups if len(set(g.rewards)) > 1]
+    assert 0 < len(mixed) < 16  # both kinds were sent
+    assert sorted(g.item.ref.index for g in used.groups) == sorted(g.item.ref.index for g in mixed)
+    assert used.uninformative == 16 - len(mixed) and used.rejected == {}

@@ -1,0 +1,117 @@
+"""Held-out evaluation: the fixed prompt set, exact pass@1 arithmetic, greedy decoding through the real backend,
+and evaluation inside training (metrics file, summary, control API)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from node.config import EvalConfig, build_config
+from node.evaluation import HELD_OUT_START, evaluate, held_out_items, pass_at_1
+from node.generation.rollouts import Completion
+from node.metrics import StepResult
+from node.models.loading import encode_prompt
+from node.peer import Peer
+from node.report import accuracy_change
+from node.runner import update_status
+from node.swarm.control import NodeStatus
+from node.tasks import get_task
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_held_out_items_are_fixed_and_never_drawn_by_training():
+    task = get_task("arith")
+    a, b = held_out_items(task, "test", 64), held_out_items(task, "test", 64)
+    assert a == b and len(a) == 64
+    assert all(item.ref.index >= HELD_OUT_START and item.ref.split == "test" for item in a)
+    assert len({item.prompt for item in a}) > 40  # varied prompts, not one repeated
+    ops = {i.prompt[i.prompt.index("+") if "+" in i.prompt else i.prompt.index("-")] for i in a}
+    assert ops == {"+", "-"}  # mixed arith holds both skills
+
+
+def comp(text: str, finished: bool = True) -> Completion:
+    return Completion([1], [-0.1], "stop" if finished else "length", text)
+
+
+def test_pass_at_1_is_the_mean_verifier_score_over_all_completions():
+    task = get_task("arith-add")
+    items = held_out_items(task, "train", 3)
+    right = [item.answer for item in items]
+    groups = [[comp(right[0]), comp("x")],  # 1 of 2
+              [comp(right[1]), comp(right[1])],  # 2 of 2
+              [comp(right[2], finished=False), comp("0" if right[2] != "0" else "1")]]  # cut off: 0 of 2
+    assert pass_at_1(task, items, groups) == 3 / 6
+    assert pass_at_1(task, [], []) == 0.0
+
+
+def test_greedy_accuracy_equals_plain_greedy_decoding(tiny):
+    """evaluate()'s greedy figure, through the backend, equals greedy decoding done here with model.generate."""
+    cfg = build_config({"model": {"name": "tiny-add"}, "eval": {"prompts": 24, "samples": 3, "splits": ("train",),
+                                                                  "batch": 16}})
+    peer = Peer(cfg)
+    task = get_task("arith-add")
+    scores, seconds = evaluate(peer.backend, peer.loaded.tokenizer, task, cfg.eval)
+    assert [s.split for s in scores] == ["train"] and seconds > 0
+    tok, model = peer.loaded.tokenizer, peer.loaded.model
+    right = 0
+    for item in held_out_items(task, "train", 24):
+        ids = torch.tensor([encode_prompt(tok, item)])
+        out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                             max_new_tokens=cfg.generation.max_new_tokens, pad_token_id=peer.backend.pad_id,
+                             eos_token_id=sorted(peer.backend.eos_ids))[0, ids.shape[1]:].tolist()
+        finished = any(t in peer.backend.eos_ids for t in out)
+        if finished:
+            out = out[: next(i for i, t in enumerate(out) if t in peer.backend.eos_ids) + 1]
+        right += task.score(item, tok.decode(out, skip_special_tokens=True), finished)
+    assert scores[0].greedy == right / 24
+    again, _ = evaluate(peer.backend, tok, task, cfg.eval)
+    assert again == scores  # the same prompts and sampling seed: the same figures
+    assert 0 < scores[0].sampled < 1
+
+
+def test_a_split_the_task_lacks_is_skipped():
+    class OneSplit:
+        name, version, splits = "one", "1", ("train",)
+
+    assert evaluate(None, None, OneSplit(), EvalConfig(splits=("test",)))[0] == []
+
+
+def test_training_evaluates_every_k_steps_and_after_the_last(tiny):
+    cfg = build_config({"model": {"name": "tiny-add"}, "train": {"steps": 5, "prompts_per_step": 4,
+                                                                 "group_policy": "fixed"},
+                        "eval": {"every": 2, "prompts": 16}})
+    peer = Peer(cfg)
+    assert all(item.ref.index < HELD_OUT_START for item in peer.next_items(500))  # training never draws them
+    results = [peer.step(s) for s in range(5)]
+    assert [bool(r.eval) for r in results] == [False, True, False, True, True]
+    assert set(results[1].eval) == {"train/greedy", "train/sampled", "test/greedy", "test/sampled"}
+    assert results[0].eval_before and not results[1].eval_before
+    assert all(r.eval_seconds > 0 for r in results if r.eval)
+    back = StepResult.from_dict(json.loads(results[3].to_json()))
+    assert back.eval == results[3].eval
+    status = NodeStatus()
+    for r in results:
+        update_status(status, r, [r.reward])
+    assert status.accuracy == results[-1].eval and status.accuracy_step == 5
+
+
+def test_accuracy_change_reads_like_a_sentence():
+    start = {"train/greedy": 0.25, "test/greedy": 0.0}
+    end = {"train/greedy": 0.5, "train/sampled": 0.4, "test/greedy": 0.0625}
+    assert accuracy_change(start, end) == "ID (train) 0.250 -> 0.500, OOD (test) 0.000 -> 0.062 (greedy pass@1)"
+    assert accuracy_change({}, {}) == "not evaluated"
+
+
+def test_swarm_eval_command(tiny):
+    out = subprocess.run([sys.executable, str(ROOT / "swarm_cli.py"), "eval", "--model", "tiny-sub", "--task", "arith",
+                          "--eval-prompts", "32", "--json"], capture_output=True, text=True, cwd=ROOT, timeout=300,
+                         check=False)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert [s["split"] for s in report["splits"]] == ["train", "test"]
+    assert all(s["prompts"] == 32 and 0 <= s["greedy"] <= 1 for s in report["splits"])
+    bad = subprocess.run([sys.executable, str(ROOT / "swarm_cli.py"), "eval", "--eval-splits", "dev"],
+                         capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
+    assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "eval.splits" in bad.stderr
