@@ -180,6 +180,8 @@ def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tupl
             for g in ("0.5", "2"):
                 runs.append(Run("ablation", pair, "f-tis", seed, steps, eval_every,
                                 (("loss.divergence", "mean"), ("loss.g", g)), f"mean, g={g}"))
+            runs.append(Run("ablation", pair, "f-tis", seed, steps, eval_every,
+                            (("swarm.informative_only", "false"),), "every received group (informative_only off)"))
             for c in ("1", "5", "1e9"):
                 runs.append(Run("ablation", pair, "f-tis", seed, steps, eval_every, (("loss.trunc_c", c),),
                                 "C=no cap" if c == "1e9" else f"C={c}"))
@@ -536,8 +538,9 @@ def plot_mix(curves: dict, folder: Path) -> Path | None:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from itertools import accumulate
+
+    import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(curves), figsize=(10, 4))
     for ax, (model, by_mix) in zip(axes, curves.items(), strict=True):

@@ -27,7 +27,8 @@ DEFAULT_MODELS = ("tiny-add", "tiny-sub", "tiny-add-lora", "small-add")
 # here, so half the default prompts and received groups per step; zoo sequences are short and 4 vLLM engines
 # share the RAM
 LOCAL_DEFAULTS = {"train": {"steps": 150, "prompts_per_step": 16}, "swarm": {"received_groups": 16},
-                  "generation": {"vllm_kv_cache_gib": 0.25}, "eval": {"every": 25}}
+                  "generation": {"vllm_kv_cache_gib": 0.25}, "eval": {"every": 25},
+                  "task": {"name": "arith"}}  # sums and differences: each expert has something to teach
 CLI = str(Path(__file__).resolve().parents[1] / "swarm_cli.py")
 
 

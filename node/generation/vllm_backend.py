@@ -182,8 +182,9 @@ class VLLMBackend:
         from vllm import SamplingParams
 
         s = self.sampling
-        return SamplingParams(n=group_size, temperature=0.0 if greedy else s.temperature, top_p=s.top_p, max_tokens=s.max_new_tokens,
-                              logprobs=0, seed=seed, stop_token_ids=sorted(self.eos_ids), detokenize=False)
+        return SamplingParams(n=group_size, temperature=0.0 if greedy else s.temperature, top_p=s.top_p,
+                              max_tokens=s.max_new_tokens, logprobs=0, seed=seed, stop_token_ids=sorted(self.eos_ids),
+                              detokenize=False)
 
     def generate(self, prompts: list[list[int]], group_size: int, seed: int,
                  greedy: bool = False) -> tuple[list[list[Completion]], float]:

@@ -1,0 +1,60 @@
+"""The paper-tables harness in smoke mode (a few steps, one seed, every section): it runs, writes its report
+with tables and plots, and a second invocation resumes instead of redoing anything."""
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import paper_tables  # noqa: E402
+
+
+def test_paired_interval_and_equal_time_interpolation():
+    mean, half = paper_tables.paired_interval([0.1, 0.2, 0.3])
+    assert mean == pytest.approx(0.2) and half == pytest.approx(4.303 * 0.1 / math.sqrt(3))
+    assert math.isnan(paper_tables.paired_interval([0.5])[1])
+    evals = [{"seconds": 0.0, "a": 0.0}, {"seconds": 10.0, "a": 1.0}, {"seconds": 20.0, "a": 0.5}]
+    assert paper_tables.at_seconds(evals, "a", 5.0) == pytest.approx(0.5)
+    assert paper_tables.at_seconds(evals, "a", 15.0) == pytest.approx(0.75)
+    assert paper_tables.at_seconds(evals, "a", 99.0) == 0.5  # beyond the run: its last evaluation
+    alone = [{"seconds": 0.0, "a": 0.0}, {"seconds": 5.0, "a": 0.2}, {"seconds": 10.0, "a": 0.2},
+             {"seconds": 15.0, "a": 0.2}]
+    assert paper_tables.final(alone, "a") == pytest.approx(0.2)  # the last three evaluations
+    assert paper_tables.equal_time(evals, alone, "a") == pytest.approx((0.5 + 1.0 + 0.75) / 3)
+
+
+def test_plan_shares_alone_runs_across_pairs():
+    runs = paper_tables.plan(3, 10, 5, {"ftis"})
+    alone = [r for r in runs if r.variant == "alone"]
+    assert len(alone) == 3 * 4  # four zoo models in the three pairs, three seeds
+    assert len(runs) - len(alone) == 3 * 3 * 6
+    assert len({r.key for r in runs}) == len(runs)
+
+
+@pytest.mark.slow
+def test_smoke_run_writes_the_report_and_resumes(tmp_path):
+    out, results = tmp_path / "runs", tmp_path / "docs" / "RESULTS.md"
+    cmd = [sys.executable, str(ROOT / "bench" / "paper_tables.py"), "--smoke", "--out", str(out),
+           "--results", str(results)]
+    first = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
+    assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
+    text = results.read_text()
+    for heading in ("## 1. F-TIS table", "### The claims, checked", "## 2. Ablations", "## 3. SAPO's mix",
+                    "## 4. SAGC in a real local swarm"):
+        assert heading in text, heading
+    assert "| expertise | tiny-sub |" in text and "| sagc |" in text
+    for png in ("ftis_size", "ftis_expertise", "ftis_lora", "mix"):
+        assert (results.parent / "results" / f"{png}.png").read_bytes()[:4] == b"\x89PNG"
+    done = sorted(p.name for p in out.glob("*.json"))
+    one = json.loads((out / next(n for n in done if n.startswith("ftis_tiny-sub+tiny-add_f-tis"))).read_text())
+    evals = one["peers"]["tiny-sub#0"]["evals"]
+    assert [e["step"] for e in evals] == [0, 2, 3] and all(0 <= e["train/greedy"] <= 1 for e in evals)
+    again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert again.returncode == 0 and f"({len(paper_tables.plan(1, 3, 2, {'ftis', 'ablation', 'mix'}))} done " \
+        "before)" in again.stdout, again.stdout
+    assert sorted(p.name for p in out.glob("*.json")) == done
