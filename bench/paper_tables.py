@@ -123,13 +123,12 @@ def execute(run: Run, scale: dict) -> dict:
                   "received": [], "received_reward": [], "filtered": [], "evals": []}
            for name, p in zip(names, peers, strict=True)}
     try:
-        for name, peer in zip(names, peers, strict=True):
-            metrics, _ = peer.evaluate()  # before any update
-            log[name]["evals"].append({"step": 0, "seconds": 0.0, **metrics})
         for step in range(run.steps):
             for name, peer in zip(names, peers, strict=True):  # the first takes the other's previous step
                 r = peer.step(step)
                 entry = log[name]
+                if r.eval_before:  # the first step measures the weights before any update
+                    entry["evals"].append({"step": 0, "seconds": 0.0, **r.eval_before})
                 entry["reward"].append(r.reward)
                 entry["step_seconds"].append(r.step_seconds)
                 entry["learn_seconds"].append(r.learn_seconds)
@@ -160,6 +159,15 @@ def run_one(run: Run, out: str, scale: dict) -> tuple[str, float]:
 
 # ---- the plan ----------------------------------------------------------------------------------------------
 
+MIXES = ((8, 0), (6, 2), (4, 4), (2, 6))
+ABLATIONS = (  # (label, settings) on the expertise pair; g = 50 (sum) and C = 2 are the F-TIS table's own runs
+    *((f"g={g}", (("loss.g", g),)) for g in ("5", "10", "100")),
+    *((f"mean, g={g}", (("loss.divergence", "mean"), ("loss.g", g))) for g in ("0.5", "2")),
+    ("every received group (informative_only off)", (("swarm.informative_only", "false"),)),
+    *(("C=no cap" if c == "1e9" else f"C={c}", (("loss.trunc_c", c),)) for c in ("1", "5", "1e9")),
+)
+
+
 def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tuple(PAIRS),
          variants=VARIANTS) -> list[Run]:
     runs: list[Run] = []
@@ -175,16 +183,8 @@ def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tupl
     ablation_seeds = range(min(seeds, 2))
     if "ablation" in sections:
         for seed in ablation_seeds:
-            for g in ("5", "10", "100"):  # g = 50 (sum) and C = 2 are the F-TIS table's runs
-                runs.append(Run("ablation", pair, "f-tis", seed, steps, eval_every, (("loss.g", g),), f"g={g}"))
-            for g in ("0.5", "2"):
-                runs.append(Run("ablation", pair, "f-tis", seed, steps, eval_every,
-                                (("loss.divergence", "mean"), ("loss.g", g)), f"mean, g={g}"))
-            runs.append(Run("ablation", pair, "f-tis", seed, steps, eval_every,
-                            (("swarm.informative_only", "false"),), "every received group (informative_only off)"))
-            for c in ("1", "5", "1e9"):
-                runs.append(Run("ablation", pair, "f-tis", seed, steps, eval_every, (("loss.trunc_c", c),),
-                                "C=no cap" if c == "1e9" else f"C={c}"))
+            for label, settings in ABLATIONS:
+                runs.append(Run("ablation", pair, "f-tis", seed, steps, eval_every, settings, label))
     if "mix" in sections:
         for seed in ablation_seeds:
             for own, received in MIXES:
@@ -192,9 +192,6 @@ def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tupl
                                 (("train.prompts_per_step", "8"), ("swarm.local_groups", str(own)),
                                  ("swarm.received_groups", str(received))), f"{own}/{received}"))
     return runs
-
-
-MIXES = ((8, 0), (6, 2), (4, 4), (2, 6))
 
 
 # ---- section 4: SAGC in a real local swarm -------------------------------------------------------------
@@ -425,14 +422,9 @@ def time_table(results: dict) -> list[str]:
 
 def ablation_table(results: dict) -> list[str]:
     pair = PAIRS["expertise"]
-    rows = [("g=50 (default)", "ftis", "f-tis", ())]
-    seen = {}
-    for res in results.values():
-        run = res["run"]
-        if run["section"] == "ablation":
-            seen[run["label"]] = tuple(map(tuple, run["settings"]))
-    rows += [(label, "ablation", "f-tis", settings) for label, settings in seen.items()]
-    rows.append(("F-NoIS (no weights)", "ftis", "f-nois", ()))
+    rows = [("g=50 (default)", "ftis", "f-tis", ()), *((label, "ablation", "f-tis", settings)
+                                                      for label, settings in ABLATIONS),
+            ("F-NoIS (no weights)", "ftis", "f-nois", ())]
     lines = ["## 2. Ablations (expertise pair, F-TIS)", "",
              "| setting | seeds | " + " | ".join(f"{m} ID | {m} OOD" for m in pair) + " | filtered share |",
              "|---|---|" + "---|---|" * len(pair) + "---|"]
