@@ -38,6 +38,22 @@ def _zoo_progress():
     return show
 
 
+def check_writable(folder: str | None, what: str) -> None:
+    """Refuses, in one line and before any training, an output folder that cannot be created or written."""
+    if not folder:
+        return
+    import tempfile
+
+    from node.errors import ConfigError
+
+    try:
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise ConfigError(f"{what} {folder!r} is not writable: {err.strerror or err}") from None
+
+
 def _prepare(cfg) -> None:
     """Checks the task, then builds the zoo model if needed, with progress (before any network)."""
     from node.models.zoo import ZOO, ensure_built
@@ -99,6 +115,7 @@ def cmd_run(args) -> int:
     from node.config import config_from_args
 
     cfg = config_from_args(args)
+    check_writable(args.out, "--out")
     _prepare(cfg)
     from node.peer import Peer
 
@@ -126,6 +143,7 @@ def cmd_join(args) -> int:
         found = read_address_file(args.initial_peers_file, cfg.swarm.startup_timeout)
         cfg = dataclasses.replace(cfg, swarm=dataclasses.replace(
             cfg.swarm, initial_peers=(*cfg.swarm.initial_peers, *found)))
+    check_writable(args.out, "--out")
     _prepare(cfg)
     from node.errors import Stopped
     from node.peer import Peer
@@ -150,7 +168,13 @@ def cmd_join(args) -> int:
         if server is not None:
             server.set_serving(True)
         print(_describe(cfg, peer), file=sys.stderr)
-        print(f"joined swarm {cfg.swarm.name!r} as {dht.peer_id}", file=sys.stderr, flush=True)
+        if cfg.swarm.initial_peers:
+            print(f"joined swarm {cfg.swarm.name!r} as {dht.peer_id}", file=sys.stderr, flush=True)
+        else:  # nobody to join: this peer is the swarm's first node, and says how others reach it
+            print(f"no initial peers: starting a new swarm {cfg.swarm.name!r} as {dht.peer_id}; others join "
+                  f"with --initial-peers and one of:", file=sys.stderr, flush=True)
+            for maddr in status.maddrs:
+                print(f"  {maddr}", file=sys.stderr, flush=True)
         return _train(args, cfg, peer, stop, status)
     finally:
         if peer is not None:

@@ -94,3 +94,14 @@ def test_run_prints_a_summary(tmp_path):
     assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 3
     assert (tmp_path / "ckpt" / "model" / "config.json").exists() and (tmp_path / "ckpt" / "config.json").exists()
     assert (tmp_path / "ckpt" / "reward.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_an_unwritable_out_is_refused_before_any_training(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    for command in ("run", "join"):
+        out = swarm(command, "--steps", "1", "--out", str(blocker / "sub"))
+        assert out.returncode == 2, out.stderr
+        lines = out.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"swarm: error: --out '{blocker / 'sub'}' is not writable")
+        assert "Traceback" not in out.stderr and "step" not in out.stderr

@@ -122,3 +122,14 @@ def test_address_file_discovery_one_configuration_path_and_status_of_both_roles(
         assert "0 groups/min" not in boot_status, boot_status  # the watch saw the peer's bundles arrive
     finally:
         assert stop(peer) == 0 and stop(boot) == 0
+
+
+def test_join_without_initial_peers_says_it_starts_a_new_swarm_and_how_to_join_it(tmp_path):
+    out = subprocess.run([*CLI, "join", "--steps", "1", "--prompts", "2", "--control-port", "-1",
+                          "--identity", str(tmp_path / "first.id")],
+                         capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    lines = out.stderr.splitlines()
+    said = next(i for i, ln in enumerate(lines) if ln.startswith("no initial peers: starting a new swarm 'default'"))
+    assert "joined swarm" not in out.stderr
+    assert lines[said + 1].strip().startswith("/ip4/127.0.0.1/tcp/") and "/p2p/" in lines[said + 1]
