@@ -29,6 +29,10 @@ class IdentityInUse(RuntimeError):
     """Another running node holds this identity file (two processes would be one peer to the swarm)."""
 
 
+class IdentityCorrupt(ValueError):
+    """An identity file (or its record-signing key beside it) exists but is not a key this node can read."""
+
+
 class SwarmUnreachable(RuntimeError):
     """The DHT could not start or reach any initial peer; the message says which."""
 
@@ -37,7 +41,8 @@ class Stopped(RuntimeError):
     """A stop signal arrived while the DHT was starting."""
 
 
-USER_ERRORS = (ConfigError, ModelLoadError, UnknownTaskError, BackendUnavailable, PortInUse, IdentityInUse)  # exit 2
+USER_ERRORS = (ConfigError, ModelLoadError, UnknownTaskError, BackendUnavailable, PortInUse, IdentityInUse,
+               IdentityCorrupt)  # exit 2
 UNREACHABLE_ERRORS = (SwarmUnreachable,)  # exit 3
 
 

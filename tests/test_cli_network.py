@@ -133,3 +133,23 @@ def test_join_without_initial_peers_says_it_starts_a_new_swarm_and_how_to_join_i
     said = next(i for i, ln in enumerate(lines) if ln.startswith("no initial peers: starting a new swarm 'default'"))
     assert "joined swarm" not in out.stderr
     assert lines[said + 1].strip().startswith("/ip4/127.0.0.1/tcp/") and "/p2p/" in lines[said + 1]
+
+
+def test_a_corrupt_identity_file_is_one_line_not_endless_retries(tmp_path):
+    bad = tmp_path / "peer.id"
+    bad.write_bytes(b"garbage, not a key")
+    out = subprocess.run([*CLI, "join", "--identity", str(bad), "--steps", "1", "--control-port", "-1"],
+                         capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    assert out.returncode == 2, out.stderr[-2000:]
+    lines = out.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"swarm: error: identity file {bad} is not a readable private key")
+    assert "retrying" not in out.stderr and "Traceback" not in out.stderr
+    assert bad.read_bytes() == b"garbage, not a key"  # nothing overwritten: the user decides
+    good = tmp_path / "good.id"  # a fresh identity, then a corrupt signing key beside it
+    first = subprocess.run([*CLI, "join", "--identity", str(good), "--steps", "1", "--prompts", "2",
+                            "--control-port", "-1"], capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
+    assert first.returncode == 0, first.stderr[-2000:]
+    Path(str(good) + ".rsa").write_bytes(b"\x00" * 10)
+    again = subprocess.run([*CLI, "join", "--identity", str(good), "--steps", "1", "--control-port", "-1"],
+                           capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+    assert again.returncode == 2 and "record-signing key" in again.stderr.strip().splitlines()[-1], again.stderr

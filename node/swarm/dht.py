@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from node.config import SwarmConfig
-from node.errors import IdentityInUse, Stopped, SwarmUnreachable, first_line
+from node.errors import IdentityCorrupt, IdentityInUse, Stopped, SwarmUnreachable, first_line
 from node.process import IdentityLock, ensure_port_free, kill_pids, own_children
 from node.swarm import ServedBundles
 from protocol import (
@@ -141,6 +141,23 @@ def _schema_validator(swarm: str, held=lambda key: None):
     return SwarmSchemaValidator()
 
 
+def check_identity_file(path: str) -> None:
+    """Raises IdentityCorrupt, in one line, when an existing identity file is not a libp2p private key (p2pd
+    would fail to start with a protobuf error, and joining would retry it for ever)."""
+    from cryptography.hazmat.primitives import serialization
+    from google.protobuf.message import DecodeError
+    from hivemind.proto import crypto_pb2
+
+    if not path or not Path(path).is_file():
+        return
+    try:
+        key = crypto_pb2.PrivateKey.FromString(Path(path).read_bytes())
+        serialization.load_der_private_key(key.data, password=None)
+    except (DecodeError, ValueError, TypeError, OSError) as err:
+        raise IdentityCorrupt(f"identity file {path} is not a readable private key ({first_line(err)}): restore "
+                              f"it, or remove it to start as a new peer id") from None
+
+
 def _load_or_create_signing_key(path: str):
     """An RSA key for record signatures, kept beside the libp2p identity so the subkey survives restarts."""
     from cryptography.hazmat.primitives import serialization
@@ -151,7 +168,11 @@ def _load_or_create_signing_key(path: str):
     key_file = Path(path + ".rsa")
     if key_file.exists():
         key = RSAPrivateKey.__new__(RSAPrivateKey)
-        key._private_key = serialization.load_der_private_key(key_file.read_bytes(), password=None)
+        try:
+            key._private_key = serialization.load_der_private_key(key_file.read_bytes(), password=None)
+        except (ValueError, TypeError, OSError) as err:
+            raise IdentityCorrupt(f"record-signing key {key_file} is not a readable private key "
+                                  f"({first_line(err)}): restore it, or remove it to sign under a new key") from None
         return key
     key = RSAPrivateKey()
     key_file.parent.mkdir(parents=True, exist_ok=True)
@@ -174,6 +195,7 @@ class SwarmDHT:
 
         self.settings, self.bundles = settings, bundles
         ensure_port_free(settings.host, settings.port, "DHT")
+        check_identity_file(settings.identity)  # before the lock: a corrupt file holds nothing
         self._lock = IdentityLock(settings.identity) if settings.identity else None
         signing_key = _load_or_create_signing_key(settings.identity)
         self.validator = RSASignatureValidator(signing_key)
