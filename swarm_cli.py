@@ -80,51 +80,90 @@ def _describe(cfg, peer) -> str:
             f"loss {cfg.loss.variant}/{cfg.loss.aggregation}, generation {peer.backend.name}")
 
 
+def _resume_point(args, cfg) -> Path | None:
+    """The checkpoint in --out this run goes on from (None: a fresh start); says which, and one line for each
+    newer checkpoint that was unusable (the previous one is taken). --fresh sets earlier ones aside."""
+    if not args.out:
+        return None
+    from node.checkpoint import latest_checkpoint, remove_unfinished, set_aside
+
+    out = Path(args.out)
+    if args.fresh:
+        moved = set_aside(out)
+        if moved:
+            print(f"--fresh: earlier checkpoints moved to {moved}", file=sys.stderr)
+        return None
+    for stale in remove_unfinished(out):
+        print(f"removed an unfinished checkpoint write ({stale.name}): a stop during the write", file=sys.stderr)
+    found = latest_checkpoint(out)
+    for line in found.skipped:
+        print(line, file=sys.stderr)
+    if found.path is not None:
+        print(f"resuming from {found.path} ({found.step} steps done; --fresh starts again)", file=sys.stderr)
+    return found.path
+
+
 def _train(args, cfg, peer, stop, status=None) -> int:
-    """The step loop shared by `run` and `join`: progress, metrics file, summary, saved outputs."""
-    from node.metrics import metrics_writer
-    from node.report import Progress, plot_rewards, summary
+    """The step loop shared by `run` and `join`: progress, metrics file, checkpoints, summary, saved outputs."""
+    from node.checkpoint import Checkpointer, save_outputs
+    from node.metrics import metrics_writer, truncate_metrics
+    from node.report import Presence, Progress, RunLog, plot_rewards, summary
     from node.runner import train_loop
 
+    run_log = RunLog(cfg.train.steps)
+    if peer.start_step:
+        run_log.load(peer.history, peer.start_step)
+        truncate_metrics(args.metrics, peer.start_step)
     progress = Progress(cfg.train.steps, every=args.log_every)
+    presence = Presence() if peer.exchange is not None else None
     write = metrics_writer(args.metrics)
+    out = Path(args.out) if args.out else None
+    checkpointer = Checkpointer(peer, out, cfg.checkpoint, run_log.state, peer.start_step) if out else None
 
     def on_step(result):
         progress.update(result)
         write(result)
+        run_log.add(result)
+        said = presence.update(result.swarm.peers) if presence else None
+        if said:
+            progress.say(said)
+        if checkpointer is not None:
+            checkpointer.after_step(result.step + 1)
 
     start = time.monotonic()
-    results = train_loop(peer, cfg.train.steps, stop, on_step, status)
+    done = train_loop(peer, cfg.train.steps, stop, on_step, status, start=peer.start_step)
     if stop.is_set():
         print("\nstopped: summary of the steps done so far", file=sys.stderr)
+    if checkpointer is not None and checkpointer.save(done):
+        print(f"checkpoint after step {done} in {out / 'checkpoints'}", file=sys.stderr)
     print(f"summary ({cfg.model.name}, {'LoRA' if peer.loaded.lora else 'full fine-tuning'}, {cfg.task.name}):")
-    print(summary(results, time.monotonic() - start))
-    if args.out:
-        out = Path(args.out)
-        peer.save(out)
-        plot_rewards([r.reward for r in results], out / "reward.png",
+    print(summary(run_log, time.monotonic() - start, cfg.train.steps))
+    if out is not None:
+        save_outputs(peer, out)
+        plot_rewards(*run_log.rewards_curve(), out / "reward.png",
                      f"{cfg.model.name} on {cfg.task.name} ({cfg.loss.variant})")
-        print(f"  saved model, resolved configuration and reward plot (reward.png) to {out}")
+        print(f"  saved model (model/), resolved configuration (swarm-config.toml) and reward plot (reward.png) "
+              f"to {out}; `--model {out}` trains it further")
     return 0
 
 
 def cmd_run(args) -> int:
     """Trains one peer alone on its task and prints a summary."""
-    import threading
-
     from node.config import config_from_args
+    from node.process import stop_on_signals
 
     cfg = config_from_args(args)
     check_writable(args.out, "--out")
     _prepare(cfg)
     from node.peer import Peer
 
-    peer = Peer(cfg, shuffle_control=args.shuffle_rewards)
+    resume = _resume_point(args, cfg)
+    peer = Peer(cfg, shuffle_control=args.shuffle_rewards, resume=resume)
     print(_describe(cfg, peer), file=sys.stderr)
-    stop = threading.Event()
+    stop = stop_on_signals(args.stop_timeout)  # SIGTERM / Ctrl-C: the step ends, a checkpoint is written
     try:
         return _train(args, cfg, peer, stop)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # a second Ctrl-C
         return 130
     finally:
         peer.close()
@@ -164,7 +203,7 @@ def cmd_join(args) -> int:
             print(f"{err}", file=sys.stderr)
             return 0
         status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
-        peer = Peer(cfg, transport=dht)
+        peer = Peer(cfg, transport=dht, resume=_resume_point(args, cfg))
         if server is not None:
             server.set_serving(True)
         print(_describe(cfg, peer), file=sys.stderr)
@@ -325,7 +364,11 @@ LOCAL_FLAGS = ("--task", "--steps", "--variant", "--backend", "--group-policy", 
 
 def _output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--metrics", help="append one JSON line of metrics per step to this file")
-    p.add_argument("--out", help="save the trained model, resolved configuration and a reward plot here")
+    p.add_argument("--out", help="checkpoints (periodically and at a stop) and, at the end, the trained model, "
+                   "resolved configuration and a reward plot go here; a run resumes from its newest valid "
+                   "checkpoint here")
+    p.add_argument("--fresh", action="store_true", help="do not resume from --out's checkpoints (they are "
+                   "moved aside, not deleted)")
     p.add_argument("--log-every", type=int, default=10, help="steps between progress lines when not a tty "
                    "(default: 10)")
 
@@ -341,6 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="train one peer alone (no swarm)")
     add_config_arguments(run, PEER_FLAGS)
     _output_arguments(run)
+    _stop_timeout(run)
     run.add_argument("--shuffle-rewards", action="store_true", help="control run: permute rewards in each step")
     run.set_defaults(func=cmd_run)
 

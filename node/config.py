@@ -283,6 +283,18 @@ class EvalConfig:
 
 
 @dataclass(frozen=True)
+class CheckpointConfig:
+    every: int = 50  # a checkpoint every this many steps (0: not by steps); also on a stop (SIGTERM, Ctrl-C)
+    minutes: float = 10.0  # and when this many minutes passed since the last one (0: not by time)
+    keep: int = 3  # the newest checkpoints kept (older ones are deleted once a new one is complete)
+
+    def __post_init__(self):
+        _check(self.every >= 0, "checkpoint.every", "must be >= 0 (0: not by steps)", self.every)
+        _check(self.minutes >= 0, "checkpoint.minutes", "must be >= 0 (0: not by time)", self.minutes)
+        _check(self.keep >= 1, "checkpoint.keep", "must be >= 1", self.keep)
+
+
+@dataclass(frozen=True)
 class NodeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
@@ -292,6 +304,7 @@ class NodeConfig:
     sagc: SAGCConfig = field(default_factory=SAGCConfig)
     swarm: SwarmConfig = field(default_factory=SwarmConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -470,6 +483,9 @@ PEER_FLAGS = (
     Flag("--threads", "generation.threads", "torch threads"),
     Flag("--backend", "generation.backend", "generation backend: transformers or vllm"),
     Flag("--eval-every", "eval.every", "held-out evaluation every N steps and at the end (0: never)"),
+    Flag("--checkpoint-every", "checkpoint.every", "checkpoint into --out every N steps (0: not by steps)"),
+    Flag("--checkpoint-minutes", "checkpoint.minutes", "and every M minutes (0: not by time)"),
+    Flag("--keep-checkpoints", "checkpoint.keep", "newest checkpoints kept"),
 )
 EVAL_FLAGS = (  # `swarm eval`
     Flag("--eval-prompts", "eval.prompts", "held-out prompts per split"),
@@ -504,7 +520,8 @@ def add_config_arguments(parser, flags: tuple[Flag, ...], defaults: dict[str, di
     """--config, --set and the given flags on an argparse parser; each help shows the field's default."""
     if not any(a.dest == "config" for a in parser._actions):
         parser.add_argument("--config", help="TOML file with [model] [generation] [loss] [train] [task] [sagc] "
-                                             "[swarm] tables (environment SWARM_SECTION__FIELD and flags win)")
+                                             "[swarm] [eval] [checkpoint] tables (environment "
+                                             "SWARM_SECTION__FIELD and flags win)")
         parser.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                             help="set any configuration field (wins over everything else)")
     for f in flags:

@@ -112,6 +112,25 @@ def metrics_writer(path: str | None):
     return write
 
 
+def truncate_metrics(path: str | None, steps_done: int) -> int:
+    """A resumed run's metrics file keeps only the steps its checkpoint holds (those after it are done again);
+    the file is rewritten whole (written beside, then renamed). Returns the lines dropped."""
+    if not path or not Path(path).exists():
+        return 0
+    lines = Path(path).read_text().splitlines()
+    kept = []
+    for line in lines:
+        try:
+            if json.loads(line)["step"] < steps_done:
+                kept.append(line)
+        except (json.JSONDecodeError, KeyError, TypeError):
+            continue  # a line cut by the kill
+    tmp = Path(str(path) + ".tmp")
+    tmp.write_text("".join(line + "\n" for line in kept))
+    tmp.replace(path)
+    return len(lines) - len(kept)
+
+
 def read_metrics(path: str | Path) -> list[StepResult]:
     """The results in a metrics file, up to a line being written (or none when there is no file)."""
     path = Path(path)

@@ -5,7 +5,7 @@ a transport; received groups arrive already validated and re-scored by node/swar
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 import random
 import time
 from pathlib import Path
@@ -37,13 +37,16 @@ def shuffle_rewards(groups: list[Group], rng: random.Random) -> None:
 
 
 class Peer:
-    def __init__(self, cfg: NodeConfig, shuffle_control: bool = False, transport: SwarmTransport | None = None):
-        """transport: None for a peer alone, else the swarm (node/swarm/dht.py, or node/swarm/memory.py)."""
+    def __init__(self, cfg: NodeConfig, shuffle_control: bool = False, transport: SwarmTransport | None = None,
+                 resume: Path | None = None):
+        """transport: None for a peer alone, else the swarm (node/swarm/dht.py, or node/swarm/memory.py);
+        resume: a verified checkpoint folder (node/checkpoint.py) to go on from, at step `self.start_step`."""
         set_threads(cfg.generation.threads)
         self.cfg = cfg
         self.task = get_task(cfg.task.name, cfg.task.data_files)
         self.eval_task = get_task(cfg.eval.task, cfg.task.data_files) if cfg.eval.task else self.task
-        self.loaded = load_model(cfg.model, seed=cfg.train.seed)
+        model_cfg = dataclasses.replace(cfg.model, name=str(resume / "model")) if resume else cfg.model
+        self.loaded = load_model(model_cfg, seed=cfg.train.seed)
         self.backend = make_backend(cfg.generation, self.loaded, seed=cfg.train.seed)
         self.learner = Learner(self.loaded.model, self.backend.pad_id, cfg.train, cfg.loss,
                                cfg.generation.temperature, lr=self.learning_rate())
@@ -57,11 +60,17 @@ class Peer:
                              cfg.generation.temperature, cfg.generation.top_p, self.loaded.lora)
             self.exchange = GroupExchange(transport, cfg.swarm, self.loaded.tokenizer, card, self.backend.eos_ids,
                                           self.task, cfg.generation.max_new_tokens, seed=cfg.train.seed)
+        self.start_step, self.history = 0, {}
+        if resume is not None:
+            from .checkpoint import restore_state
+
+            self.start_step, self.history = restore_state(self, resume)
 
     def learning_rate(self) -> float:
+        """The configured rate, else the one a saved model was trained with, else the model's recommended."""
         train, lora = self.cfg.train, self.loaded.lora
         chosen = train.lora_lr if lora else train.lr
-        return chosen if chosen > 0 else recommended_lr(self.cfg.model.name, lora)
+        return chosen or self.loaded.trained_lr or recommended_lr(self.loaded.base, lora)
 
     def next_items(self, n: int):
         return [self.task.item(self.cfg.task.split, self.rng.randrange(2**31)) for _ in range(n)]
@@ -137,9 +146,3 @@ class Peer:
         if self.exchange is not None:
             self.exchange.close()
         self.backend.close()
-
-    def save(self, out: Path) -> None:
-        out.mkdir(parents=True, exist_ok=True)
-        self.loaded.model.save_pretrained(out / "model")
-        self.loaded.tokenizer.save_pretrained(out / "model")
-        (out / "config.json").write_text(json.dumps(self.cfg.to_dict(), indent=1))

@@ -2,6 +2,7 @@
 headless)."""
 from __future__ import annotations
 
+import collections
 import statistics
 import sys
 import time
@@ -20,26 +21,39 @@ def window_mean(values: list[float], frac: float = 0.1, head: bool = True) -> fl
 
 
 def format_step(result: StepResult, total: int, elapsed: float, recent: list[float]) -> str:
+    """One progress line. total 0 (a run until stopped) shows the step alone; the swarm part (peers seen at
+    the last poll; groups sent, received, trained on and rejected this step) only when the peer shares."""
     avg = sum(recent) / len(recent) if recent else 0.0
-    return (f"step {result.step + 1:>4}/{total}  reward {result.reward:.3f} (avg{len(recent):>3} {avg:.3f})  "
+    step = f"{result.step + 1:>4}/{total}" if total else f"{result.step + 1:>6}"
+    s = result.swarm
+    shared = (f"peers {s.peers} out {s.published} in {s.groups_received} used {s.groups_used} "
+              f"rej {sum(s.rejected.values())}  " if s.polls or s.published else "")
+    return (f"step {step}  reward {result.reward:.3f} (avg{len(recent):>3} {avg:.3f})  "
             f"G {result.group_size:>2} strag {result.group.straggler_rate:.2f} lam {result.group.lam:.2f}  "
-            f"|grad| {result.loss.grad_norm:.3f}  w {result.loss.mean_weight:.3f}  "
+            f"{shared}|grad| {result.loss.grad_norm:.3f}  w {result.loss.mean_weight:.3f}  "
             f"gen {result.gen_seconds:.2f}s learn {result.learn_seconds:.2f}s  {elapsed:.0f}s")
+
+
+PROGRESS_COLUMNS = """progress columns: step (of total), sampled reward of own completions (and its recent average),
+G (group size) strag (share of own groups that straggled) lam (SAGC's lambda); in a swarm: peers (other peers
+seen at the last poll), out (own groups published), in (received groups decoded), used (received groups
+trained on), rej (received records rejected); |grad| (gradient norm before clipping), w (mean importance
+weight), gen / learn (seconds generating / learning), elapsed seconds"""
 
 
 class Progress:
     """One rewritten line on a terminal; a plain line every `every` steps otherwise (logs, CI)."""
 
     def __init__(self, total: int, stream=None, every: int = 10, window: int = 20):
-        self.total, self.every, self.window = total, every, window
+        self.total, self.every = total, every
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.start = time.monotonic()
-        self.rewards: list[float] = []
+        self.rewards: collections.deque[float] = collections.deque(maxlen=window)
 
     def update(self, result: StepResult) -> None:
         self.rewards.append(result.reward)
-        line = format_step(result, self.total, time.monotonic() - self.start, self.rewards[-self.window:])
+        line = format_step(result, self.total, time.monotonic() - self.start, list(self.rewards))
         if self.tty:
             self.stream.write("\r" + line + "\x1b[K")
             if result.step + 1 == self.total:
@@ -47,6 +61,103 @@ class Progress:
         elif (result.step + 1) % self.every == 0 or result.step + 1 == self.total:
             self.stream.write(line + "\n")
         self.stream.flush()
+
+    def say(self, line: str) -> None:
+        """A line of its own (e.g. alone / rejoined), not overwritten by the next progress line."""
+        self.stream.write(("\n" if self.tty else "") + line + "\n")
+        self.stream.flush()
+
+
+class Presence:
+    """Says plainly when a sharing peer has seen no other peer for `patience` steps in a row (it trains on its
+    own groups only), and when others are back. Pure: steps in, lines out."""
+
+    def __init__(self, patience: int = 5):
+        self.patience, self.empty, self.alone = patience, 0, False
+
+    def update(self, peers: int) -> str | None:
+        if peers > 0:
+            self.empty = 0
+            if self.alone:
+                self.alone = False
+                return f"rejoined: {peers} other peer{'s' if peers != 1 else ''} seen; training on their groups again"
+            return None
+        self.empty += 1
+        if self.empty == self.patience and not self.alone:
+            self.alone = True
+            return (f"alone: no other peer seen for {self.patience} steps; training on own groups only "
+                    f"(still announcing, still looking)")
+        return None
+
+
+class RunLog:
+    """What the end summary and the reward plot need from a run, in memory that does not grow with the run's
+    length: the first and last rewards, recent step times, running totals, and the reward curve as means of
+    buckets of steps (adjacent buckets merge when there are more than `points`). `state()` goes into a
+    checkpoint, so a resumed run plots its whole curve."""
+
+    def __init__(self, total: int, window: int = 1000, points: int = 1000):
+        self.window = min(max(1, total // 10), window) if total else 100  # steps in "first" / "last"
+        self.points = points
+        self.steps = self.tokens = 0
+        self.gen_total = 0.0
+        self.head: list[float] = []
+        self.tail: collections.deque[float] = collections.deque(maxlen=self.window)
+        self.gen: collections.deque[float] = collections.deque(maxlen=window)
+        self.learn: collections.deque[float] = collections.deque(maxlen=window)
+        self.eval_before: dict[str, float] = {}
+        self.last_eval: dict[str, float] = {}
+        self.swarm = {"out": 0, "in": 0, "used": 0, "uninformative": 0, "peers_max": 0, "peers_last": 0}
+        self.rejected: collections.Counter = collections.Counter()
+        self.curve: list[float] = []  # mean reward of each bucket of `bucket` steps
+        self.bucket, self.partial = 1, []
+        self.resumed_at = 0  # steps done before this process (a resumed run)
+        self.curve_start = 0  # the step the curve starts at (a resumed run whose checkpoint had no curve)
+
+    def add(self, r: StepResult) -> None:
+        self.steps += 1
+        self.tokens += r.tokens
+        self.gen_total += r.gen_seconds
+        if len(self.head) < self.window:
+            self.head.append(r.reward)
+        self.tail.append(r.reward)
+        self.gen.append(r.gen_seconds)
+        self.learn.append(r.learn_seconds)
+        self.eval_before = self.eval_before or dict(r.eval_before)
+        self.last_eval = dict(r.eval) or self.last_eval
+        s = r.swarm
+        for key, value in (("out", s.published), ("in", s.groups_received), ("used", s.groups_used),
+                           ("uninformative", s.uninformative)):
+            self.swarm[key] += value
+        self.swarm["peers_max"] = max(self.swarm["peers_max"], s.peers)
+        self.swarm["peers_last"] = s.peers
+        self.rejected.update(s.rejected)
+        self.partial.append(r.reward)
+        if len(self.partial) == self.bucket:
+            self.curve.append(sum(self.partial) / self.bucket)
+            self.partial = []
+            if len(self.curve) > self.points:  # merge pairs: half the points, buckets twice as long
+                self.curve = [sum(self.curve[i:i + 2]) / len(self.curve[i:i + 2]) for i in range(0, len(self.curve), 2)]
+                self.bucket *= 2
+
+    def rewards_curve(self) -> tuple[list[float], list[float]]:
+        """(step, mean reward) points of the whole run, resumed part included."""
+        values = self.curve + ([sum(self.partial) / len(self.partial)] if self.partial else [])
+        steps = [self.curve_start + (i + 0.5) * self.bucket for i in range(len(values))]
+        return steps, values
+
+    def state(self) -> dict:
+        return {"curve": self.curve, "bucket": self.bucket, "partial": self.partial,
+                "eval_before": self.eval_before, "last_eval": self.last_eval}
+
+    def load(self, state: dict, steps_done: int) -> None:
+        """Continues a checkpointed run's curve (the summary's other figures are this process's steps)."""
+        self.resumed_at = steps_done
+        if not state:
+            self.curve_start = steps_done
+            return
+        self.curve, self.bucket, self.partial = list(state["curve"]), int(state["bucket"]), list(state["partial"])
+        self.eval_before, self.last_eval = dict(state["eval_before"]), dict(state["last_eval"])
 
 
 def accuracy_change(start: dict[str, float], end: dict[str, float], kind: str = "greedy") -> str:
@@ -60,25 +171,29 @@ def accuracy_change(start: dict[str, float], end: dict[str, float], kind: str = 
     return ", ".join(parts) + f" ({kind} pass@1)" if parts else "not evaluated"
 
 
-def summary(results: list[StepResult], wall: float) -> str:
-    rewards = [r.reward for r in results]
-    tokens = sum(r.tokens for r in results)
-    gen = [r.gen_seconds for r in results] or [0.0]
-    learn = [r.learn_seconds for r in results] or [0.0]
+def summary(log: RunLog, wall: float, total: int = 0) -> str:
+    first = "first 10% of steps" if total else f"first {log.window} steps"
+    last = "last 10% of steps" if total else f"last {log.window} steps"
     rows = [
-        ("steps", f"{len(results)}"),
+        ("steps", f"{log.steps}" + (f" (resumed after step {log.resumed_at})" if log.resumed_at else "")),
         ("wall clock", f"{wall:.1f} s"),
-        ("reward, first 10% of steps", f"{window_mean(rewards, head=True):.3f}"),
-        ("reward, last 10% of steps", f"{window_mean(rewards, head=False):.3f}"),
-        ("completion tokens", f"{tokens} ({tokens / max(sum(gen), 1e-9):.0f} tok/s generating)"),
-        ("median step: generate / learn", f"{statistics.median(gen):.3f} s / {statistics.median(learn):.3f} s"),
+        (f"reward, {first}", f"{window_mean(log.head, frac=1.0):.3f}"),
+        (f"reward, {last}", f"{window_mean(list(log.tail), frac=1.0):.3f}"),
+        ("completion tokens", f"{log.tokens} ({log.tokens / max(log.gen_total, 1e-9):.0f} tok/s generating)"),
+        ("median step: generate / learn", f"{statistics.median(log.gen or [0.0]):.3f} s / "
+                                          f"{statistics.median(log.learn or [0.0]):.3f} s"),
     ]
-    evaluated = [r.eval for r in results if r.eval]
-    if evaluated:
-        rows.append(("held-out accuracy", accuracy_change(results[0].eval_before, evaluated[-1])))
+    sw = log.swarm
+    if sw["out"] or sw["in"] or log.rejected:
+        rejected = ", ".join(f"{k} {v}" for k, v in sorted(log.rejected.items())) or "none"
+        rows += [("peers seen", f"at most {sw['peers_max']} at once, {sw['peers_last']} at the last step"),
+                 ("groups", f"sent {sw['out']}, received {sw['in']}, trained on {sw['used']}, "
+                            f"uninformative {sw['uninformative']}"),
+                 ("records rejected", rejected)]
+    if log.last_eval:
+        rows.append(("held-out accuracy", accuracy_change(log.eval_before, log.last_eval)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
-
 
 
 def moving_average(values: list[float], window: int) -> list[float]:
@@ -91,15 +206,14 @@ def moving_average(values: list[float], window: int) -> list[float]:
     return out
 
 
-def plot_rewards(rewards: list[float], path: str | Path, title: str, window: int = 20) -> Path:
-    """Sampled reward per step and its moving average, saved as a PNG."""
+def plot_rewards(steps: list[float], rewards: list[float], path: str | Path, title: str, window: int = 20) -> Path:
+    """Sampled reward (per step, or per bucket of steps on a long run: RunLog) and its moving average, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    steps = list(range(1, len(rewards) + 1))
     ax.plot(steps, rewards, color="tab:blue", alpha=0.3, lw=1, label="sampled reward")
     ax.plot(steps, moving_average(rewards, window), color="tab:blue", lw=2, label=f"moving average ({window})")
     ax.set(xlabel="step", ylabel="mean reward of own completions", ylim=(0, 1), title=title)

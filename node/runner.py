@@ -55,19 +55,19 @@ def connect(settings: SwarmConfig, attempts: int, stop: threading.Event, sleep: 
 
 
 def train_loop(peer: Peer, steps: int, stop: threading.Event, on_step: Callable[[StepResult], None],
-               status: NodeStatus | None = None) -> list[StepResult]:
-    """Runs steps until `steps` (0: forever) or stop; returns the step results."""
-    results, recent = [], collections.deque(maxlen=20)
-    step = 0
+               status: NodeStatus | None = None, start: int = 0) -> int:
+    """Runs steps from `start` until `steps` (0: forever) or stop; returns the steps done in all. Keeps no
+    per-step list: each result goes to `on_step` (progress, metrics file, RunLog, checkpoints) and is dropped."""
+    recent = collections.deque(maxlen=20)
+    step = start
     while not stop.is_set() and (steps == 0 or step < steps):
         result = peer.step(step)
-        results.append(result)
         recent.append(result.reward)
         if status is not None:
             update_status(status, result, recent)
         on_step(result)
         step += 1
-    return results
+    return step
 
 
 def update_status(status: NodeStatus, result: StepResult, recent) -> None:

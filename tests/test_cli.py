@@ -92,7 +92,8 @@ def test_run_prints_a_summary(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "reward, last 10% of steps" in out.stdout
     assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 3
-    assert (tmp_path / "ckpt" / "model" / "config.json").exists() and (tmp_path / "ckpt" / "config.json").exists()
+    assert (tmp_path / "ckpt" / "model" / "swarm-model.json").exists()
+    assert (tmp_path / "ckpt" / "swarm-config.toml").exists() and not (tmp_path / "ckpt" / "config.json").exists()
     assert (tmp_path / "ckpt" / "reward.png").read_bytes()[:4] == b"\x89PNG"
 
 

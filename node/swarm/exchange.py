@@ -89,6 +89,10 @@ class BoundedSet:
     def __contains__(self, key) -> bool:
         return key in self._items
 
+    def __iter__(self):
+        """Members, oldest first (a checkpoint saves them in this order, so a restore keeps the age order)."""
+        return iter(list(self._items))
+
 
 @dataclass
 class GatherResult:
