@@ -86,8 +86,8 @@ class LossConfig:
     variant: str = "f-tis"  # alone | nois | vis | tis | f-nois | f-vis | f-tis (ALGORITHMS.md section 1)
     aggregation: str = "grpo"  # grpo: per-sequence token mean, then mean; dapo: token sum / total tokens
     trunc_c: float = 2.0  # C: truncation of the learner/generator importance weight (paper: 2)
-    # PPO clip of R = pi_theta / pi_theta_old. NO EFFECT YET: the learner makes one optimiser update per batch,
-    # so R = 1 at the only update; they take effect once a batch gets several updates (mini-batches, planned)
+    # PPO clip of R = pi_theta / pi_theta_old: R = 1 at a batch's first update, so the clip acts from the second
+    # of train.mini_batches updates on
     eps_low: float = 0.2  # PPO clip below 1 (paper: 0.2)
     eps_high: float = 0.2  # PPO clip above 1 (paper: 0.2; DAPO clip-higher: 0.28)
     g: float = 50.0  # filter threshold on the divergence D_i (paper: 50 with a token sum)
@@ -136,6 +136,11 @@ class TrainConfig:
     completions_per_step: int = 256  # target completions per step in fixed_completions mode
     steps: int = 200  # training steps of a run
     seed: int = 0  # seeds sampling, task order and LoRA initialisation
+    mini_batches: int = 1  # optimiser updates per step: the step's rows dealt into this many parts (PPO-style)
+    micro_batch_tokens: int = 0  # padded tokens (rows x longest row) per forward/backward pass; gradients of an
+    #                              update's micro-batches accumulate (bounds the learner's memory; 0: no limit)
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, more time)
+    autocast: str = "none"  # none | bf16: the learner's forward and backward under bfloat16 autocast (GPUs)
 
     def __post_init__(self):
         _check(self.lr >= 0, "train.lr", "must be >= 0 (0: recommended)", self.lr)
@@ -151,6 +156,10 @@ class TrainConfig:
                "must be fixed_prompts or fixed_completions", self.batch_mode)
         _check(self.completions_per_step >= 2, "train.completions_per_step", "must be >= 2",
                self.completions_per_step)
+        _check(self.mini_batches >= 1, "train.mini_batches", "must be >= 1", self.mini_batches)
+        _check(self.micro_batch_tokens >= 0, "train.micro_batch_tokens", "must be >= 0 (0: no limit)",
+               self.micro_batch_tokens)
+        _check(self.autocast in ("none", "bf16"), "train.autocast", "must be none or bf16", self.autocast)
 
 
 @dataclass(frozen=True)
@@ -478,6 +487,10 @@ PEER_FLAGS = (
     Flag("--prompts", "train.prompts_per_step", "prompts per step"),
     Flag("--seed", "train.seed", "seeds sampling, task order and LoRA initialisation"),
     Flag("--lr", "train.lr", "learning rate, full fine-tuning (0: the model's recommended rate)"),
+    Flag("--mini-batches", "train.mini_batches", "optimiser updates per step (PPO-style; the clip acts from the "
+         "second)"),
+    Flag("--micro-batch-tokens", "train.micro_batch_tokens", "padded tokens per learner forward/backward pass "
+         "(gradient accumulation; 0: no limit)"),
     Flag("--variant", "loss.variant", " | ".join(VARIANTS)),
     Flag("--aggregation", "loss.aggregation", "grpo or dapo"),
     Flag("--threads", "generation.threads", "torch threads"),

@@ -69,3 +69,36 @@ def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_vari
     advantages = torch.tensor([adv for _, _, adv, _ in rows], dtype=torch.float32)
     own = torch.tensor([o for _, _, _, o in rows], dtype=torch.bool)
     return Batch(input_ids, attention, positions, mask, logp_gen, advantages, own, torch.tensor(row_group))
+
+
+def take_rows(batch: Batch, rows: torch.Tensor) -> Batch:
+    """The given rows of a batch, trimmed to their own longest sequence and completion (a micro-batch pads only
+    as far as its own rows need)."""
+    width = int(batch.attention[rows].sum(dim=1).max())
+    t_max = int(batch.mask[rows].sum(dim=1).max())
+    return Batch(batch.input_ids[rows, :width], batch.attention[rows, :width], batch.positions[rows, :t_max],
+                 batch.mask[rows, :t_max], batch.logp_gen[rows, :t_max], batch.advantages[rows], batch.own[rows],
+                 batch.group[rows])
+
+
+def micro_batches(widths: list[int], budget: int) -> list[list[int]]:
+    """Consecutive row indices in pieces whose padded size (rows x their longest width) stays within `budget`
+    tokens; a row longer than the budget is a piece of its own. budget 0: one piece."""
+    if budget <= 0:
+        return [list(range(len(widths)))] if widths else []
+    pieces, current, longest = [], [], 0
+    for i, width in enumerate(widths):
+        if current and (len(current) + 1) * max(longest, width) > budget:
+            pieces.append(current)
+            current, longest = [], 0
+        current.append(i)
+        longest = max(longest, width)
+    if current:
+        pieces.append(current)
+    return pieces
+
+
+def mini_batches(n_rows: int, count: int) -> list[list[int]]:
+    """Row indices of `count` optimiser updates on one batch: every count-th row, so that each update sees
+    rows of every group (a group's rows are consecutive); fewer when there are fewer rows."""
+    return [list(range(k, n_rows, count)) for k in range(min(count, n_rows))]

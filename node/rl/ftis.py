@@ -80,51 +80,51 @@ def implausible_rows(d_sum: torch.Tensor, d_mean: torch.Tensor, tokens: torch.Te
     return received & (too_likely | (d_mean > cfg.div_ceiling))
 
 
-def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, LossMetrics]:
-    mask = inp.mask.bool()
-    valid_gen = torch.isfinite(inp.logp_gen) & (inp.logp_gen <= 0)
+@dataclass
+class LossPlan:
+    """What the loss decides once per batch from log-probs taken before the update (all constant): which
+    tokens count, their importance weights, and the advantages after the F- filter. Several updates on one
+    batch (mini-batches) share it; the PPO ratio is what changes between them."""
+
+    mask: torch.Tensor  # [N, T] bool: tokens in the loss (valid, not implausible; own only for "alone")
+    weight: torch.Tensor  # [N, T] w of the variant, truncated (and capped by negative_c for received negatives)
+    advantages: torch.Tensor  # [N] advantages, zeroed for filtered rows
+    metrics: LossMetrics  # everything but loss, clip_frac and grad_norm
+
+
+def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor,
+              own: torch.Tensor, group: torch.Tensor | None, cfg: LossConfig) -> LossPlan:
+    """logp_ref: the learner's log-probs before the update (detached) for w and D."""
+    logp_ref = logp_ref.detach()
+    mask = mask.bool()
+    valid_gen = torch.isfinite(logp_gen) & (logp_gen <= 0)
     dropped = mask & ~valid_gen
     mask = mask & valid_gen
     if cfg.variant == "alone":
-        mask = mask & inp.own.bool()[:, None]
+        mask = mask & own.bool()[:, None]
     # replace bad behaviour log-probs before any arithmetic (masked anyway; this keeps NaN out of autograd)
-    logp_gen = torch.where(valid_gen, inp.logp_gen, inp.logp.detach())
-    maskf = mask.to(inp.logp.dtype)
+    logp_gen = torch.where(valid_gen, logp_gen, logp_ref)
+    maskf = mask.to(logp_ref.dtype)
 
-    d_sum, d_mean = divergence(inp.logp, logp_gen, maskf)
-    received = ~inp.own.bool() & mask.any(dim=1)
-    group = None if inp.group is None else inp.group.to(d_sum.device)
+    d_sum, d_mean = divergence(logp_ref, logp_gen, maskf)
+    received = ~own.bool() & mask.any(dim=1)
+    group = None if group is None else group.to(d_sum.device)
     implausible = implausible_rows(d_sum, d_mean, maskf.sum(dim=1), received, group, cfg)
     mask = mask & ~implausible[:, None]
-    maskf = mask.to(inp.logp.dtype)
-    w = importance_weights(inp.logp, logp_gen, cfg)
+    maskf = mask.to(logp_ref.dtype)
+    w = importance_weights(logp_ref, logp_gen, cfg)
     if cfg.negative_c and cfg.variant not in _NO_WEIGHT:  # hardening: received negatives weigh at most this
-        negative = ((inp.advantages <= 0) & ~inp.own.bool())[:, None]
+        negative = ((advantages <= 0) & ~own.bool())[:, None]
         w = torch.where(negative, w.clamp(max=cfg.negative_c), w)
     d = d_sum if cfg.divergence == "sum" else d_mean
     has_tokens = mask.any(dim=1)
     filtered = torch.zeros_like(has_tokens)
     if cfg.variant.startswith("f-"):
-        filtered = (inp.advantages <= 0) & (d > cfg.g) & has_tokens
-    adv = torch.where(filtered, torch.zeros_like(inp.advantages), inp.advantages)[:, None]  # [N, 1]
-
-    log_ratio = (inp.logp - inp.logp_old).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
-    ratio = log_ratio.exp()
-    clipped = ratio.clamp(1 - cfg.eps_low, 1 + cfg.eps_high)
-    surrogate = torch.minimum(ratio * adv, clipped * adv)  # [N, T]
-    per_token = w * surrogate * maskf
-
-    counts = maskf.sum(dim=1)
-    if cfg.aggregation == "grpo":  # mean over each completion's tokens, then over completions
-        rows = has_tokens.sum().clamp(min=1)
-        objective = (per_token.sum(dim=1) / counts.clamp(min=1)).sum() / rows
-    else:  # dapo: every token of the batch counts the same
-        objective = per_token.sum() / counts.sum().clamp(min=1)
-    loss = -objective
+        filtered = (advantages <= 0) & (d > cfg.g) & has_tokens
+    adv = torch.where(filtered, torch.zeros_like(advantages), advantages)
 
     n_tok = mask.sum().clamp(min=1)
     metrics = LossMetrics(
-        loss=loss.item(),
         sequences=int(has_tokens.sum()),
         tokens=int(mask.sum()),
         dropped_tokens=int(dropped.sum()),
@@ -133,10 +133,41 @@ def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, LossMetri
         kept=int((has_tokens & ~filtered).sum()),
         filtered_frac=float(filtered.sum() / has_tokens.sum().clamp(min=1)),
         mean_weight=float((w * maskf).sum() / n_tok),
-        truncated_frac=float((((inp.logp.detach() - logp_gen).exp() > cfg.trunc_c) & mask).sum() / n_tok),
-        clip_frac=float((((ratio - clipped).abs() > 0) & mask).sum() / n_tok),
+        truncated_frac=float((((logp_ref - logp_gen).exp() > cfg.trunc_c) & mask).sum() / n_tok),
         div_sum_mean=float(d_sum[has_tokens].mean()) if has_tokens.any() else 0.0,
         div_sum_max=float(d_sum[has_tokens].max()) if has_tokens.any() else 0.0,
         div_tok_mean=float(d_mean[has_tokens].mean()) if has_tokens.any() else 0.0,
     )
-    return loss, metrics
+    return LossPlan(mask, w, adv, metrics)
+
+
+def surrogate(logp: torch.Tensor, logp_old: torch.Tensor, weight: torch.Tensor, advantages: torch.Tensor,
+              mask: torch.Tensor, cfg: LossConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """[n, T] per-token objective w * min(R A, clip(R) A) (zero off the mask), and [n, T] bool: tokens whose
+    ratio R = pi_theta / pi_theta_old was clipped."""
+    log_ratio = (logp - logp_old).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
+    ratio = log_ratio.exp()
+    clipped = ratio.clamp(1 - cfg.eps_low, 1 + cfg.eps_high)
+    adv = advantages[:, None]
+    per_token = weight * torch.minimum(ratio * adv, clipped * adv) * mask.to(logp.dtype)
+    return per_token, ((ratio - clipped).abs() > 0) & mask
+
+
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, cfg: LossConfig, rows: int, tokens: int) -> torch.Tensor:
+    """The objective of these rows as a share of an update over `rows` completions / `tokens` tokens (so that
+    micro-batches of one update add up to it): GRPO, each completion's token mean over rows; DAPO, every
+    token the same over tokens."""
+    if cfg.aggregation == "grpo":
+        counts = mask.sum(dim=1).clamp(min=1).to(per_token.dtype)
+        return (per_token.sum(dim=1) / counts).sum() / max(rows, 1)
+    return per_token.sum() / max(tokens, 1)
+
+
+def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, LossMetrics]:
+    """The whole batch's loss in one piece (w and D from the current log-probs, detached)."""
+    plan = plan_loss(inp.logp, inp.logp_gen, inp.mask, inp.advantages, inp.own, inp.group, cfg)
+    per_token, clipped = surrogate(inp.logp, inp.logp_old, plan.weight, plan.advantages, plan.mask, cfg)
+    loss = -aggregate(per_token, plan.mask, cfg, plan.metrics.sequences, plan.metrics.tokens)
+    plan.metrics.loss = loss.item()
+    plan.metrics.clip_frac = float(clipped.sum() / plan.mask.sum().clamp(min=1))
+    return loss, plan.metrics

@@ -1,5 +1,17 @@
-"""The learner: recomputes the current policy's log-probs and takes one F-TIS step (full model or LoRA)."""
+"""The learner: recomputes the current policy's log-probs and takes F-TIS steps (full model or LoRA).
+
+Memory: a batch (own and received groups) is cut into micro-batches of at most `train.micro_batch_tokens`
+padded tokens; their gradients accumulate into one update, so the learner's peak memory follows the budget,
+not what arrived. Several updates per batch (`train.mini_batches`): the batch's rows are dealt into that many
+parts, one optimiser update each; the importance weights, the filter and the plausibility bounds are decided
+once, from log-probs before the first update (node/rl/ftis.py: plan_loss), and the PPO ratio
+R = pi_theta / pi_theta_old, 1 at the first update, is what the clip (eps_low, eps_high) bounds at the later
+ones. One update in one piece (the default for small batches) is a single forward pass.
+"""
 from __future__ import annotations
+
+import contextlib
+import statistics
 
 import torch
 
@@ -7,8 +19,8 @@ from node.config import LossConfig, TrainConfig
 from node.generation.rollouts import Group
 from node.metrics import LossMetrics
 
-from .batching import Batch, build_batch
-from .ftis import LossInputs, ftis_loss
+from .batching import Batch, build_batch, micro_batches, mini_batches, take_rows
+from .ftis import LossInputs, aggregate, ftis_loss, plan_loss, surrogate
 
 
 def sequence_logprobs(model, batch: Batch, temperature: float) -> torch.Tensor:
@@ -32,18 +44,39 @@ class Learner:
         self.loss_cfg = loss
         self.temperature = temperature
         self.max_grad_norm = train.max_grad_norm
+        self.budget, self.updates = train.micro_batch_tokens, train.mini_batches
+        self.autocast = train.autocast
+        if train.gradient_checkpointing:  # recompute activations in backward: less memory, ~30% more time
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=lr, weight_decay=train.weight_decay)
 
+    def _autocast(self):
+        if self.autocast == "bf16":
+            return torch.autocast(device_type=self.model.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
     def step(self, groups: list[Group]) -> LossMetrics:
-        """One optimiser step on own and received groups; returns the loss metrics."""
+        """Optimiser update(s) on own and received groups; returns the loss metrics."""
         batch = build_batch(groups, self.pad_id, self.loss_cfg.eps_std,
                             drop_zero_variance=self.loss_cfg.aggregation == "dapo")
         if batch is None:
             return LossMetrics(skipped=True)
         batch = batch.to(self.model.device)
+        widths = batch.attention.sum(dim=1).tolist()
+        updates = mini_batches(len(widths), self.updates)
         self.model.train()
-        logp = sequence_logprobs(self.model, batch, self.temperature)
+        try:
+            if len(updates) == 1 and len(micro_batches(widths, self.budget)) == 1:
+                return self._whole(batch)
+            return self._in_pieces(batch, widths, updates)
+        finally:
+            self.model.eval()
+
+    def _whole(self, batch: Batch) -> LossMetrics:
+        """One update in one forward pass."""
+        with self._autocast():
+            logp = sequence_logprobs(self.model, batch, self.temperature)
         inputs = LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=batch.logp_gen, mask=batch.mask,
                             advantages=batch.advantages, own=batch.own, group=batch.group)
         loss, metrics = ftis_loss(inputs, self.loss_cfg)
@@ -51,5 +84,50 @@ class Learner:
         loss.backward()
         metrics.grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm))
         self.optimizer.step()
-        self.model.eval()
+        return metrics
+
+    @torch.no_grad()
+    def _logprobs_before(self, batch: Batch, widths: list[int]) -> torch.Tensor:
+        """[N, T] log-probs of the whole batch before any update, micro-batch by micro-batch."""
+        out = torch.zeros(batch.mask.shape, dtype=torch.float32, device=batch.mask.device)
+        for piece in micro_batches(widths, self.budget):
+            rows = torch.tensor(piece, device=batch.mask.device)
+            part = take_rows(batch, rows)
+            with self._autocast():
+                out[rows, : part.mask.shape[1]] = sequence_logprobs(self.model, part, self.temperature)
+        return out
+
+    def _in_pieces(self, batch: Batch, widths: list[int], updates: list[list[int]]) -> LossMetrics:
+        cfg = self.loss_cfg
+        logp_old = self._logprobs_before(batch, widths)
+        plan = plan_loss(logp_old, batch.logp_gen, batch.mask, batch.advantages, batch.own, batch.group, cfg)
+        losses, norms, clipped, counted = [], [], 0, 0
+        for update in updates:
+            rows = torch.tensor(update, device=batch.mask.device)
+            n_rows, n_tokens = int(plan.mask[rows].any(dim=1).sum()), int(plan.mask[rows].sum())
+            if n_tokens == 0:
+                continue
+            self.optimizer.zero_grad(set_to_none=True)
+            total = 0.0
+            for piece in micro_batches([widths[i] for i in update], self.budget):
+                idx = rows[piece]
+                part = take_rows(batch, idx)
+                t = part.mask.shape[1]
+                with self._autocast():
+                    logp = sequence_logprobs(self.model, part, self.temperature)
+                per_token, was_clipped = surrogate(logp, logp_old[idx, :t], plan.weight[idx, :t],
+                                                   plan.advantages[idx], plan.mask[idx, :t], cfg)
+                loss = -aggregate(per_token, plan.mask[idx, :t], cfg, n_rows, n_tokens)
+                loss.backward()  # gradients accumulate over the update's micro-batches
+                total += loss.item()
+                clipped += int(was_clipped.sum())
+            counted += n_tokens
+            norms.append(float(torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)))
+            self.optimizer.step()
+            losses.append(total)
+        metrics = plan.metrics
+        metrics.skipped = not losses
+        metrics.loss = statistics.fmean(losses) if losses else 0.0
+        metrics.grad_norm = statistics.fmean(norms) if norms else 0.0
+        metrics.clip_frac = clipped / max(counted, 1)
         return metrics

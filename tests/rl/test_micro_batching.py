@@ -1,0 +1,98 @@
+"""Micro-batching (gradient accumulation under a token budget) and mini-batches (several updates per batch):
+the accumulated gradient is the whole batch's, and the PPO clip engages from the second update on."""
+import copy
+import dataclasses
+
+import pytest
+import torch
+
+from node.config import GenerationConfig, LossConfig, TrainConfig
+from node.generation.rollouts import Completion, Group, score_group
+from node.generation.transformers_backend import TransformersBackend
+from node.rl.batching import micro_batches, mini_batches
+from node.rl.learner import Learner
+from node.tasks import get_task
+
+
+def test_micro_batches_stay_within_the_token_budget():
+    assert micro_batches([3, 5, 4, 9, 2], 0) == [[0, 1, 2, 3, 4]]
+    assert micro_batches([3, 5, 4, 9, 2], 10) == [[0, 1], [2], [3], [4]]  # a row of 9 alone; 2 x 5 = 10 fits
+    assert micro_batches([3, 5, 4, 9, 2], 18) == [[0, 1, 2], [3, 4]]
+    assert micro_batches([30], 10) == [[0]]  # longer than the budget: a piece of its own
+    assert micro_batches([], 10) == []
+
+
+def test_mini_batches_deal_rows_across_groups():
+    assert mini_batches(7, 3) == [[0, 3, 6], [1, 4], [2, 5]]
+    assert mini_batches(2, 4) == [[0], [1]]
+    assert mini_batches(5, 1) == [[0, 1, 2, 3, 4]]
+
+
+@pytest.fixture(scope="module")
+def groups(tiny):
+    """Own groups sampled by the model, of uneven lengths, and the same completions as received groups whose
+    claimed behaviour log-probs differ from ours (so w != 1, some truncated at C)."""
+    model, tok = tiny
+    torch.manual_seed(0)
+    task = get_task("arith-add")
+    backend = TransformersBackend(model, tok, GenerationConfig(max_new_tokens=8))
+    items = [task.item("train", i) for i in range(6)]
+    prompts = [tok(item.prompt).input_ids for item in items]
+    outputs, _ = backend.generate(prompts, 4, seed=1)
+    own = [Group(item, p, comps) for item, p, comps in zip(items, prompts, outputs, strict=True)]
+    for group in own:
+        score_group(task, group)
+        group.completions[0].reward = 1.0 - group.completions[1].reward  # every group has a signal
+    received = [Group(g.item, g.prompt_ids, [Completion(c.token_ids, [lp - (0.9 if i % 2 else 0.2) for lp in
+                                                                       c.logprobs], c.finish_reason, c.text,
+                                                        c.reward) for i, c in enumerate(g.completions)], own=False)
+                for g in own[:3]]
+    lengths = {len(g.prompt_ids) + len(c.token_ids) for g in own for c in g.completions}
+    assert len(lengths) > 2  # rows of several widths
+    return own + received
+
+
+def gradient(model, groups, train: TrainConfig, loss: LossConfig):
+    """The gradient of one update (lr 0 leaves the weights; a huge max norm leaves the gradient unclipped)."""
+    model = copy.deepcopy(model)
+    learner = Learner(model, 0, train, loss, temperature=1.0, lr=0.0)
+    metrics = learner.step(groups)
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, metrics
+
+
+@pytest.mark.parametrize("aggregation", ["grpo", "dapo"])
+def test_accumulated_gradients_equal_the_whole_batch_gradient(tiny, groups, aggregation):
+    loss = LossConfig(aggregation=aggregation, variant="f-tis")
+    train = TrainConfig(max_grad_norm=1e9)
+    whole, m_whole = gradient(tiny[0], groups, train, loss)
+    pieces, m_pieces = gradient(tiny[0], groups, dataclasses.replace(train, micro_batch_tokens=40), loss)
+    assert len(micro_batches([len(g.prompt_ids) + len(c.token_ids) for g in groups for c in g.completions], 40)) > 4
+    assert whole.keys() == pieces.keys() and len(whole) > 0
+    worst = max(float((whole[n] - pieces[n]).abs().max()) for n in whole)
+    assert worst < 1e-6
+    assert max(float(g.abs().max()) for g in whole.values()) > 1e-3  # a real gradient, not zeros
+    assert m_whole.truncated_frac > 0 and m_whole.mean_weight > 1.0 and m_whole.dropped_tokens == 0  # w != 1
+    assert m_pieces.loss == pytest.approx(m_whole.loss, abs=1e-6)
+    assert (m_pieces.sequences, m_pieces.tokens, m_pieces.filtered) == (m_whole.sequences, m_whole.tokens,
+                                                                        m_whole.filtered)
+
+
+def test_later_updates_of_a_batch_are_clipped(tiny, groups):
+    """One update: R = 1, nothing clipped. Four updates at a large rate: the policy moves between them, the
+    ratio leaves [1 - eps_low, 1 + eps_high] and the clip engages."""
+    loss = LossConfig(eps_low=0.05, eps_high=0.05)
+    one = Learner(copy.deepcopy(tiny[0]), 0, TrainConfig(), loss, temperature=1.0, lr=3e-2).step(groups)
+    four = Learner(copy.deepcopy(tiny[0]), 0, TrainConfig(mini_batches=4), loss, temperature=1.0,
+                   lr=3e-2).step(groups)
+    assert one.clip_frac == 0.0
+    assert four.clip_frac > 0.0 and four.grad_norm > 0
+
+
+def test_bf16_autocast_and_gradient_checkpointing_train(tiny, groups):
+    model = copy.deepcopy(tiny[0])
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    learner = Learner(model, 0, TrainConfig(autocast="bf16", gradient_checkpointing=True, micro_batch_tokens=64),
+                      LossConfig(), temperature=1.0, lr=1e-3)
+    metrics = learner.step(groups)
+    assert metrics.grad_norm > 0 and torch.isfinite(torch.tensor(metrics.loss))
+    assert any(not before[n].equal(p) for n, p in model.named_parameters())
