@@ -6,9 +6,15 @@ temperature, then top-p, then a recorder ourselves, as the last processors: the 
 log-softmax of exactly the distribution `generate` samples from, and gathers the sampled token's entry one
 step later (when the token is visible in `input_ids`). Only one [batch, vocab] row set is alive at a time,
 so memory does not grow with vocabulary x length as `output_scores` would.
+
+Sampling is exactly what the configuration says: `generate` fills every setting a call leaves unset from the
+model's own generation_config (a hub model may ship repetition_penalty, top_k, min_p, ...), which would sample
+from another distribution than the recorded and the learner's one. During our calls the model's
+generation_config is a neutral one (token ids only), and restored afterwards (saved models keep theirs).
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 import torch
@@ -36,6 +42,19 @@ class _BehaviourRecorder(LogitsProcessor):
         if self.pending is not None:
             self.chosen.append(self.pending.gather(1, last_tokens[:, None]).squeeze(1))
         return torch.stack(self.chosen, dim=1)
+
+
+@contextlib.contextmanager
+def neutral_defaults(model):
+    """The model's generation_config replaced by one holding only its special token ids, for the duration."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model  # peft: the wrapped model
+    own = base.generation_config
+    base.generation_config = GenerationConfig(bos_token_id=own.bos_token_id, eos_token_id=own.eos_token_id,
+                                              pad_token_id=own.pad_token_id)
+    try:
+        yield
+    finally:
+        base.generation_config = own
 
 
 def left_pad(prompts: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -87,8 +106,9 @@ class TransformersBackend:
         was_training = self.model.training
         self.model.eval()
         start = time.perf_counter()
-        out = self.model.generate(input_ids=input_ids, attention_mask=attention, logits_processor=processors,
-                                  generation_config=self._generation_config(greedy))
+        with neutral_defaults(self.model):
+            out = self.model.generate(input_ids=input_ids, attention_mask=attention, logits_processor=processors,
+                                      generation_config=self._generation_config(greedy))
         seconds = time.perf_counter() - start
         if was_training:
             self.model.train()

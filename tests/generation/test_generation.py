@@ -46,6 +46,35 @@ def test_behaviour_logprobs_match_a_forward_pass(tiny, temperature, top_p):
     assert checked >= 24
 
 
+MODEL_DEFAULTS = {"do_sample": True, "repetition_penalty": 1.3, "no_repeat_ngram_size": 1, "top_k": 2, "min_p": 0.3, "temperature": 0.5,
+                  "top_p": 0.5}  # what a hub model's generation_config may carry; none of it is configured here
+
+
+@pytest.mark.parametrize("lora", [False, True])
+def test_sampling_ignores_the_model_generation_config(tiny, lora):
+    """A model whose own generation_config sets repetition penalty, top-k, min-p, ...: the backend samples
+    exactly the configured distribution (behaviour log-probs equal a plain forward pass), and the model keeps
+    its settings."""
+    import copy
+
+    from node.config import ModelConfig
+    from node.models.loading import wrap_lora
+
+    model = copy.deepcopy(tiny[0])
+    model.generation_config.update(**MODEL_DEFAULTS)
+    wrapped = wrap_lora(model, ModelConfig(lora=True), seed=0) if lora else model
+    backend = TransformersBackend(wrapped, tiny[1], GenerationConfig(max_new_tokens=6))
+    task = get_task("arith")
+    prompts = [encode_prompt(tiny[1], task.item("train", i)) for i in range(6)]
+    groups, _ = backend.generate(prompts, group_size=4, seed=1)
+    gaps = [(torch.tensor(c.logprobs) - forward_logprobs(wrapped, p, c.token_ids, 1.0, 1.0)).abs().max().item()
+            for p, group in zip(prompts, groups, strict=True) for c in group]
+    assert max(gaps) < 1e-4
+    repeated = sum(len(c.token_ids) - len(set(c.token_ids)) for group in groups for c in group)
+    assert repeated > 0  # no_repeat_ngram_size=1 was not applied: completions repeat tokens ("11", "22")
+    assert {k: getattr(model.generation_config, k) for k in MODEL_DEFAULTS} == MODEL_DEFAULTS
+
+
 def test_finish_reasons_and_eos_cut(tiny):
     model, tok = tiny
     backend = TransformersBackend(model, tok, GenerationConfig(max_new_tokens=1))

