@@ -61,7 +61,8 @@ def _prepare(cfg) -> None:
     from node.tasks import get_task
 
     quiet_libraries()
-    get_task(cfg.task.name, cfg.task.data_files)  # an unknown task fails before any model is built
+    # an unknown task, or one whose data cannot be had, fails before any model is built
+    get_task(cfg.task.name, cfg.task.data_files).item(cfg.task.split, 0)
     if cfg.generation.backend == "vllm":  # a missing vLLM fails before any model or network
         from node.generation.vllm_backend import import_vllm
 
@@ -103,7 +104,18 @@ def _resume_point(args, cfg) -> Path | None:
     return found.path
 
 
-def _train(args, cfg, peer, stop, status=None) -> int:
+def _exporter(args, cfg):
+    """The Prometheus endpoint (--metrics-port), started before any model is loaded (a taken port fails first)."""
+    if args.metrics_port is None:
+        return None
+    from node.exporter import MetricsExporter
+
+    exporter = MetricsExporter(args.metrics_port, args.metrics_host, cfg.model.name, cfg.swarm.name)
+    print(f"Prometheus metrics on http://{args.metrics_host}:{exporter.port}/metrics", file=sys.stderr, flush=True)
+    return exporter
+
+
+def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
     """The step loop shared by `run` and `join`: progress, metrics file, checkpoints, summary, saved outputs."""
     from node.checkpoint import Checkpointer, save_outputs
     from node.metrics import metrics_writer, truncate_metrics
@@ -124,6 +136,8 @@ def _train(args, cfg, peer, stop, status=None) -> int:
         progress.update(result)
         write(result)
         run_log.add(result)
+        if exporter is not None:
+            exporter.update(result)
         said = presence.update(result.swarm.peers) if presence else None
         if said:
             progress.say(said)
@@ -157,16 +171,20 @@ def cmd_run(args) -> int:
     _prepare(cfg)
     from node.peer import Peer
 
-    resume = _resume_point(args, cfg)
-    peer = Peer(cfg, shuffle_control=args.shuffle_rewards, resume=resume)
-    print(_describe(cfg, peer), file=sys.stderr)
-    stop = stop_on_signals(args.stop_timeout)  # SIGTERM / Ctrl-C: the step ends, a checkpoint is written
+    exporter = _exporter(args, cfg)
+    peer = None
     try:
-        return _train(args, cfg, peer, stop)
+        peer = Peer(cfg, shuffle_control=args.shuffle_rewards, resume=_resume_point(args, cfg))
+        print(_describe(cfg, peer), file=sys.stderr)
+        stop = stop_on_signals(args.stop_timeout)  # SIGTERM / Ctrl-C: the step ends, a checkpoint is written
+        return _train(args, cfg, peer, stop, exporter=exporter)
     except KeyboardInterrupt:  # a second Ctrl-C
         return 130
     finally:
-        peer.close()
+        if peer is not None:
+            peer.close()
+        if exporter is not None:
+            exporter.close()
 
 
 def cmd_join(args) -> int:
@@ -191,12 +209,13 @@ def cmd_join(args) -> int:
     from node.swarm.control import ControlServer, NodeStatus
 
     status = NodeStatus(role="peer", model=cfg.model.name)
-    server = dht = peer = None
+    server = dht = peer = exporter = None
     if args.control_port >= 0:  # first: a taken port fails before the swarm is joined
         server = ControlServer(lambda: status, host=args.control_host, port=args.control_port, serving=False)
         print(f"control API on {args.control_host}:{server.port}", file=sys.stderr, flush=True)
     stop = stop_on_signals(args.stop_timeout)
     try:
+        exporter = _exporter(args, cfg)
         try:
             dht = connect(cfg.swarm, args.join_attempts, stop)
         except Stopped as err:
@@ -214,12 +233,14 @@ def cmd_join(args) -> int:
                   f"with --initial-peers and one of:", file=sys.stderr, flush=True)
             for maddr in status.maddrs:
                 print(f"  {maddr}", file=sys.stderr, flush=True)
-        return _train(args, cfg, peer, stop, status)
+        return _train(args, cfg, peer, stop, status, exporter)
     finally:
         if peer is not None:
             peer.close()
         if server is not None:
             server.stop()
+        if exporter is not None:
+            exporter.close()
         if dht is not None:
             dht.shutdown()
 
@@ -277,6 +298,14 @@ def cmd_status(args) -> int:
         lines.append(f"held-out accuracy after step {reply.accuracy_step}: "
                      f"{accuracy_change({}, dict(reply.accuracy))}")
     lines += [f"address {m}" for m in reply.maddrs]
+    if reply.peer_list:
+        lines.append(f"known peers ({len(reply.peer_list)}{', newest first' if len(reply.peer_list) > 1 else ''}):")
+        for p in reply.peer_list:
+            trust = ("" if reply.role == "bootstrap" else
+                     ", established" if p.established else ", newcomer")
+            lines.append(f"  {p.peer_id}  {p.family} {p.params / 1e6:.2f}M{' LoRA' if p.lora else ''}, step {p.step}, "
+                         f"announced {p.age:.0f} s ago{trust}"
+                         + (f", {p.failures} failed pulls" if p.failures else ""))
     print("\n".join(lines))
     return 0
 
@@ -367,6 +396,10 @@ def _output_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="checkpoints (periodically and at a stop) and, at the end, the trained model, "
                    "resolved configuration and a reward plot go here; a run resumes from its newest valid "
                    "checkpoint here")
+    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0: any free port; "
+                   "default: off)")
+    p.add_argument("--metrics-host", default="127.0.0.1", help="interface of the metrics endpoint (0.0.0.0 in "
+                   "containers) (default: 127.0.0.1)")
     p.add_argument("--fresh", action="store_true", help="do not resume from --out's checkpoints (they are "
                    "moved aside, not deleted)")
     p.add_argument("--log-every", type=int, default=10, help="steps between progress lines when not a tty "
@@ -381,14 +414,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="train one peer alone (no swarm)")
+    from node.report import PROGRESS_COLUMNS
+
+    raw = argparse.RawDescriptionHelpFormatter
+    run = sub.add_parser("run", help="train one peer alone (no swarm)", epilog=PROGRESS_COLUMNS, formatter_class=raw)
     add_config_arguments(run, PEER_FLAGS)
     _output_arguments(run)
     _stop_timeout(run)
     run.add_argument("--shuffle-rewards", action="store_true", help="control run: permute rewards in each step")
     run.set_defaults(func=cmd_run)
 
-    join = sub.add_parser("join", help="join a swarm and train with it until stopped")
+    join = sub.add_parser("join", help="join a swarm and train with it until stopped", epilog=PROGRESS_COLUMNS,
+                          formatter_class=raw)
     add_config_arguments(join, PEER_FLAGS + NETWORK_FLAGS + CLIENT_FLAGS, JOIN_DEFAULTS)
     _output_arguments(join)
     _stop_timeout(join)

@@ -17,6 +17,10 @@ class UnknownTaskError(ValueError):
     """A task name (or task reference) that this peer cannot rebuild."""
 
 
+class TaskDataError(ValueError):
+    """A task's dataset that cannot be found or loaded (offline hub, missing data_files); says what to do."""
+
+
 class BackendUnavailable(RuntimeError):
     """A generation backend that cannot run here (e.g. vLLM not installed); the message says what to do."""
 
@@ -41,8 +45,8 @@ class Stopped(RuntimeError):
     """A stop signal arrived while the DHT was starting."""
 
 
-USER_ERRORS = (ConfigError, ModelLoadError, UnknownTaskError, BackendUnavailable, PortInUse, IdentityInUse,
-               IdentityCorrupt)  # exit 2
+USER_ERRORS = (ConfigError, ModelLoadError, UnknownTaskError, TaskDataError, BackendUnavailable, PortInUse,
+               IdentityInUse, IdentityCorrupt)  # exit 2
 UNREACHABLE_ERRORS = (SwarmUnreachable,)  # exit 3
 
 

@@ -142,6 +142,10 @@ class Peer:
             received_reward=(sum(sum(g.rewards) for g in received.groups)
                              / max(sum(len(g.completions) for g in received.groups), 1)))
 
+    def known_peers(self) -> list[dict]:
+        """Other peers known from their announcements (node/swarm/control.py: peer_info); none when alone."""
+        return self.exchange.known_peers() if self.exchange is not None else []
+
     def close(self) -> None:
         if self.exchange is not None:
             self.exchange.close()

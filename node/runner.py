@@ -65,6 +65,7 @@ def train_loop(peer: Peer, steps: int, stop: threading.Event, on_step: Callable[
         recent.append(result.reward)
         if status is not None:
             update_status(status, result, recent)
+            status.peer_list = peer.known_peers()
         on_step(result)
         step += 1
     return step
@@ -89,7 +90,8 @@ class SwarmWatch:
 
     def __init__(self, window: float = 60.0):
         self.window = window
-        self.seen: dict[bytes, str] = {}  # subkey -> digest of its last bundle
+        self.seen: dict[bytes, str] = {}  # subkey -> digest of its last announcement
+        self.announcements: dict = {}  # subkey -> its last decoded announcement
         self.events: collections.deque = collections.deque()  # (time, groups in a new bundle)
 
     def observe(self, records: dict, now: float) -> None:
@@ -100,13 +102,22 @@ class SwarmWatch:
             if self.seen.get(subkey) != digest:
                 self.seen[subkey] = digest
                 try:
-                    self.events.append((now, decode_announcement(value).groups.records))
+                    self.announcements[subkey] = decode_announcement(value)
                 except RecordError:
+                    self.announcements.pop(subkey, None)
                     continue
+                self.events.append((now, self.announcements[subkey].groups.records))
         while self.events and self.events[0][0] < now - self.window:
             self.events.popleft()
         for subkey in [k for k in self.seen if k not in records]:
             del self.seen[subkey]
+            self.announcements.pop(subkey, None)
+
+    def peer_list(self, now: float) -> list[dict]:
+        """The publishing peers (wall-clock `now`, as announcements are stamped), newest first."""
+        from .swarm.control import peer_info
+
+        return [peer_info(a, now) for a in sorted(self.announcements.values(), key=lambda a: -a.created)]
 
     def groups_per_minute(self) -> float:
         return sum(n for _, n in self.events) * 60.0 / self.window
@@ -171,5 +182,6 @@ def watch_swarm(dht, status: NodeStatus, every: float, stop: threading.Event, sa
             continue
         watch.observe(records, time.monotonic())
         status.peers, status.groups_per_minute = len(watch.seen), watch.groups_per_minute()
+        status.peer_list = watch.peer_list(dht.now())
         say(f"status: {status.peers} peers publishing, {status.groups_per_minute:.0f} groups/min, "
             f"up {time.monotonic() - status.started:.0f} s")

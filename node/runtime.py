@@ -34,3 +34,38 @@ def quiet_libraries() -> None:
 
     hf_logging.set_verbosity_error()
     hf_logging.disable_progress_bar()
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether the Hugging Face hub (HF_ENDPOINT, default huggingface.co) accepts a TCP connection."""
+    import socket
+    from urllib.parse import urlparse
+
+    url = urlparse(os.environ.get("HF_ENDPOINT") or "https://huggingface.co")
+    try:
+        with socket.create_connection((url.hostname, url.port or (443 if url.scheme == "https" else 80)), timeout):
+            return True
+    except OSError:
+        return False
+
+
+def hub_offline() -> bool:
+    """Whether the user put the hub libraries in offline mode (HF_HUB_OFFLINE)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
+
+
+def offline_unless_hub_reachable() -> bool:
+    """Cache-only mode for the hub libraries when the hub cannot be reached (returns True then): a model or
+    dataset that is cached loads as before, one that is not fails at once with one error, instead of minutes
+    of retries and dozens of warnings. Nothing changes where the hub answers or offline mode is set already."""
+    import sys
+
+    offline = hub_offline()
+    if offline or hub_reachable():
+        return offline
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    if "huggingface_hub" in sys.modules:  # read once at import: set the imported copies too
+        sys.modules["huggingface_hub"].constants.HF_HUB_OFFLINE = True
+    if "datasets" in sys.modules:
+        sys.modules["datasets"].config.HF_HUB_OFFLINE = True
+    return True

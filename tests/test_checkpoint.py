@@ -157,11 +157,33 @@ def test_fresh_sets_checkpoints_aside_and_starts_at_step_zero(reference, tmp_pat
     assert "resuming" not in err and latest_checkpoint(out).step == 2
 
 
+def scrape(port: int) -> dict[str, float]:
+    """Samples of a Prometheus endpoint, by name and labels."""
+    from urllib.request import urlopen
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    text = urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30).read().decode()
+    return {s.name + "".join(f",{k}={v}" for k, v in sorted(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
 def test_sigterm_ends_the_step_and_writes_a_checkpoint(tmp_path):
+    """An unbounded run with a Prometheus endpoint: scraped while it trains, then SIGTERM: the step ends, a
+    checkpoint and the outputs are written, exit 0."""
     out, metrics = tmp_path / "out", tmp_path / "m.jsonl"
     proc = swarm(*RUN[:3], "--steps", "0", *RUN[5:], "--checkpoint-every", "0", "--out", str(out),
-                 "--metrics", str(metrics))
+                 "--metrics", str(metrics), "--metrics-port", "0", "--eval-every", "2",
+                 "--set", "eval.prompts=8")
     wait_for(lambda: metrics.exists() and len(metrics.read_text().splitlines()) >= 3, "3 steps")
+    port = int(next(line for line in iter(proc.stderr.readline, "") if "Prometheus metrics on" in line)
+               .rsplit(":", 1)[1].split("/")[0])
+    samples = scrape(port)
+    assert samples["swarm_steps_total"] >= 3 and 0 <= samples["swarm_reward"] <= 1
+    assert samples["swarm_group_size"] in (4, 8, 12, 16) and samples["swarm_step_seconds"] > 0
+    assert 0 <= samples["swarm_accuracy,kind=greedy,split=train"] <= 1  # evaluated after step 2
+    assert samples["swarm_groups_sent_total"] == 0 and samples["swarm_peers"] == 0  # alone
+    assert samples["swarm_peer_info,model=tiny-add,swarm=default"] == 1
     proc.send_signal(signal.SIGTERM)
     _, err = finish(proc, timeout=120)
     done = len(metric_rows(metrics))

@@ -37,6 +37,27 @@ def test_bad_input_is_one_clear_line(args, message, tmp_path):
     assert not (tmp_path / "local").exists()  # `local` wrote nothing: no summary, no plot claimed
 
 
+@pytest.mark.parametrize("args, message", [
+    (["run", "--task", "gsm8k"], "task 'gsm8k' needs the dataset 'openai/gsm8k': the hub cannot be reached and "
+                                 "it is not cached; offline, give a local copy"),
+    (["run", "--task", "math500", "--set", "task.data_files=/no/such.jsonl"],
+     "task.data_files '/no/such.jsonl' (for task 'math500') is not a file"),
+    (["join", "--model", "swarm-node-tests/no-such-model", "--join-attempts", "1", "--control-port", "-1"],
+     "model 'swarm-node-tests/no-such-model' (the hub cannot be reached from here; only a cached copy would do) "
+     "could not be loaded"),
+    (["eval", "--model", "swarm-node-tests/no-such-model"], "model 'swarm-node-tests/no-such-model' (the hub"),
+])
+def test_an_unreachable_hub_is_one_line_at_once(args, message, tmp_path):
+    """No hub (an endpoint nobody answers on): a hub dataset or model that is not cached is one line, before
+    any model is built and without the hub client's retries and warnings."""
+    env = {**os.environ, "HF_ENDPOINT": "http://127.0.0.1:9", "HF_HOME": str(tmp_path / "hf")}
+    env.pop("HF_HUB_OFFLINE", None)
+    out = swarm(*args, env=env)
+    assert out.returncode == 2, out.stderr
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"swarm: error: {message}"), out.stderr
+
+
 def test_a_top_level_toml_key_is_reported_as_what_it_is(tmp_path):
     config = tmp_path / "peer.toml"
     config.write_text("steps = 3\n[model]\nname = \"tiny-add\"\n")
@@ -62,7 +83,7 @@ def test_unreachable_hub_model_is_one_line():
     out = swarm("run", "--model", "Qwen/Qwen2.5-0.5B-Instruct", env=env)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "from the hub could not be loaded" in lines[0], out.stderr
+    assert len(lines) == 1 and "(HF_HUB_OFFLINE is set: only a cached copy would do) could not be loaded" in lines[0]
 
 
 def test_corrupt_checkpoint_is_one_line(tmp_path, tiny):

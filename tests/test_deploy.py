@@ -37,9 +37,12 @@ def test_peers_are_heterogeneous_with_health_checks_and_volumes():
         assert test[1:3] == ["swarm", "status"] and "--health" in test, name
         assert any(v.startswith("identities:") for v in s["volumes"]), name
     assert svc["peer-gpu"]["profiles"] == ["gpu"]
-    stop_timeout = swarm_cli.build_parser().parse_args(["bootstrap"]).stop_timeout
+    parser = swarm_cli.build_parser()
     for name, s in svc.items():  # docker's SIGKILL comes after the node's own (forced) stop
+        stop_timeout = parser.parse_args(s["command"]).stop_timeout
         assert int(s["stop_grace_period"].rstrip("s")) > stop_timeout, name
+        if name != "bootstrap":  # time to end a step and write a checkpoint
+            assert stop_timeout >= 60 and s["restart"] == "unless-stopped", name
     assert all(any(v.startswith("checkpoints:") for v in svc[n]["volumes"]) for n in models)
 
 

@@ -140,7 +140,15 @@ def load_base(name: str, dtype: str = "float32"):
                                  f"and not a directory with a config.json")
         model, tokenizer = _load_files(path, dtype, f"model directory {name!r}")
         return model, tokenizer, "local"
-    model, tokenizer = _load_files(name, dtype, f"model {name!r} from the hub")
+    from node.runtime import hub_offline, offline_unless_hub_reachable
+
+    if hub_offline():
+        what = f"model {name!r} (HF_HUB_OFFLINE is set: only a cached copy would do)"
+    elif offline_unless_hub_reachable():
+        what = f"model {name!r} (the hub cannot be reached from here; only a cached copy would do)"
+    else:
+        what = f"model {name!r} from the hub"
+    model, tokenizer = _load_files(name, dtype, what)
     return model, tokenizer, "hub"
 
 

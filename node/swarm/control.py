@@ -16,6 +16,16 @@ from node.errors import PortInUse
 from node.process import ensure_port_free
 from protocol import control_pb2, control_pb2_grpc
 
+MAX_LISTED = 64  # peers listed in a status reply at most
+
+
+def peer_info(announcement, now: float, established: bool = False, failures: int = 0) -> dict:
+    """A PeerInfo's fields from another peer's announcement (protocol.codec.Announcement)."""
+    card = announcement.card
+    return {"peer_id": announcement.peer_id, "family": card.family, "params": card.n_params, "lora": card.lora,
+            "step": announcement.step, "age": max(now - announcement.created, 0.0), "established": established,
+            "failures": failures}
+
 
 @dataclass
 class NodeStatus:
@@ -36,6 +46,7 @@ class NodeStatus:
     groups_per_minute: float = 0.0
     accuracy: dict[str, float] = field(default_factory=dict)  # latest held-out pass@1 (node/evaluation.py)
     accuracy_step: int = 0
+    peer_list: list[dict] = field(default_factory=list)  # control_pb2.PeerInfo fields, newest first
     started: float = field(default_factory=time.monotonic)
 
     def to_reply(self) -> control_pb2.StatusReply:
@@ -44,7 +55,7 @@ class NodeStatus:
             group_size=self.group_size, reward=self.reward, peers=self.peers, groups_out=self.groups_out,
             groups_in=self.groups_in, rejected=self.rejected, uptime=time.monotonic() - self.started,
             groups_per_minute=self.groups_per_minute, accuracy=self.accuracy, accuracy_step=self.accuracy_step,
-            **{"lambda": self.lam})
+            peer_list=[control_pb2.PeerInfo(**p) for p in self.peer_list[:MAX_LISTED]], **{"lambda": self.lam})
 
 
 class _Control(control_pb2_grpc.ControlServicer):

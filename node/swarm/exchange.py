@@ -195,6 +195,15 @@ class GroupExchange:
         #                                                  from directly, latest last (our relays in client mode)
         self.step = 0
 
+    def known_peers(self) -> list[dict]:
+        """The other peers this one knows from their live announcements (for `swarm status`), newest first."""
+        from .control import peer_info
+
+        now = self.transport.now()
+        live = [self.senders.known[k] for k in self.senders.live(now)]
+        return [peer_info(s.announcement, now, s.established, s.failures)
+                for s in sorted(live, key=lambda s: -s.announcement.created)]
+
     # ---- publishing -------------------------------------------------------------------------------------
     def publish(self, groups: list[Group], summaries: list[LengthSummary], step: int) -> PublishResult:
         """Publishes this step's groups and summaries; never raises for network trouble."""

@@ -23,13 +23,29 @@ INSTRUCTION = "Please reason step by step, and put your final answer within \\bo
 
 @lru_cache(maxsize=8)
 def _load_rows(name: str, split: str, data_files: str):
+    """The dataset's rows; a dataset that cannot be had is one TaskDataError line saying what to do."""
     import datasets
+
+    from node.errors import TaskDataError, first_line
+    from node.runtime import offline_unless_hub_reachable
 
     hub_id, config, split_map, _, _ = _SPECS[name]
     if data_files:
+        if not Path(data_files).expanduser().is_file():
+            raise TaskDataError(f"task.data_files {data_files!r} (for task {name!r}) is not a file")
         kind = "parquet" if data_files.endswith(".parquet") else "json"
-        return datasets.load_dataset(kind, data_files=data_files, split="train")
-    return datasets.load_dataset(hub_id, config, split=split_map[split])
+        try:
+            return datasets.load_dataset(kind, data_files=str(Path(data_files).expanduser()), split="train")
+        except (OSError, ValueError) as err:  # datasets' own errors derive from these
+            raise TaskDataError(f"task.data_files {data_files!r} could not be read as {kind}: "
+                                f"{first_line(err)}") from None
+    offline = offline_unless_hub_reachable()
+    try:
+        return datasets.load_dataset(hub_id, config, split=split_map[split])
+    except (OSError, ValueError) as err:  # ConnectionError, FileNotFoundError, DatasetNotFoundError, ...
+        why = "the hub cannot be reached and it is not cached" if offline else first_line(err)
+        raise TaskDataError(f"task {name!r} needs the dataset {hub_id!r}: {why}; offline, give a local copy in "
+                            f"its own format with --set task.data_files=<file.jsonl or .parquet>") from None
 
 
 class HubMathTask:

@@ -46,8 +46,9 @@ def test_behaviour_logprobs_match_a_forward_pass(tiny, temperature, top_p):
     assert checked >= 24
 
 
-MODEL_DEFAULTS = {"do_sample": True, "repetition_penalty": 1.3, "no_repeat_ngram_size": 1, "top_k": 2, "min_p": 0.3, "temperature": 0.5,
-                  "top_p": 0.5}  # what a hub model's generation_config may carry; none of it is configured here
+# what a hub model's generation_config may carry; none of it is configured here
+MODEL_DEFAULTS = {"do_sample": True, "repetition_penalty": 1.3, "no_repeat_ngram_size": 1, "top_k": 2, "min_p": 0.3,
+                  "temperature": 0.5, "top_p": 0.5}
 
 
 @pytest.mark.parametrize("lora", [False, True])

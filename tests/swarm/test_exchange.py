@@ -84,6 +84,14 @@ def test_groups_flow_between_heterogeneous_peers(hub_and_peers):
     assert ra.swarm.groups_used == 4 and ra.swarm.bytes_in > 0 and ra.swarm.bytes_out > 0
     again = a.step(2)  # b has not published anything new: its step-0 groups are not used twice
     assert again.swarm.groups_used == 0
+    # what `swarm status` lists: the other peer, from its announcement (a pulled valid groups from it once)
+    from node.swarm.control import NodeStatus
+
+    [known] = a.known_peers()
+    assert (known["peer_id"], known["family"], known["step"], known["failures"]) == ("b", "qwen2", 0, 0)
+    assert known["params"] == sum(p.numel() for p in b.loaded.model.parameters()) and not known["lora"]
+    reply = NodeStatus(peer_list=a.known_peers()).to_reply()
+    assert [p.peer_id for p in reply.peer_list] == ["b"] and reply.peer_list[0].age >= 0
 
 
 def test_received_rewards_are_rescored_locally(hub_and_peers):
