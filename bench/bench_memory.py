@@ -109,16 +109,17 @@ def long_run(args) -> None:
     print(f"\n## Long run: `swarm run` tiny-add, {args.long_steps} steps (2 prompts x 2), checkpoints every 1000")
     print("| steps done | RSS |")
     print("|---|---|")
-    for frac in (0.05, 0.25, 0.5, 0.75, 1.0):
+    training = [(d, r) for d, r in samples if 0 < d < args.long_steps]  # not start-up, not the final save
+    for frac in (0.05, 0.25, 0.5, 0.75, 0.98):
         target = frac * args.long_steps
-        near = [rss for done, rss in samples if abs(done - target) <= args.long_steps * 0.03]
+        near = [rss for done, rss in training if abs(done - target) <= args.long_steps * 0.02]
         if near:
             print(f"| ~{int(target)} | {statistics.median(near):.1f} MiB |")
-    late = [(d, r) for d, r in samples if d >= args.long_steps * 0.25]
+    late = [(d, r) for d, r in training if d >= args.long_steps * 0.25]
     if len(late) > 2:
         slope = statistics.linear_regression([d for d, _ in late], [r for _, r in late]).slope
-        print(f"RSS slope from 25% of the steps on: {slope * 1000:+.2f} MiB per 1000 steps "
-              f"({len(samples)} samples)")
+        print(f"RSS slope while training, from 25% of the steps on: {slope * 1000:+.3f} MiB per 1000 steps "
+              f"({len(late)} samples); peak {max(r for _, r in samples):.1f} MiB (the end: saving, plotting)")
 
 
 def main(argv=None):

@@ -136,8 +136,8 @@ class RunLog:
         if len(self.partial) == self.bucket:
             self.curve.append(sum(self.partial) / self.bucket)
             self.partial = []
-            if len(self.curve) > self.points:  # merge pairs: half the points, buckets twice as long
-                self.curve = [sum(self.curve[i:i + 2]) / len(self.curve[i:i + 2]) for i in range(0, len(self.curve), 2)]
+            if len(self.curve) > self.points and len(self.curve) % 2 == 0:  # merge pairs: buckets twice as long
+                self.curve = [(self.curve[i] + self.curve[i + 1]) / 2 for i in range(0, len(self.curve), 2)]
                 self.bucket *= 2
 
     def rewards_curve(self) -> tuple[list[float], list[float]]:

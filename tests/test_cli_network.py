@@ -1,5 +1,6 @@
 """bootstrap / join / status as real processes on loopback."""
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -127,14 +128,24 @@ def test_address_file_discovery_one_configuration_path_and_status_of_both_roles(
 
 
 def test_join_without_initial_peers_says_it_starts_a_new_swarm_and_how_to_join_it(tmp_path):
-    out = subprocess.run([*CLI, "join", "--steps", "1", "--prompts", "2", "--control-port", "-1",
-                          "--identity", str(tmp_path / "first.id")],
-                         capture_output=True, text=True, timeout=240, cwd=ROOT, check=False)
+    """...and, restarted with the same identity and --out (as docker compose restarts a peer), it goes on from
+    its checkpoint under the same peer id instead of starting again at step 0."""
+    command = [*CLI, "join", "--prompts", "2", "--control-port", "-1", "--identity", str(tmp_path / "first.id"),
+               "--out", str(tmp_path / "out")]
+    out = subprocess.run([*command, "--steps", "1"], capture_output=True, text=True, timeout=240, cwd=ROOT,
+                         check=False)
     assert out.returncode == 0, out.stderr[-2000:]
     lines = out.stderr.splitlines()
     said = next(i for i, ln in enumerate(lines) if ln.startswith("no initial peers: starting a new swarm 'default'"))
-    assert "joined swarm" not in out.stderr
+    assert "joined swarm" not in out.stderr and "resuming" not in out.stderr
     assert lines[said + 1].strip().startswith("/ip4/127.0.0.1/tcp/") and "/p2p/" in lines[said + 1]
+    peer_id = lines[said].split(" as ")[1].split(";")[0]
+    again = subprocess.run([*command, "--steps", "3"], capture_output=True, text=True, timeout=240, cwd=ROOT,
+                           check=False)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"resuming from {tmp_path / 'out' / 'checkpoints' / 'step-000000001'} (1 steps done" in again.stderr
+    assert f"starting a new swarm 'default' as {peer_id};" in again.stderr
+    assert re.search(r"^  steps +2 \(resumed after step 1\)$", again.stdout, re.M), again.stdout
 
 
 def test_a_corrupt_identity_file_is_one_line_not_endless_retries(tmp_path):

@@ -1,0 +1,63 @@
+"""What a run shows: the progress line, alone / rejoined, and a run log whose memory does not grow."""
+from node.metrics import StepResult, SwarmMetrics
+from node.report import Presence, RunLog, format_step, summary
+
+
+def result(step, reward=0.5, peers=0, **swarm):
+    return StepResult(step, reward, 8, 4, 0.1, 0.2, 32, swarm=SwarmMetrics(peers=peers, **swarm))
+
+
+def test_progress_line_of_an_unbounded_run_and_of_a_sharing_peer():
+    assert format_step(result(4), 0, 1.0, [0.5]).startswith("step      5  reward 0.500")
+    assert format_step(result(4), 10, 1.0, [0.5]).startswith("step    5/10  reward")
+    alone = format_step(result(4), 10, 1.0, [0.5])
+    assert "peers" not in alone
+    shared = format_step(result(4, peers=3, polls=1, published=4, groups_received=16, groups_used=12,
+                                rejected={"replay": 2, "logprob": 1}), 10, 1.0, [0.5])
+    assert "peers 3 out 4 in 16 used 12 rej 3" in shared
+
+
+def test_presence_says_alone_once_and_rejoined_once():
+    presence = Presence(patience=3)
+    said = [presence.update(p) for p in (2, 0, 0, 0, 0, 0, 1, 1, 0)]
+    assert said[:3] == [None, None, None]
+    assert said[3].startswith("alone: no other peer seen for 3 steps")
+    assert said[4:6] == [None, None]
+    assert said[6] == "rejoined: 1 other peer seen; training on their groups again"
+    assert said[7:] == [None, None]
+
+
+def test_run_log_is_bounded_and_its_curve_keeps_the_mean():
+    log = RunLog(total=0, window=50, points=64)
+    rewards = [(i % 7) / 7 for i in range(10_000)]
+    for i, r in enumerate(rewards):
+        log.add(result(i, r))
+    steps, curve = log.rewards_curve()
+    assert len(curve) <= 67 and len(log.tail) == len(log.head) == 100 and len(log.gen) == 50  # unbounded: 100
+    full = [c for c in curve[:-1]]  # whole buckets: each the mean of `bucket` consecutive rewards
+    assert abs(full[0] - sum(rewards[: log.bucket]) / log.bucket) < 1e-9
+    assert log.steps == 10_000 and steps[0] == log.bucket / 2
+    assert "last 100 steps" in summary(log, 1.0)
+
+
+def test_run_log_state_continues_the_curve_after_a_resume():
+    first = RunLog(total=20)
+    for i in range(10):
+        first.add(result(i, 0.1 * (i % 2)))
+    resumed = RunLog(total=20)
+    resumed.load(first.state(), 10)
+    for i in range(10, 20):
+        resumed.add(result(i, 0.1 * (i % 2)))
+    steps, curve = resumed.rewards_curve()
+    assert len(curve) == 20 and steps[0] == 0.5 and resumed.resumed_at == 10
+    text = summary(resumed, 1.0, 20)
+    assert "10 (resumed after step 10)" in text and "reward, first 10% of steps" in text
+
+
+def test_summary_of_a_sharing_peer_counts_groups_and_rejections():
+    log = RunLog(total=2)
+    log.add(result(0, peers=2, polls=1, published=4, groups_received=8, groups_used=6, rejected={"replay": 1}))
+    log.add(result(1, peers=1, polls=1, published=4, groups_received=4, groups_used=4))
+    text = summary(log, 1.0, 2)
+    assert "at most 2 at once, 1 at the last step" in text
+    assert "sent 8, received 12, trained on 10, uninformative 0" in text and "replay 1" in text
