@@ -81,7 +81,7 @@ def _describe(cfg, peer) -> str:
             f"loss {cfg.loss.variant}/{cfg.loss.aggregation}, generation {peer.backend.name}")
 
 
-def _resume_point(args, cfg) -> Path | None:
+def _resume_point(args) -> Path | None:
     """The checkpoint in --out this run goes on from (None: a fresh start); says which, and one line for each
     newer checkpoint that was unusable (the previous one is taken). --fresh sets earlier ones aside."""
     if not args.out:
@@ -95,7 +95,7 @@ def _resume_point(args, cfg) -> Path | None:
             print(f"--fresh: earlier checkpoints moved to {moved}", file=sys.stderr)
         return None
     for stale in remove_unfinished(out):
-        print(f"removed an unfinished checkpoint write ({stale.name}): a stop during the write", file=sys.stderr)
+        print(f"removed an unfinished write ({stale.relative_to(out)}): a stop during the write", file=sys.stderr)
     found = latest_checkpoint(out)
     for line in found.skipped:
         print(line, file=sys.stderr)
@@ -174,7 +174,7 @@ def cmd_run(args) -> int:
     exporter = _exporter(args, cfg)
     peer = None
     try:
-        peer = Peer(cfg, shuffle_control=args.shuffle_rewards, resume=_resume_point(args, cfg))
+        peer = Peer(cfg, shuffle_control=args.shuffle_rewards, resume=_resume_point(args))
         print(_describe(cfg, peer), file=sys.stderr)
         stop = stop_on_signals(args.stop_timeout)  # SIGTERM / Ctrl-C: the step ends, a checkpoint is written
         return _train(args, cfg, peer, stop, exporter=exporter)
@@ -222,7 +222,7 @@ def cmd_join(args) -> int:
             print(f"{err}", file=sys.stderr)
             return 0
         status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
-        peer = Peer(cfg, transport=dht, resume=_resume_point(args, cfg))
+        peer = Peer(cfg, transport=dht, resume=_resume_point(args))
         if server is not None:
             server.set_serving(True)
         print(_describe(cfg, peer), file=sys.stderr)
@@ -315,21 +315,16 @@ def cmd_eval(args) -> int:
     import json
 
     from node.config import config_from_args
-
-    cfg = config_from_args(args)
-    _prepare(cfg)
-    if cfg.eval.task:
-        from node.tasks import get_task
-
-        get_task(cfg.eval.task, cfg.task.data_files)
     from node.evaluation import evaluate
     from node.generation import make_backend
     from node.models.loading import load_model
     from node.runtime import set_threads
     from node.tasks import get_task
 
+    cfg = config_from_args(args)
+    _prepare(cfg)
+    task = get_task(cfg.eval.task or cfg.task.name, cfg.task.data_files)  # an unknown eval.task: before the model
     set_threads(cfg.generation.threads)
-    task = get_task(cfg.eval.task or cfg.task.name, cfg.task.data_files)
     loaded = load_model(cfg.model, seed=cfg.train.seed)
     backend = make_backend(cfg.generation, loaded, seed=cfg.train.seed)
     try:

@@ -138,9 +138,9 @@ def latest_checkpoint(out: Path) -> Found:
 
 
 def remove_unfinished(out: Path) -> list[Path]:
-    """Deletes temporary folders of checkpoint writes that a kill interrupted; returns them."""
-    root = out / CHECKPOINTS
-    stale = [p for p in root.glob(TMP_PREFIX + "*") if p.is_dir()] if root.is_dir() else []
+    """Deletes temporary folders of checkpoint and output writes that a kill interrupted; returns them."""
+    stale = [p for folder in (out / CHECKPOINTS, out) if folder.is_dir()
+             for p in folder.glob(TMP_PREFIX + "*") if p.is_dir()]
     for path in stale:
         shutil.rmtree(path, ignore_errors=True)
     return stale

@@ -172,8 +172,8 @@ def accuracy_change(start: dict[str, float], end: dict[str, float], kind: str = 
 
 
 def summary(log: RunLog, wall: float, total: int = 0) -> str:
-    first = "first 10% of steps" if total else f"first {log.window} steps"
-    last = "last 10% of steps" if total else f"last {log.window} steps"
+    share = "10% of steps" if total and log.window == max(1, total // 10) else f"{log.window} steps"
+    first, last = f"first {share}", f"last {share}"
     rows = [
         ("steps", f"{log.steps}" + (f" (resumed after step {log.resumed_at})" if log.resumed_at else "")),
         ("wall clock", f"{wall:.1f} s"),

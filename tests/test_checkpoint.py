@@ -122,7 +122,7 @@ def test_a_kill_during_a_checkpoint_write_leaves_the_previous_one_in_use(referen
     assert latest_checkpoint(out).step == EVERY
 
     _, err = finish(swarm(*RUN, "--out", str(out)))
-    assert f"removed an unfinished checkpoint write ({partial.name})" in err
+    assert f"removed an unfinished write (checkpoints/{partial.name})" in err
     assert f"({EVERY} steps done" in err
     assert not partial.exists()
     assert same_weights(out / "model", reference / "out" / "model")

@@ -61,3 +61,31 @@ def test_summary_of_a_sharing_peer_counts_groups_and_rejections():
     text = summary(log, 1.0, 2)
     assert "at most 2 at once, 1 at the last step" in text
     assert "sent 8, received 12, trained on 10, uninformative 0" in text and "replay 1" in text
+
+
+def test_prometheus_endpoint_counts_by_reason():
+    """The exporter in process: gauges hold the last step, counters add up steps, rejections by reason."""
+    from test_checkpoint import scrape
+
+    from node.exporter import MetricsExporter
+
+    exporter = MetricsExporter(0, model="tiny-add", swarm="s")
+    try:
+        first = result(0, 0.25, peers=2, polls=1, published=4, groups_received=8, groups_used=6, bytes_in=1000,
+                       bytes_out=300, rejected={"replay": 2, "logprob": 1})
+        first.eval = {"train/greedy": 0.5, "test/sampled": 0.125}
+        exporter.update(first)
+        exporter.update(result(1, 0.75, peers=1, polls=1, published=4, groups_received=2, bytes_in=10,
+                               rejected={"replay": 1}))
+        got = scrape(exporter.port)
+    finally:
+        exporter.close()
+    assert got["swarm_steps_total"] == 2 and got["swarm_reward"] == 0.75 and got["swarm_peers"] == 1
+    assert got["swarm_groups_rejected_total,reason=replay"] == 3
+    assert got["swarm_groups_rejected_total,reason=logprob"] == 1
+    assert (got["swarm_groups_sent_total"], got["swarm_groups_received_total"], got["swarm_groups_used_total"]) == (
+        8, 10, 6)
+    assert (got["swarm_bytes_in_total"], got["swarm_bytes_out_total"]) == (1010, 300)
+    assert got["swarm_accuracy,kind=greedy,split=train"] == 0.5
+    assert got["swarm_accuracy,kind=sampled,split=test"] == 0.125
+    assert got["swarm_group_size"] == 8 and got["swarm_peer_info,model=tiny-add,swarm=s"] == 1
