@@ -22,6 +22,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import CancelledError
 from pathlib import Path
 
 from node.config import SwarmConfig
@@ -84,8 +85,11 @@ def attacker_loop(build, victim, dht, stop: threading.Event, sent: list[int]) ->
             sent[0] += 9
         else:
             kind, records = build(victim, dht, step)
-            if dht.publish_records(kind, records):
-                sent[0] += len(records)
+            try:
+                if dht.publish_records(kind, records):
+                    sent[0] += len(records)
+            except CancelledError:  # the attacker's own DHT shut down mid-publish: the run is over
+                return
         step += 1
 
 
