@@ -261,3 +261,18 @@ def test_model_from_an_output_keeps_its_learning_rate(tmp_path):
     assert out.returncode == 2 and out.stderr.strip().splitlines() == [
         f"swarm: error: {str(full)!r} holds no model and no valid checkpoint (checkpoint "
         f"{full / 'checkpoints' / checkpoint_name(2)} skipped: no manifest (the write did not finish))"]
+
+
+def test_an_earlier_version_output_loads_its_model_not_its_settings(tmp_path, tiny):
+    """Outputs of the previous layout: out/model (weights, no swarm-model.json) beside out/config.json, which
+    held the run's settings and was mistaken for a model config."""
+    from node.config import ModelConfig
+    from node.models.loading import load_model
+
+    tiny[0].save_pretrained(tmp_path / "model")
+    tiny[1].save_pretrained(tmp_path / "model")
+    (tmp_path / "config.json").write_text(json.dumps({"model": {"name": "tiny-add"}, "train": {"steps": 3}}))
+    loaded = load_model(ModelConfig(name=str(tmp_path)))
+    assert loaded.source == "local" and loaded.base == str((tmp_path / "model").resolve())
+    saved = load_file(tmp_path / "model" / "model.safetensors")
+    assert all(saved[k].equal(p) for k, p in loaded.model.state_dict().items() if k in saved)

@@ -8,6 +8,7 @@ the base is loaded by name under it) and the learning rate that trained it (kept
 """
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ def saved_model_folder(name: str) -> Path | None:
         return path
     if (path / "model" / MODEL_META).exists():
         return path / "model"
+    if (path / "model" / "config.json").exists():  # an output of an earlier version (no swarm-model.json)
+        return None
     if (path / CHECKPOINTS).is_dir():
         from node.checkpoint import latest_checkpoint
 
@@ -196,7 +199,6 @@ def load_saved(folder: Path, cfg: ModelConfig, seed: int) -> LoadedModel:
     from transformers import AutoTokenizer
 
     model, _, _ = load_base(meta["base"], cfg.dtype)
-
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder)
         model = PeftModel.from_pretrained(_placed(model, tokenizer, cfg), folder, is_trainable=True)
@@ -211,6 +213,8 @@ def load_model(cfg: ModelConfig, seed: int = 0) -> LoadedModel:
     folder = saved_model_folder(cfg.name)
     if folder is not None:
         return load_saved(folder, cfg, seed)
+    if (Path(cfg.name).expanduser() / "model" / "config.json").exists():  # an earlier version's output: its
+        cfg = dataclasses.replace(cfg, name=str(Path(cfg.name).expanduser() / "model"))  # config.json is settings
     use_lora = cfg.lora or (cfg.name in ZOO and ZOO[cfg.name].lora)
     model, tokenizer, source = load_base(cfg.name, cfg.dtype)
     model = _placed(model, tokenizer, cfg)
