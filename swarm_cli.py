@@ -153,9 +153,16 @@ def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
     print(f"summary ({cfg.model.name}, {'LoRA' if peer.loaded.lora else 'full fine-tuning'}, {cfg.task.name}):")
     print(summary(run_log, time.monotonic() - start, cfg.train.steps))
     if out is not None:
-        save_outputs(peer, out)
-        plot_rewards(*run_log.rewards_curve(), out / "reward.png",
-                     f"{cfg.model.name} on {cfg.task.name} ({cfg.loss.variant})")
+        try:
+            save_outputs(peer, out)
+            plot_rewards(*run_log.rewards_curve(), out / "reward.png",
+                         f"{cfg.model.name} on {cfg.task.name} ({cfg.loss.variant})")
+        except (OSError, RuntimeError) as err:  # e.g. a full disk: the checkpoints stay usable
+            from node.errors import first_line
+
+            print(f"swarm: error: outputs not saved to {out}: {getattr(err, 'strerror', None) or first_line(err)}"
+                  f" (its newest checkpoint still holds the model)", file=sys.stderr)
+            return 1
         print(f"  saved model (model/), resolved configuration (swarm-config.toml) and reward plot (reward.png) "
               f"to {out}; `--model {out}` trains it further")
     return 0

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .config import CheckpointConfig, write_config
+from .errors import first_line
 from .models.loading import CHECKPOINTS, save_model
 
 if TYPE_CHECKING:
@@ -249,9 +250,9 @@ class Checkpointer:
             return None
         try:
             path = save_checkpoint(self.peer, self.out, steps_done, self.cfg.keep, self.history())
-        except OSError as err:
+        except (OSError, RuntimeError) as err:  # torch.save reports a full disk as a RuntimeError
             log.warning("checkpoint at step %d not written (%s); training goes on", steps_done,
-                        err.strerror or err)
+                        getattr(err, "strerror", None) or first_line(err))
             return None
         self.last_step, self.last_time = steps_done, self.clock()
         return path
