@@ -35,6 +35,7 @@ class Batch:
     advantages: torch.Tensor  # [N]
     own: torch.Tensor  # [N] bool
     group: torch.Tensor  # [N] long, index of the row's group in the step
+    sequence: torch.Tensor  # [N] bool, a foreign-tokenizer row (one sequence-level weight: node/rl/ftis.py)
 
     def to(self, device) -> Batch:
         return Batch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
@@ -42,7 +43,7 @@ class Batch:
 
 def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_variance: bool) -> Batch | None:
     """One row per completion; None when nothing is left (e.g. every group had equal rewards under DAPO)."""
-    rows, row_group = [], []
+    rows, row_group, foreign = [], [], []
     for g, group in enumerate(groups):
         if drop_zero_variance and not has_variance(group.rewards):
             continue
@@ -50,6 +51,7 @@ def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_vari
             if completion.token_ids:
                 rows.append((group.prompt_ids, completion, adv, group.own))
                 row_group.append(g)
+                foreign.append(group.foreign)
     if not rows:
         return None
     width = max(len(p) + len(c.token_ids) for p, c, _, _ in rows)
@@ -68,7 +70,8 @@ def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_vari
         logp_gen[i, :c] = torch.tensor(completion.logprobs, dtype=torch.float32)
     advantages = torch.tensor([adv for _, _, adv, _ in rows], dtype=torch.float32)
     own = torch.tensor([o for _, _, _, o in rows], dtype=torch.bool)
-    return Batch(input_ids, attention, positions, mask, logp_gen, advantages, own, torch.tensor(row_group))
+    return Batch(input_ids, attention, positions, mask, logp_gen, advantages, own, torch.tensor(row_group),
+                 torch.tensor(foreign, dtype=torch.bool))
 
 
 def take_rows(batch: Batch, rows: torch.Tensor) -> Batch:
@@ -78,7 +81,7 @@ def take_rows(batch: Batch, rows: torch.Tensor) -> Batch:
     t_max = int(batch.mask[rows].sum(dim=1).max())
     return Batch(batch.input_ids[rows, :width], batch.attention[rows, :width], batch.positions[rows, :t_max],
                  batch.mask[rows, :t_max], batch.logp_gen[rows, :t_max], batch.advantages[rows], batch.own[rows],
-                 batch.group[rows])
+                 batch.group[rows], batch.sequence[rows])
 
 
 def micro_batches(widths: list[int], budget: int) -> list[list[int]]:

@@ -15,6 +15,17 @@ Shapes: N completions (rows) x T completion positions; `mask` marks real complet
 Behaviour log-probs that are non-finite or positive are impossible for an honest generator: those tokens are
 dropped (masked out and counted) and replaced before any arithmetic so that no NaN reaches the gradient.
 
+Foreign tokenizers (rows marked `sequence`): a completion from a peer with another tokenizer is decoded and
+re-tokenized by the receiver, so the sender's per-token log-probs do not line up with our tokens. What does
+not depend on tokenization is the log-probability of the whole text: the sender's is the sum of its behaviour
+log-probs, ours the sum of log pi_theta over our tokens. Such a row gets one weight, the per-token geometric
+mean of the sequence ratio, exp((sum log pi_theta - sum log pi_gen) / n) with n our token count (as GSPO
+normalises its sequence ratio), truncated at C like the token weights; its behaviour log-probs arrive spread
+evenly over our tokens (`spread_logprob`), so the divergence D (sum, or mean) is the same
+tokenization-invariant quantity and the F- filter and the plausibility bounds apply unchanged. With an
+identical tokenizer the two weights coincide whenever a row's per-token log-ratios are all equal (on-policy
+rows, or a constant offset below log C): tests/rl/test_ftis.py checks that case.
+
 Plausibility (docs/SECURITY.md): a received completion's behaviour log-probs are the sender's claim, and they
 set both w and D. For completions y that an honest generator sampled from pi_gen, whatever our model,
 E[pi_theta(y) / pi_gen(y)] = sum_y pi_theta(y) <= 1, and the G completions of a group are independent samples,
@@ -48,6 +59,12 @@ class LossInputs:
     advantages: torch.Tensor  # [N] group-relative advantages
     own: torch.Tensor  # [N] bool, True for completions this peer generated
     group: torch.Tensor | None = None  # [N] long, the row's group (None: each row is a group of its own)
+    sequence: torch.Tensor | None = None  # [N] bool, rows re-tokenized from a foreign tokenizer (None: none)
+
+
+def spread_logprob(total: float, n_tokens: int) -> list[float]:
+    """A foreign completion's behaviour log-probability (the sender's sum) spread evenly over our n tokens."""
+    return [total / n_tokens] * n_tokens
 
 
 def importance_weights(logp: torch.Tensor, logp_gen: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
@@ -56,6 +73,18 @@ def importance_weights(logp: torch.Tensor, logp_gen: torch.Tensor, cfg: LossConf
         return torch.ones_like(logp)
     log_w = (logp.detach() - logp_gen).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
     w = log_w.exp()
+    return w if cfg.variant in _UNTRUNCATED else w.clamp(max=cfg.trunc_c)
+
+
+def sequence_weights(logp: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor,
+                     cfg: LossConfig) -> torch.Tensor:
+    """[N] one weight per row: exp(mean over the row's tokens of log pi_theta - log pi_gen), the geometric mean
+    of the sequence ratio, for the configured variant (1, untruncated, or truncated at C)."""
+    if cfg.variant in _NO_WEIGHT:
+        return torch.ones(logp.shape[0], dtype=logp.dtype, device=logp.device)
+    maskf = mask.to(logp.dtype)
+    mean = ((logp.detach() - logp_gen) * maskf).sum(dim=1) / maskf.sum(dim=1).clamp(min=1)
+    w = mean.clamp(-cfg.max_log_ratio, cfg.max_log_ratio).exp()
     return w if cfg.variant in _UNTRUNCATED else w.clamp(max=cfg.trunc_c)
 
 
@@ -93,8 +122,10 @@ class LossPlan:
 
 
 def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor,
-              own: torch.Tensor, group: torch.Tensor | None, cfg: LossConfig) -> LossPlan:
-    """logp_ref: the learner's log-probs before the update (detached) for w and D."""
+              own: torch.Tensor, group: torch.Tensor | None, cfg: LossConfig,
+              sequence: torch.Tensor | None = None) -> LossPlan:
+    """logp_ref: the learner's log-probs before the update (detached) for w and D; sequence: rows that take
+    one sequence-level weight (foreign tokenizers)."""
     logp_ref = logp_ref.detach()
     mask = mask.bool()
     valid_gen = torch.isfinite(logp_gen) & (logp_gen <= 0)
@@ -113,6 +144,12 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
     mask = mask & ~implausible[:, None]
     maskf = mask.to(logp_ref.dtype)
     w = importance_weights(logp_ref, logp_gen, cfg)
+    raw_log_w = logp_ref - logp_gen
+    if sequence is not None and bool(sequence.any()):
+        rows = sequence.bool()[:, None]
+        w = torch.where(rows, sequence_weights(logp_ref, logp_gen, mask, cfg)[:, None].expand_as(w), w)
+        row_mean = (raw_log_w * maskf).sum(dim=1, keepdim=True) / maskf.sum(dim=1, keepdim=True).clamp(min=1)
+        raw_log_w = torch.where(rows, row_mean.expand_as(raw_log_w), raw_log_w)
     if cfg.negative_c and cfg.variant not in _NO_WEIGHT:  # hardening: received negatives weigh at most this
         negative = ((advantages <= 0) & ~own.bool())[:, None]
         w = torch.where(negative, w.clamp(max=cfg.negative_c), w)
@@ -133,7 +170,7 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
         kept=int((has_tokens & ~filtered).sum()),
         filtered_frac=float(filtered.sum() / has_tokens.sum().clamp(min=1)),
         mean_weight=float((w * maskf).sum() / n_tok),
-        truncated_frac=float((((logp_ref - logp_gen).exp() > cfg.trunc_c) & mask).sum() / n_tok),
+        truncated_frac=float(((raw_log_w.exp() > cfg.trunc_c) & mask).sum() / n_tok),
         div_sum_mean=float(d_sum[has_tokens].mean()) if has_tokens.any() else 0.0,
         div_sum_max=float(d_sum[has_tokens].max()) if has_tokens.any() else 0.0,
         div_tok_mean=float(d_mean[has_tokens].mean()) if has_tokens.any() else 0.0,
@@ -165,7 +202,7 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, cfg: LossConfig, rows
 
 def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, LossMetrics]:
     """The whole batch's loss in one piece (w and D from the current log-probs, detached)."""
-    plan = plan_loss(inp.logp, inp.logp_gen, inp.mask, inp.advantages, inp.own, inp.group, cfg)
+    plan = plan_loss(inp.logp, inp.logp_gen, inp.mask, inp.advantages, inp.own, inp.group, cfg, inp.sequence)
     per_token, clipped = surrogate(inp.logp, inp.logp_old, plan.weight, plan.advantages, plan.mask, cfg)
     loss = -aggregate(per_token, plan.mask, cfg, plan.metrics.sequences, plan.metrics.tokens)
     plan.metrics.loss = loss.item()

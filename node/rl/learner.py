@@ -78,7 +78,7 @@ class Learner:
         with self._autocast():
             logp = sequence_logprobs(self.model, batch, self.temperature)
         inputs = LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=batch.logp_gen, mask=batch.mask,
-                            advantages=batch.advantages, own=batch.own, group=batch.group)
+                            advantages=batch.advantages, own=batch.own, group=batch.group, sequence=batch.sequence)
         loss, metrics = ftis_loss(inputs, self.loss_cfg)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
@@ -100,7 +100,8 @@ class Learner:
     def _in_pieces(self, batch: Batch, widths: list[int], updates: list[list[int]]) -> LossMetrics:
         cfg = self.loss_cfg
         logp_old = self._logprobs_before(batch, widths)
-        plan = plan_loss(logp_old, batch.logp_gen, batch.mask, batch.advantages, batch.own, batch.group, cfg)
+        plan = plan_loss(logp_old, batch.logp_gen, batch.mask, batch.advantages, batch.own, batch.group, cfg,
+                         batch.sequence)
         losses, norms, clipped, counted = [], [], 0, 0
         for update in updates:
             rows = torch.tensor(update, device=batch.mask.device)

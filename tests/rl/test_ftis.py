@@ -151,3 +151,71 @@ def test_negative_c_caps_only_received_negatives():
     inp.logp.grad = None
     _, grad, _ = grad_of(inp, LossConfig(variant="tis", trunc_c=2.0))
     assert grad[:, 0].tolist() == pytest.approx([-2 / 3, 2 / 3, 2 / 3])
+
+
+# ---- foreign tokenizers: one sequence-level weight per row (node/rl/ftis.py) ------------------------------
+def make_seq(logp, logp_gen, adv, sequence, own=None):
+    inp = make(logp, logp_gen, [[1] * len(logp[0])] * len(logp), adv, own=own or [False] * len(adv))
+    inp.sequence = torch.tensor(sequence)
+    return inp
+
+
+def test_sequence_weight_is_the_geometric_mean_of_the_text_ratio():
+    """Our 4 tokens log-probs -1, -2, -1, -2 (sum -6); the sender's total -8, spread as -2 a token: the weight is
+    exp((-6 + 8) / 4) = e^0.5 on every token of the row, below C = 2."""
+    from node.rl.ftis import spread_logprob
+
+    gen = spread_logprob(-8.0, 4)
+    assert gen == [-2.0] * 4
+    loss, grad, m = grad_of(make_seq([[-1.0, -2.0, -1.0, -2.0]], [gen], [1.0], [True]), LossConfig(variant="tis"))
+    w = math.exp(0.5)
+    assert loss == pytest.approx(-w, abs=1e-12)
+    assert torch.allclose(grad, torch.full((1, 4), -w / 4, dtype=torch.float64), atol=1e-12)
+    assert m.mean_weight == pytest.approx(w) and m.truncated_frac == 0.0
+    # per token the same row would weigh e^1, e^0, e^1, e^0: a different gradient
+    _, per_token, _ = grad_of(make_seq([[-1.0, -2.0, -1.0, -2.0]], [gen], [1.0], [False]), LossConfig(variant="tis"))
+    assert not torch.allclose(per_token, grad)
+
+
+@pytest.mark.parametrize("variant, expected", [("tis", 2.0), ("f-tis", 2.0), ("vis", math.exp(1.5)),
+                                               ("nois", 1.0)])
+def test_sequence_weight_is_truncated_at_c_like_token_weights(variant, expected):
+    """Sender's total -12 over our 4 tokens (sum -6): exp(6 / 4) = 4.48, truncated at C = 2 (TIS), kept (VIS),
+    1 (NoIS)."""
+    inp = make_seq([[-1.0, -2.0, -1.0, -2.0]], [[-3.0] * 4], [1.0], [True])
+    loss, grad, m = grad_of(inp, LossConfig(variant=variant, trunc_c=2.0))
+    assert loss == pytest.approx(-expected, rel=1e-12)
+    assert torch.allclose(grad, torch.full((1, 4), -expected / 4, dtype=torch.float64), atol=1e-12)
+    assert m.truncated_frac == 1.0  # the raw ratio is above C (whatever the variant does with it)
+
+
+def test_the_filter_uses_the_tokenization_invariant_divergence():
+    """A negative foreign row whose text the sender found far likelier than we do: D = sum(gen) - sum(ours)
+    = -8 - (-64) = 56 > g = 50: filtered; at a sender total of -20, D = 44: kept."""
+    ours = [[-16.0] * 4]
+    far = make_seq(ours, [[-2.0] * 4], [-1.0], [True])
+    near = make_seq(ours, [[-5.0] * 4], [-1.0], [True])
+    _, g_far, m_far = grad_of(far, LossConfig(variant="f-tis", g=50.0))
+    _, g_near, m_near = grad_of(near, LossConfig(variant="f-tis", g=50.0))
+    assert m_far.filtered == 1 and torch.equal(g_far, torch.zeros_like(g_far))
+    assert m_near.filtered == 0 and m_near.div_sum_max == pytest.approx(44.0)
+
+
+@pytest.mark.parametrize("offset", [0.0, 0.3, -0.7])
+def test_with_an_identical_tokenizer_the_sequence_weight_reduces_to_per_token_ftis(offset):
+    """The case where it must: every per-token log-ratio of a row is the same (on-policy rows: offset 0, or a
+    constant offset below log C), so the geometric mean equals each token weight. Loss, gradient and metrics
+    of the sequence-level path then equal the per-token F-TIS result, with mixed advantages and lengths."""
+    lp = [[-0.5, -1.5, -0.2], [-2.0, -0.1, -0.9], [-1.0, -1.0, -3.0]]
+    gen = [[x - offset for x in row] for row in lp]
+    mask = [[1, 1, 0], [1, 1, 1], [1, 1, 1]]
+    adv = [1.0, -0.5, -0.5]
+    cfg = LossConfig(variant="f-tis")
+    seq = make(lp, gen, mask, adv, own=[False] * 3)
+    seq.sequence = torch.tensor([True] * 3)
+    tok = make(lp, gen, mask, adv, own=[False] * 3)
+    loss_s, grad_s, m_s = grad_of(seq, cfg)
+    loss_t, grad_t, m_t = grad_of(tok, cfg)
+    assert loss_s == pytest.approx(loss_t, abs=1e-12)
+    assert torch.allclose(grad_s, grad_t, atol=1e-12)
+    assert m_s.mean_weight == pytest.approx(m_t.mean_weight) == pytest.approx(math.exp(offset))

@@ -10,6 +10,7 @@ from node.config import GenerationConfig, LossConfig, TrainConfig
 from node.generation.rollouts import Completion, Group, score_group
 from node.generation.transformers_backend import TransformersBackend
 from node.rl.batching import micro_batches, mini_batches
+from node.rl.ftis import spread_logprob
 from node.rl.learner import Learner
 from node.tasks import get_task
 
@@ -30,8 +31,9 @@ def test_mini_batches_deal_rows_across_groups():
 
 @pytest.fixture(scope="module")
 def groups(tiny):
-    """Own groups sampled by the model, of uneven lengths, and the same completions as received groups whose
-    claimed behaviour log-probs differ from ours (so w != 1, some truncated at C)."""
+    """Own groups sampled by the model, of uneven lengths, the same completions as received groups whose
+    claimed behaviour log-probs differ from ours (so w != 1, some truncated at C), and two as foreign-tokenizer
+    groups (sequence-level weights)."""
     model, tok = tiny
     torch.manual_seed(0)
     task = get_task("arith-add")
@@ -47,9 +49,13 @@ def groups(tiny):
                                                                        c.logprobs], c.finish_reason, c.text,
                                                         c.reward) for i, c in enumerate(g.completions)], own=False)
                 for g in own[:3]]
+    foreign = [Group(g.item, g.prompt_ids, [Completion(c.token_ids, spread_logprob(sum(c.logprobs) - 0.5,
+                                                                       len(c.token_ids)), c.finish_reason, c.text,
+                                                        c.reward) for c in g.completions], own=False, foreign=True)
+               for g in own[3:5]]  # as if re-tokenized from another tokenizer: one weight per row
     lengths = {len(g.prompt_ids) + len(c.token_ids) for g in own for c in g.completions}
     assert len(lengths) > 2  # rows of several widths
-    return own + received
+    return own + received + foreign
 
 
 def gradient(model, groups, train: TrainConfig, loss: LossConfig):
@@ -72,6 +78,7 @@ def test_accumulated_gradients_equal_the_whole_batch_gradient(tiny, groups, aggr
     assert worst < 1e-6
     assert max(float(g.abs().max()) for g in whole.values()) > 1e-3  # a real gradient, not zeros
     assert m_whole.truncated_frac > 0 and m_whole.mean_weight > 1.0 and m_whole.dropped_tokens == 0  # w != 1
+    assert m_whole.implausible == 0 and m_whole.sequences == sum(len(g.completions) for g in groups)
     assert m_pieces.loss == pytest.approx(m_whole.loss, abs=1e-6)
     assert (m_pieces.sequences, m_pieces.tokens, m_pieces.filtered) == (m_whole.sequences, m_whole.tokens,
                                                                         m_whole.filtered)
