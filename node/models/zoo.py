@@ -39,6 +39,7 @@ class ZooSpec:
     lora: bool = False  # train this entry with a LoRA adapter
     rl_lr: float = 3e-4  # recommended RL learning rate, full fine-tuning (train.lr = 0 picks it)
     rl_lora_lr: float = 1e-3  # recommended RL learning rate through LoRA (train.lora_lr = 0 picks it)
+    tokenizer: str = "char"  # zoo tokenizer kind (node/models/tokenizer.py): char (shared) | bpe (its own ids)
     # (measured on mixed arith, held-out greedy pass@1 after 200 steps: tiny-add 0.05 at 2e-3, 0.22-0.32 at
     #  1e-3, 0.49-0.56 at 3e-4, 0.57 at 1e-4; tiny-add-lora 0.49 at 3e-3, 0.52-0.56 at 1e-3; small-add 0.14-0.18
     #  at 3e-4, 0.65 at 1e-4; tiny-sub 0.26-0.31 at 6e-4, 0.41-0.45 at 3e-4, 0.47-0.49 at 1e-4. On arith-add
@@ -57,6 +58,8 @@ ZOO = {
         ZooSpec("tiny-add-lora", "tiny-add trained through a LoRA adapter", base="tiny-add", lora=True),
         ZooSpec("tiny-count", "0.3M params, counting with run-on habits", mixture={"count": 1.0},
                 label_accuracy=0.5, steps=350, batch=48, seed=4),
+        ZooSpec("tiny-add-bpe", "0.3M params, mostly addition, own BPE tokenizer", mixture=_ADD, seed=5,
+                tokenizer="bpe"),
     )
 }
 
@@ -70,9 +73,11 @@ def zoo_dir() -> Path:
 def _spec_hash(spec: ZooSpec) -> str:
     import torch
 
-    from .tokenizer import CHARACTERS, SPECIAL_TOKENS
+    from .tokenizer import BPE_CORPUS, BPE_TASKS, BPE_VOCAB, CHARACTERS, SPECIAL_TOKENS
 
     recipe = {k: v for k, v in dataclasses.asdict(spec).items() if k in _BUILD_FIELDS}
+    if spec.tokenizer != "char":  # (the char models' keys stay as they were: their caches stay valid)
+        recipe["tokenizer"] = [spec.tokenizer, BPE_VOCAB, BPE_CORPUS, BPE_TASKS]
     blob = json.dumps([ZOO_FORMAT, recipe, SPECIAL_TOKENS, CHARACTERS, torch.__version__], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
@@ -109,7 +114,7 @@ def build_model(spec: ZooSpec, progress: Callable[[int, float], None] | None = N
     from .pretrain import pretrain
     from .tokenizer import build_tokenizer
 
-    tokenizer = build_tokenizer()
+    tokenizer = build_tokenizer(spec.tokenizer)
     config = Qwen2Config(
         vocab_size=len(tokenizer), hidden_size=spec.hidden, intermediate_size=spec.intermediate,
         num_hidden_layers=spec.layers, num_attention_heads=spec.heads, num_key_value_heads=spec.kv_heads,

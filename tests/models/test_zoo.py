@@ -70,3 +70,24 @@ def test_expertise_differs():
     assert add_on_add > sub_on_add and sub_on_sub > add_on_sub
     # every model starts with room to learn: sampled reward is low on its own specialty
     assert add_on_add <= 0.45 and sub_on_sub <= 0.45
+
+
+def test_the_bpe_tokenizer_is_learnt_deterministically_and_round_trips():
+    """The zoo's second tokenizer: the same text as the char tokenizer, other ids and boundaries."""
+    from node.models.tokenizer import BPE_VOCAB, build_tokenizer, tokenizer_fingerprint
+
+    bpe, again, char = build_tokenizer("bpe"), build_tokenizer("bpe"), build_tokenizer("char")
+    assert len(bpe) == BPE_VOCAB and bpe.get_vocab() == again.get_vocab()
+    assert tokenizer_fingerprint(bpe) != tokenizer_fingerprint(char)
+    texts = [get_task(name).item(split, i).prompt + get_task(name).item(split, i).answer
+             for name in ("arith-add", "arith-sub", "count") for split in ("train", "test") for i in range(20)]
+    assert all(bpe.decode(bpe(t).input_ids) == t for t in texts + ["any printable text ~ 42\nnext"])
+    assert sum(len(bpe(t).input_ids) for t in texts) < 0.8 * sum(len(char(t).input_ids) for t in texts)
+    assert (bpe.eos_token, bpe.pad_token) == (char.eos_token, char.pad_token)
+    with pytest.raises(ValueError, match="tokenizer kind"):
+        build_tokenizer("word")
+
+
+def test_the_bpe_zoo_entry_has_its_own_vocabulary():
+    model, tok, _ = build_model(dataclasses.replace(ZOO["tiny-add-bpe"], steps=0))
+    assert model.config.vocab_size == len(tok) == 160 and ZOO["tiny-add-bpe"].mixture == ZOO["tiny-add"].mixture
