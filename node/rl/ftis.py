@@ -76,15 +76,12 @@ def importance_weights(logp: torch.Tensor, logp_gen: torch.Tensor, cfg: LossConf
     return w if cfg.variant in _UNTRUNCATED else w.clamp(max=cfg.trunc_c)
 
 
-def sequence_weights(logp: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor,
-                     cfg: LossConfig) -> torch.Tensor:
-    """[N] one weight per row: exp(mean over the row's tokens of log pi_theta - log pi_gen), the geometric mean
-    of the sequence ratio, for the configured variant (1, untruncated, or truncated at C)."""
+def sequence_weights(mean_log_ratio: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
+    """[N] one weight per row from the mean over its tokens of log pi_theta - log pi_gen: exp of it, the
+    geometric mean of the sequence ratio, for the configured variant (1, untruncated, or truncated at C)."""
     if cfg.variant in _NO_WEIGHT:
-        return torch.ones(logp.shape[0], dtype=logp.dtype, device=logp.device)
-    maskf = mask.to(logp.dtype)
-    mean = ((logp.detach() - logp_gen) * maskf).sum(dim=1) / maskf.sum(dim=1).clamp(min=1)
-    w = mean.clamp(-cfg.max_log_ratio, cfg.max_log_ratio).exp()
+        return torch.ones_like(mean_log_ratio)
+    w = mean_log_ratio.clamp(-cfg.max_log_ratio, cfg.max_log_ratio).exp()
     return w if cfg.variant in _UNTRUNCATED else w.clamp(max=cfg.trunc_c)
 
 
@@ -145,11 +142,10 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
     maskf = mask.to(logp_ref.dtype)
     w = importance_weights(logp_ref, logp_gen, cfg)
     raw_log_w = logp_ref - logp_gen
-    if sequence is not None and bool(sequence.any()):
+    if sequence is not None and bool(sequence.any()):  # one weight per row, from the mean log-ratio (-D mean)
         rows = sequence.bool()[:, None]
-        w = torch.where(rows, sequence_weights(logp_ref, logp_gen, mask, cfg)[:, None].expand_as(w), w)
-        row_mean = (raw_log_w * maskf).sum(dim=1, keepdim=True) / maskf.sum(dim=1, keepdim=True).clamp(min=1)
-        raw_log_w = torch.where(rows, row_mean.expand_as(raw_log_w), raw_log_w)
+        w = torch.where(rows, sequence_weights(-d_mean, cfg)[:, None].expand_as(w), w)
+        raw_log_w = torch.where(rows, -d_mean[:, None].expand_as(raw_log_w), raw_log_w)
     if cfg.negative_c and cfg.variant not in _NO_WEIGHT:  # hardening: received negatives weigh at most this
         negative = ((advantages <= 0) & ~own.bool())[:, None]
         w = torch.where(negative, w.clamp(max=cfg.negative_c), w)
