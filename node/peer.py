@@ -18,6 +18,7 @@ from .generation import make_backend
 from .generation.rollouts import Group, score_group
 from .metrics import StepResult, SwarmMetrics
 from .models.loading import encode_prompt, load_model
+from .models.tokenizer import source_of
 from .models.zoo import recommended_lr
 from .rl.learner import Learner
 from .runtime import set_threads
@@ -57,7 +58,8 @@ class Peer:
         self.exchange = None
         if transport is not None and cfg.loss.variant != "alone":  # Alone: no sharing at all
             card = make_card(self.loaded.model, self.loaded.tokenizer, self.backend.name,
-                             cfg.generation.temperature, cfg.generation.top_p, self.loaded.lora)
+                             cfg.generation.temperature, cfg.generation.top_p, self.loaded.lora,
+                             tokenizer_source=source_of(self.loaded.base))
             self.exchange = GroupExchange(transport, cfg.swarm, self.loaded.tokenizer, card, self.backend.eos_ids,
                                           self.task, cfg.generation.max_new_tokens, seed=cfg.train.seed)
         self.start_step, self.history = 0, {}

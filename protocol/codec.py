@@ -75,6 +75,7 @@ class WireCard:
     temperature: float
     top_p: float
     software: str
+    tokenizer_source: str = ""  # how another tokenizer's peer rebuilds ours offline ("zoo:bpe", "hub:<repo>")
 
 
 @dataclass
@@ -135,7 +136,7 @@ def unpack_logprobs(data: bytes) -> np.ndarray:
 def _card_message(card: WireCard) -> pb.ModelCard:
     return pb.ModelCard(family=card.family, n_params=card.n_params, lora=card.lora, tokenizer=card.tokenizer,
                         vocab_size=card.vocab_size, backend=card.backend, temperature=card.temperature,
-                        top_p=card.top_p, software=card.software)
+                        top_p=card.top_p, software=card.software, tokenizer_source=card.tokenizer_source)
 
 
 def encode_group(group: WireGroup) -> bytes:
@@ -157,7 +158,8 @@ def _decode_card(card: pb.ModelCard, limits: Limits) -> WireCard:
         family=_check_text("family", card.family, limits), n_params=card.n_params, lora=card.lora,
         tokenizer=_check_text("tokenizer", card.tokenizer, limits), vocab_size=card.vocab_size,
         backend=_check_text("backend", card.backend, limits), temperature=card.temperature, top_p=card.top_p,
-        software=_check_text("software", card.software, limits))
+        software=_check_text("software", card.software, limits),
+        tokenizer_source=_check_text("tokenizer source", card.tokenizer_source, limits))
 
 
 def _check_text(name: str, value: str, limits: Limits) -> str:
@@ -212,6 +214,15 @@ def _decode_completion(c, vocab_size: int, receiver_vocab: int, limits: Limits) 
 def surprisal_bound(n_tokens: int, vocab_size: int, limits: Limits) -> float:
     """The most total surprisal (nats) an honest sampler's n tokens may claim (see the module docstring)."""
     return n_tokens * math.log(vocab_size) + limits.surprisal_slack
+
+
+def peek_card(data: bytes, limits: Limits = Limits()) -> WireCard:
+    """The model card of a group record, checked as a card (what a receiver needs to choose how to decode the
+    rest: its own tokenizer, or another peer's)."""
+    msg = _parse(data, limits, pb.Group)
+    if not 2 <= msg.card.vocab_size <= 1 << 24:
+        raise RecordError("shape", f"vocabulary size {msg.card.vocab_size}")
+    return _decode_card(msg.card, limits)
 
 
 def decode_group(data: bytes, receiver_vocab: int, limits: Limits = Limits(),

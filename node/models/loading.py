@@ -87,16 +87,32 @@ def _smollm2_location() -> tuple[Path, str]:
     return folder, files[0].name
 
 
-def _looks_like_path(name: str) -> bool:
+def looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") != 1 or Path(name).expanduser().exists()
+
+
+def load_tokenizer(where, **kwargs):
+    """A folder's or hub repo's tokenizer as it was saved. A tokenizer saved from a `tokenizers` object (the
+    zoo's, and what peers save of them) declares the generic class in its tokenizer_config.json: it is loaded
+    as exactly that, because AutoTokenizer would follow the model's config.json to the model family's own
+    tokenizer class (Qwen2's), whose byte-level pre-tokenizer drops the zoo's spaces and the BPE's merges."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    config = Path(where) / "tokenizer_config.json"
+    if config.is_file() and json.loads(config.read_text()).get("tokenizer_class") in GENERIC_TOKENIZERS:
+        return PreTrainedTokenizerFast.from_pretrained(where, **kwargs)
+    return AutoTokenizer.from_pretrained(where, **kwargs)
+
+
+GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
 
 
 def _from_pretrained(where, dtype: str, **kwargs):
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     torch_dtype = getattr(torch, dtype)
-    tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
+    tokenizer = load_tokenizer(where, **kwargs)
     model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **kwargs)
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -136,7 +152,7 @@ def load_base(name: str, dtype: str = "float32"):
         folder, gguf = _smollm2_location()
         model, tokenizer = _load_files(folder, dtype, f"model {name!r}", gguf_file=gguf)
         return _dequantized(model), tokenizer, "gguf"
-    if _looks_like_path(name):
+    if looks_like_path(name):
         path = Path(name).expanduser()
         if not (path / "config.json").exists():
             raise ModelLoadError(f"model {name!r} is not a zoo name ({', '.join(ZOO)}, {SMOLLM2}) "
@@ -196,11 +212,10 @@ def load_saved(folder: Path, cfg: ModelConfig, seed: int) -> LoadedModel:
             model, lr = wrap_lora(model, cfg, seed), 0.0  # a new adapter: its own learning rate
         return LoadedModel(model, tokenizer, "saved", use_lora, meta["base"], lr)
     from peft import PeftModel
-    from transformers import AutoTokenizer
 
     model, _, _ = load_base(meta["base"], cfg.dtype)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(folder)
+        tokenizer = load_tokenizer(folder)
         model = PeftModel.from_pretrained(_placed(model, tokenizer, cfg), folder, is_trainable=True)
     except (OSError, ValueError, KeyError, RuntimeError) as err:
         raise ModelLoadError(f"saved LoRA adapter {str(folder)!r} could not be loaded: {first_line(err)}") from None

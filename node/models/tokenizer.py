@@ -10,6 +10,7 @@
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import random
@@ -68,3 +69,42 @@ def tokenizer_fingerprint(tokenizer) -> str:
     special = {"eos": tokenizer.eos_token_id, "pad": tokenizer.pad_token_id}
     blob = json.dumps([vocab, special], ensure_ascii=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def source_of(base: str) -> str:
+    """How a peer with another tokenizer rebuilds this model's tokenizer offline (the card's tokenizer_source):
+    "zoo:<kind>" for zoo models, "hub:<repo id>" for hub models (from the receiver's cache only), "" else."""
+    from .loading import SMOLLM2, looks_like_path
+    from .zoo import ZOO, weights_spec
+
+    if base in ZOO:
+        return f"zoo:{weights_spec(base).tokenizer}"
+    if base == SMOLLM2 or not base or looks_like_path(base):
+        return ""
+    return f"hub:{base}"
+
+
+def resolve_source(source: str, fingerprint: str):
+    """Another peer's tokenizer from its card, built only from what this machine has (a zoo kind, or a hub
+    tokenizer already in the local cache: never a download on a peer's word), and only if its fingerprint is
+    the one the card claims; None otherwise."""
+    kind, _, name = source.partition(":")
+    tokenizer = None
+    if kind == "zoo" and name in KINDS:
+        tokenizer = _zoo_tokenizer(name)
+    elif kind == "hub" and name:
+        from transformers import AutoTokenizer
+
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
+        except (OSError, ValueError, KeyError, RuntimeError):
+            return None
+    if tokenizer is None or tokenizer_fingerprint(tokenizer) != fingerprint:
+        return None
+    return tokenizer
+
+
+@functools.lru_cache(maxsize=len(KINDS))
+def _zoo_tokenizer(kind: str):
+    """Zoo tokenizers by kind, built once per process (the BPE one is learnt: ~0.7 s)."""
+    return build_tokenizer(kind)

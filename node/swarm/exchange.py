@@ -14,6 +14,14 @@ completions are re-scored by our verifier. What fails is dropped and counted by 
 never raised: a peer never crashes on what comes from the network. A group is identified by its content, not
 by the fields a sender can restamp, and is used at most once; groups from the future or the past are refused.
 
+Peers with another tokenizer (swarm.foreign_tokenizers): the sender's card names where its tokenizer comes
+from (a zoo kind, or a hub tokenizer this machine has cached: never a download on a peer's word), and the
+receiver builds it and checks its fingerprint, or refuses the group ("tokenizer"). Then the same checks, in
+the sender's ids: its prompt ids must equal the item's prompt encoded with its tokenizer, a "stop" completion
+must end in one of its special tokens. Each completion is decoded to text and re-tokenized with ours (a text
+that comes to more tokens than we would generate is refused: "length"), carries the sender's total behaviour
+log-probability spread over our tokens, and trains with one sequence-level weight (node/rl/ftis.py).
+
 What one sender can cost or steer in a step is bounded: received records are taken round-robin across
 senders (in a random order each step), one sender's accepted completions are capped relative to our own (and
 all newcomers' together at swarm.explore_pulls times that: identities cost nothing, senders.py), and
@@ -58,6 +66,7 @@ from protocol.codec import (
     encode_summary,
     group_identity,
     pack_bundle,
+    peek_card,
     unpack_bundle,
 )
 
@@ -154,14 +163,28 @@ class _Queue:
     records: collections.deque
 
 
-def make_card(model, tokenizer, backend: str, temperature: float, top_p: float, lora: bool) -> WireCard:
+def make_card(model, tokenizer, backend: str, temperature: float, top_p: float, lora: bool,
+              tokenizer_source: str = "") -> WireCard:
     from node import __version__
     from node.models.tokenizer import tokenizer_fingerprint
 
     return WireCard(family=getattr(model.config, "model_type", "unknown"),
                     n_params=sum(p.numel() for p in model.parameters()), lora=lora,
                     tokenizer=tokenizer_fingerprint(tokenizer), vocab_size=len(tokenizer), backend=backend,
-                    temperature=temperature, top_p=top_p, software=__version__)
+                    temperature=temperature, top_p=top_p, software=__version__, tokenizer_source=tokenizer_source)
+
+
+FOREIGN_TOKEN_FACTOR = 8  # a foreign completion may have at most this many times our token limit in its ids
+FOREIGN_MEMORY = 16  # other tokenizers remembered (resolved or not)
+
+
+@dataclass
+class Foreign:
+    """Another peer's tokenizer, resolved: what its groups are decoded and checked with."""
+
+    tokenizer: object
+    stop_ids: frozenset  # its special tokens: a "stop" completion ends in one
+    limits: Limits
 
 
 def to_wire(group: Group, card: WireCard, step: int, created: float) -> WireGroup:
@@ -194,6 +217,24 @@ class GroupExchange:
         self.reachable: collections.OrderedDict[str, None] = collections.OrderedDict()  # peer ids we pulled
         #                                                  from directly, latest last (our relays in client mode)
         self.step = 0
+        self.foreign: collections.OrderedDict[tuple[str, str], Foreign | None] = collections.OrderedDict()
+
+    def foreign_tokenizer(self, card: WireCard) -> Foreign | None:
+        """The sender's tokenizer when it is not ours and we can and may use it (cached, bounded), else None."""
+        if not self.cfg.foreign_tokenizers:
+            return None
+        key = (card.tokenizer_source, card.tokenizer)
+        if key not in self.foreign:
+            from node.models.tokenizer import resolve_source
+
+            tok = resolve_source(*key)
+            self.foreign[key] = None if tok is None or len(tok) != card.vocab_size else Foreign(
+                tok, frozenset(tok.all_special_ids),
+                Limits(max_tokens=self.limits.max_tokens * FOREIGN_TOKEN_FACTOR))
+            while len(self.foreign) > FOREIGN_MEMORY:
+                self.foreign.popitem(last=False)
+        self.foreign.move_to_end(key)
+        return self.foreign[key]
 
     def known_peers(self) -> list[dict]:
         """The other peers this one knows from their live announcements (for `swarm status`), newest first."""
@@ -333,8 +374,10 @@ class GroupExchange:
             except RecordError as err:
                 self._reject(result, sender, "announcement", str(err))
                 continue
-            if announcement.card.tokenizer != self.card.tokenizer:
-                self._reject(result, sender, "tokenizer", f"tokenizer {announcement.card.tokenizer[:16]!r}")
+            card = announcement.card
+            if card.tokenizer != self.card.tokenizer and self.foreign_tokenizer(card) is None:
+                self._reject(result, sender, "tokenizer", f"tokenizer {card.tokenizer[:16]!r} from "
+                             f"{card.tokenizer_source[:40]!r}, which we cannot build")
             elif announcement.created > now + CLOCK_SKEW:
                 self._reject(result, sender, "future", "announcement from the future")
             elif now - announcement.created <= self.cfg.max_age:
@@ -485,9 +528,16 @@ class GroupExchange:
     def _accept(self, result: GatherResult, sender: bytes, raw: bytes, work: WorkBudget) -> Group | None:
         """The record (new to us) as a rebuilt, re-scored group, or None (rejected and counted)."""
         work.charge(len(raw), record=True)
+        foreign = None
         try:
-            wire = decode_group(raw, receiver_vocab=len(self.tokenizer), limits=self.limits,
-                                tokenizer=self.card.tokenizer)
+            card = peek_card(raw, self.limits)
+            if card.tokenizer != self.card.tokenizer:
+                foreign = self.foreign_tokenizer(card)
+                if foreign is None:
+                    raise RecordError("tokenizer", f"tokenizer {card.tokenizer[:16]!r} is not ours and cannot be "
+                                                   f"built here")
+            wire = decode_group(raw, receiver_vocab=len(foreign.tokenizer) if foreign else len(self.tokenizer),
+                                limits=foreign.limits if foreign else self.limits, tokenizer=card.tokenizer)
         except RecordError as err:
             self._reject(result, sender, err.reason, str(err))
             return None
@@ -495,20 +545,21 @@ class GroupExchange:
             self._reject(result, sender, "replay", f"group {wire.task}/{wire.split}/{wire.index} seen before")
             return None
         result.received += 1
-        reason = self._check(wire)
-        group, reason = (None, reason) if reason else self._rebuild(wire)
+        reason = self._check(wire, foreign.stop_ids if foreign else self.eos_ids)
+        group, reason = (None, reason) if reason else self._rebuild(wire, foreign)
         if group is None:
             self._reject(result, sender, reason, f"group {wire.task}/{wire.split}/{wire.index}")
         return group
 
-    def _check(self, wire: WireGroup) -> str:
+    def _check(self, wire: WireGroup, stop_ids) -> str:
+        """stop_ids: the ids a "stop" completion may end in (our EOS ids, or a foreign tokenizer's specials)."""
         now = self.transport.now()
         if wire.created > now + CLOCK_SKEW:
             return "future"
         if now - wire.created > self.cfg.max_age:
             return "stale"
         for c in wire.completions:
-            if c.finish_reason == "stop" and c.token_ids[-1] not in self.eos_ids:
+            if c.finish_reason == "stop" and c.token_ids[-1] not in stop_ids:
                 return "shape"
         return ""
 
@@ -516,25 +567,44 @@ class GroupExchange:
         """Our own task, or one that any peer builds offline in microseconds; nothing else is resolved."""
         return self.own_task if name == self.own_task.name else offline_task(name)
 
-    def _rebuild(self, wire: WireGroup) -> tuple[Group | None, str]:
-        """The group with prompt and rewards rebuilt locally, or (None, reason)."""
+    def _rebuild(self, wire: WireGroup, foreign: Foreign | None = None) -> tuple[Group | None, str]:
+        """The group with prompt and rewards rebuilt locally, or (None, reason); a foreign tokenizer's group
+        is checked in its ids, then re-tokenized into ours."""
         task = self._task(wire.task)
         if task is None or task.version != wire.task_version or wire.split not in task.splits:
             return None, "task"
+        theirs = foreign.tokenizer if foreign else self.tokenizer
         try:  # the task's own code runs on a hostile reference: whatever it raises is a rejection
             item = task.item(wire.split, wire.index)
-            if encode_prompt(self.tokenizer, item) != wire.prompt_ids:
+            if encode_prompt(theirs, item) != wire.prompt_ids:
                 return None, "prompt"
             comps = []
             for c in wire.completions:
-                text = self.tokenizer.decode(c.token_ids, skip_special_tokens=True)
+                text = theirs.decode(c.token_ids, skip_special_tokens=True)
                 comp = Completion(c.token_ids, c.logprobs, c.finish_reason, text)
+                if foreign and not self._retokenize(comp):
+                    return None, "length"
                 comp.reward = score_completion(task, item, comp)  # our verifier, not theirs
                 comps.append(comp)
         except Exception as err:  # noqa: BLE001 (see above)
             log.warning("rebuilding %s/%s/%s failed: %s", wire.task, wire.split, wire.index, first_line(err))
             return None, "task"
-        return Group(item, list(wire.prompt_ids), comps, own=False), ""
+        prompt = encode_prompt(self.tokenizer, item) if foreign else list(wire.prompt_ids)
+        return Group(item, prompt, comps, own=False, foreign=foreign is not None), ""
+
+    def _retokenize(self, comp: Completion) -> bool:
+        """A foreign completion in our tokens (its text, then our EOS if it stopped), its behaviour log-probs
+        the sender's total spread over them; False when that is empty or longer than we would generate."""
+        from node.rl.ftis import spread_logprob
+
+        ids = self.tokenizer(comp.text, add_special_tokens=False).input_ids
+        if comp.finish_reason == "stop":
+            ids = ids + [self.tokenizer.eos_token_id]
+        if not ids or len(ids) > self.limits.max_tokens:
+            return False
+        comp.logprobs = spread_logprob(float(sum(comp.logprobs)), len(ids))
+        comp.token_ids = ids
+        return True
 
     def _reject(self, result: GatherResult, sender: bytes, reason: str, detail: str) -> None:
         result.rejected[reason] += 1

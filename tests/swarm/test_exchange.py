@@ -11,13 +11,17 @@ from node.config import build_config
 from node.generation.rollouts import score_completion
 from node.peer import Peer
 from node.swarm import attacks
+from node.swarm.exchange import BoundedSet, GatherResult, WorkBudget
 from node.swarm.memory import MemorySwarm
+from node.tasks import get_task
 from protocol import ANNOUNCE_SHARDS
 from protocol import swarm_pb2 as pb
 from protocol.codec import (
     Announcement,
     BundleRef,
     WireCard,
+    WireCompletion,
+    WireGroup,
     encode_announcement,
     encode_group,
     pack_bundle,
@@ -340,3 +344,76 @@ def test_uninformative_received_groups_are_counted_not_trained_on():
     assert 0 < len(mixed) < 16  # both kinds were sent
     assert sorted(g.item.ref.index for g in used.groups) == sorted(g.item.ref.index for g in mixed)
     assert used.uninformative == 16 - len(mixed) and used.rejected == {}
+
+
+def test_groups_flow_between_peers_with_different_tokenizers():
+    """A char-tokenizer peer and a BPE peer (the zoo's two tokenizers): each trains on the other's groups,
+    re-tokenized into its own ids, with one sequence-level weight per completion; with
+    swarm.foreign_tokenizers off they are refused ("tokenizer"), as before."""
+    hub = MemorySwarm()
+    char, bpe = peer(hub, "char"), peer(hub, "bpe", model="tiny-add-bpe")
+    assert char.exchange.card.tokenizer_source == "zoo:char" and bpe.exchange.card.tokenizer_source == "zoo:bpe"
+    char.step(0)
+    got = bpe.step(0)
+    assert got.swarm.groups_used == 4 and got.swarm.rejected == {}, got.swarm
+    assert got.loss.sequences == 32 and got.loss.implausible == 0
+    back = char.step(1)  # BPE completions of up to 8 tokens can be longer than 8 characters: those are refused
+    assert back.swarm.groups_used >= 1 and back.swarm.groups_used + back.swarm.rejected.get("length", 0) == 4
+    assert set(back.swarm.rejected) <= {"length"}
+    # what the BPE peer trained on: the char peer's text in BPE ids, the sender's total log-prob kept
+    raw = latest_records(hub, "char")
+    sent = list(pb.Group.FromString(raw[0]).completions)
+    bpe.exchange.seen = BoundedSet(10)  # forget what was handled, to rebuild the same record again
+    group = bpe.exchange._accept(GatherResult(), b"char", raw[0], WorkBudget(10, 10**9, 10.0))
+    assert group is not None and group.foreign and not group.own
+    assert group.prompt_ids == bpe.loaded.tokenizer(group.item.prompt).input_ids
+    for c, s in zip(group.completions, sent, strict=True):
+        text = char.loaded.tokenizer.decode(np.frombuffer(s.token_ids, "<u1").tolist(), skip_special_tokens=True)
+        assert c.text == text and bpe.loaded.tokenizer.decode(c.token_ids, skip_special_tokens=True) == text
+        total = float(np.frombuffer(s.logprobs, "<f2").astype(np.float64).sum())
+        assert sum(c.logprobs) == pytest.approx(total, abs=1e-3) and len(set(c.logprobs)) == 1
+    off = peer(hub, "bpe-off", model="tiny-add-bpe", foreign_tokenizers=False)
+    char.step(2)
+    assert off.step(0).swarm.rejected.get("tokenizer", 0) >= 1
+
+
+def bpe_card(source="zoo:bpe", fingerprint=None) -> WireCard:
+    from node.models.tokenizer import build_tokenizer, tokenizer_fingerprint
+
+    tok = build_tokenizer("bpe")
+    return WireCard("qwen2", 1, False, fingerprint or tokenizer_fingerprint(tok), len(tok), "transformers", 1.0,
+                    1.0, "test", source)
+
+
+def bpe_group(hub, index: int, completion_tokens: list[str], source="zoo:bpe", fingerprint=None,
+              prompt_shift=0) -> bytes:
+    """A group as a BPE peer would send it (or a forgery of one): completions given as BPE tokens."""
+    from node.models.tokenizer import build_tokenizer
+
+    tok = build_tokenizer("bpe")
+    card = bpe_card(source, fingerprint)
+    item = get_task("arith").item("train", index)
+    prompt = [i + prompt_shift for i in tok(item.prompt).input_ids]
+    ids = tok.convert_tokens_to_ids(completion_tokens)
+    comps = [WireCompletion(ids, [-0.5] * len(ids), "length", 0.0), WireCompletion(ids[:1], [-0.5], "length", 0.0)]
+    return encode_group(WireGroup("arith", "1", "train", index, prompt, comps, card, 0, hub.clock()))
+
+
+@pytest.mark.parametrize("record, reason", [
+    (lambda hub: bpe_group(hub, 901, ["12"] * 8), "length"),  # 16 characters: more than our 8 tokens
+    (lambda hub: bpe_group(hub, 902, ["1"], prompt_shift=1), "prompt"),  # not the item's prompt in BPE ids
+    (lambda hub: bpe_group(hub, 903, ["1"], fingerprint="0" * 16), "tokenizer"),  # not what zoo:bpe builds
+    (lambda hub: bpe_group(hub, 904, ["1"], source="hub:swarm-node-tests/no-such-tokenizer"), "tokenizer"),
+])
+def test_hostile_foreign_tokenizer_records_are_refused(record, reason):
+    """The foreign path keeps the same strictness: a text that re-tokenizes to more than we would generate,
+    a prompt that is not the item's, a tokenizer that is not the one its source builds, a source this machine
+    cannot build (nothing is downloaded) are refused by reason; an honest one in the same bundle is used."""
+    hub = MemorySwarm()
+    victim = peer(hub, "victim")
+    honest = bpe_group(hub, 905, ["1", "2"])
+    publish_bundles(hub, "forger", card=bpe_card(), groups=pack_bundle([record(hub), honest], 10**6)[0])
+    result = gather(victim, budget=100, sender_cap=1000)
+    assert result.rejected == {reason: 1} and len(result.groups) == 1
+    assert result.groups[0].foreign and result.groups[0].item.ref.index == 905
+    assert victim.step(1).loss.sequences > 0  # and the peer trains on
