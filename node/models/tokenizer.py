@@ -93,11 +93,13 @@ def resolve_source(source: str, fingerprint: str):
     if kind == "zoo" and name in KINDS:
         tokenizer = _zoo_tokenizer(name)
     elif kind == "hub" and name:
-        from transformers import AutoTokenizer
+        from huggingface_hub import snapshot_download
 
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(name, local_files_only=True)
-        except (OSError, ValueError, KeyError, RuntimeError):
+        from .loading import load_tokenizer
+
+        try:  # the repo's files in the local cache, as its own peer loads them; nothing is fetched
+            tokenizer = load_tokenizer(snapshot_download(name, local_files_only=True))
+        except (OSError, ValueError, KeyError, RuntimeError):  # not cached (huggingface_hub's errors are OSErrors)
             return None
     if tokenizer is None or tokenizer_fingerprint(tokenizer) != fingerprint:
         return None

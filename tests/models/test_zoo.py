@@ -91,3 +91,34 @@ def test_the_bpe_tokenizer_is_learnt_deterministically_and_round_trips():
 def test_the_bpe_zoo_entry_has_its_own_vocabulary():
     model, tok, _ = build_model(dataclasses.replace(ZOO["tiny-add-bpe"], steps=0))
     assert model.config.vocab_size == len(tok) == 160 and ZOO["tiny-add-bpe"].mixture == ZOO["tiny-add"].mixture
+
+
+def test_a_peer_tokenizer_is_built_only_from_what_this_machine_has(tmp_path, monkeypatch):
+    """resolve_source: zoo kinds are built; a hub tokenizer only from the local cache (a repo laid out as the
+    hub client caches it here), never fetched; a fingerprint that does not match what the source builds, an
+    unknown kind, a repo that is not cached or a malformed name give None."""
+    import huggingface_hub
+
+    from node.models.tokenizer import resolve_source, tokenizer_fingerprint
+
+    bpe = build_tokenizer_kind("bpe")
+    fingerprint = tokenizer_fingerprint(bpe)
+    assert resolve_source("zoo:bpe", fingerprint).get_vocab() == bpe.get_vocab()
+    assert resolve_source("zoo:bpe", "0" * 16) is None and resolve_source("zoo:word", fingerprint) is None
+    repo = tmp_path / "models--swarm-node-tests--bpe"
+    (repo / "refs").mkdir(parents=True)
+    (repo / "refs" / "main").write_text("0123abcd")
+    bpe.save_pretrained(repo / "snapshots" / "0123abcd")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)  # would it fetch? it must not
+    monkeypatch.setenv("HF_ENDPOINT", "http://127.0.0.1:9")
+    cached = resolve_source("hub:swarm-node-tests/bpe", fingerprint)
+    assert cached is not None and cached("12+7=").input_ids == bpe("12+7=").input_ids
+    assert resolve_source("hub:swarm-node-tests/not-cached", fingerprint) is None
+    assert resolve_source("hub:../../etc/passwd", fingerprint) is None and resolve_source("", fingerprint) is None
+
+
+def build_tokenizer_kind(kind):
+    from node.models.tokenizer import build_tokenizer
+
+    return build_tokenizer(kind)
