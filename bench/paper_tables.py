@@ -45,10 +45,13 @@ PAIRS = {  # name -> the two zoo models of the pair
     "size": ("tiny-add", "small-add"),
     "expertise": ("tiny-sub", "tiny-add"),
     "lora": ("tiny-add-lora", "tiny-add"),
+    "tokenizer": ("tiny-add-bpe", "tiny-sub"),
 }
 PAIR_ABOUT = {"size": "0.3M + 3M params (both addition experts)",
               "expertise": "subtraction expert + addition expert (both 0.3M)",
-              "lora": "LoRA + full fine-tuning (same base)"}
+              "lora": "LoRA + full fine-tuning (same base)",
+              "tokenizer": "BPE-tokenizer addition expert + char-tokenizer subtraction expert: no shared token ids "
+                           "(Alone = skipping foreign groups; NoIS = ratio 1, as text-sharing swarms train)"}
 RUN_SECTIONS = ("ftis", "ablation", "mix")  # the in-process experiments (one JSON file each)
 SWARM_VARIANTS = tuple(v for v in VARIANTS if v != "alone")
 MODEL_COST = {"small-add": 4.0}  # relative step cost of a model (tiny models: 1)
@@ -496,6 +499,8 @@ def plot_pairs(results: dict, folder: Path) -> list[Path]:
 
     paths = []
     for pair_name, pair in PAIRS.items():
+        if not any(peer_runs(results, "ftis", pair, v) for v in SWARM_VARIANTS):
+            continue  # a pair not run (a partial invocation): no empty figure over an earlier one
         fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
         for col, model in enumerate(pair):
             for row, split in enumerate(("train", "test")):

@@ -31,8 +31,11 @@ def test_paired_interval_and_equal_time_interpolation():
 def test_plan_shares_alone_runs_across_pairs():
     runs = paper_tables.plan(3, 10, 5, {"ftis"})
     alone = [r for r in runs if r.variant == "alone"]
-    assert len(alone) == 3 * 4  # four zoo models in the three pairs, three seeds
-    assert len(runs) - len(alone) == 3 * 3 * 6
+    assert len(alone) == 3 * 5  # five zoo models in the four pairs, three seeds
+    assert len(runs) - len(alone) == 3 * 4 * 6
+    only = paper_tables.plan(3, 10, 5, {"ftis"}, ("tokenizer",), ("alone", "nois", "f-tis"))
+    assert sorted({r.models for r in only}) == [("tiny-add-bpe",), ("tiny-add-bpe", "tiny-sub"), ("tiny-sub",)]
+    assert len(only) == 3 * 2 + 3 * 2
     assert len({r.key for r in runs}) == len(runs)
 
 
@@ -48,7 +51,7 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
                     "## 4. SAGC in a real local swarm"):
         assert heading in text, heading
     assert "| expertise | tiny-sub |" in text and "| sagc |" in text
-    for png in ("ftis_size", "ftis_expertise", "ftis_lora", "mix"):
+    for png in ("ftis_size", "ftis_expertise", "ftis_lora", "ftis_tokenizer", "mix"):
         assert (results.parent / "results" / f"{png}.png").read_bytes()[:4] == b"\x89PNG"
     done = sorted(p.name for p in out.glob("*.json"))
     one = json.loads((out / next(n for n in done if n.startswith("ftis_tiny-sub+tiny-add_f-tis"))).read_text())
