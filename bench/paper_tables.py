@@ -307,6 +307,12 @@ def fmt_diff(mean: float, half: float) -> str:
     return f"{mean:+.3f}" + ("" if math.isnan(half) else f" ± {half:.3f}")
 
 
+def ran_pairs(results: dict) -> dict[str, tuple[str, str]]:
+    """The pairs with at least one swarm run (an invocation may run some pairs only)."""
+    return {name: pair for name, pair in PAIRS.items()
+            if any(peer_runs(results, "ftis", pair, v) for v in SWARM_VARIANTS)}
+
+
 def ftis_tables(results: dict) -> tuple[list[str], dict]:
     """The F-TIS table (final accuracy) and the paired differences to Alone, at equal steps and equal time."""
     lines, verdict = [], {}
@@ -321,7 +327,7 @@ def ftis_tables(results: dict) -> tuple[list[str], dict]:
                   "| pair | peer | Alone | " + " | ".join(v.upper() for v in SWARM_VARIANTS)
                   + " | F-TIS Δ, equal steps | F-TIS Δ, equal time |",
                   "|---|---|---|" + "---|" * len(SWARM_VARIANTS) + "---|---|"]
-        for pair_name, pair in PAIRS.items():
+        for pair_name, pair in ran_pairs(results).items():
             for model in pair:
                 alone = alone_runs(results, model)
                 cells = [fmt(*mean_std([final(log["evals"], key) for log in alone.values()]))]
@@ -360,7 +366,7 @@ def verdict_lines(results: dict, verdict: dict) -> list[str]:
             return f"no ({mean:+.3f}, significant)"
         return f"no ({mean:+.3f}, within noise)"
 
-    for pair_name, pair in PAIRS.items():
+    for pair_name, pair in ran_pairs(results).items():
         alone_id = {m: statistics.mean([final(log["evals"], "train/greedy") for log in alone_runs(results, m).values()]
                                        or [math.nan]) for m in pair}
         if any(math.isnan(v) for v in alone_id.values()) or (pair_name, pair[0], "train") not in verdict:
@@ -388,7 +394,7 @@ def nois_check(results: dict) -> list[str]:
     """F-TIS minus NoIS, paired by seed, per peer (ID and OOD)."""
     lines = ["### F-TIS against naive sharing (NoIS)", "",
              "| pair | peer | F-TIS − NoIS, ID | F-TIS − NoIS, OOD |", "|---|---|---|---|"]
-    for pair_name, pair in PAIRS.items():
+    for pair_name, pair in ran_pairs(results).items():
         ftis, nois = peer_runs(results, "ftis", pair, "f-tis"), peer_runs(results, "ftis", pair, "nois")
         seeds = sorted(set(ftis) & set(nois))
         for model in pair:
@@ -405,7 +411,7 @@ def time_table(results: dict) -> list[str]:
     lines = ["### What sharing costs in learner time", "",
              "| pair | peer | Alone step s (median) | F-TIS step s (median) | ratio | received groups / step | "
              "received reward | own reward, last 20% (Alone → F-TIS) |", "|---|---|---|---|---|---|---|---|"]
-    for pair_name, pair in PAIRS.items():
+    for pair_name, pair in ran_pairs(results).items():
         ftis = peer_runs(results, "ftis", pair, "f-tis")
         for model in pair:
             alone = alone_runs(results, model)
@@ -498,9 +504,7 @@ def plot_pairs(results: dict, folder: Path) -> list[Path]:
     import matplotlib.pyplot as plt
 
     paths = []
-    for pair_name, pair in PAIRS.items():
-        if not any(peer_runs(results, "ftis", pair, v) for v in SWARM_VARIANTS):
-            continue  # a pair not run (a partial invocation): no empty figure over an earlier one
+    for pair_name, pair in ran_pairs(results).items():  # a pair not run: no empty figure over an earlier one
         fig, axes = plt.subplots(2, 2, figsize=(10, 7), sharex=True)
         for col, model in enumerate(pair):
             for row, split in enumerate(("train", "test")):
