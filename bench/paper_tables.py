@@ -50,8 +50,9 @@ PAIRS = {  # name -> the two zoo models of the pair
 PAIR_ABOUT = {"size": "0.3M + 3M params (both addition experts)",
               "expertise": "subtraction expert + addition expert (both 0.3M)",
               "lora": "LoRA + full fine-tuning (same base)",
-              "tokenizer": "BPE-tokenizer addition expert + char-tokenizer subtraction expert: no shared token ids "
-                           "(Alone = skipping foreign groups; NoIS = ratio 1, as text-sharing swarms train)"}
+              "tokenizer": "BPE addition expert + char subtraction expert (no shared token ids)"}
+# (tokenizer pair: Alone = skipping the other's groups, NoIS = weight 1 as text-sharing swarms train, F-TIS =
+#  sequence-level weights over re-tokenized text)
 RUN_SECTIONS = ("ftis", "ablation", "mix")  # the in-process experiments (one JSON file each)
 SWARM_VARIANTS = tuple(v for v in VARIANTS if v != "alone")
 MODEL_COST = {"small-add": 4.0}  # relative step cost of a model (tiny models: 1)
