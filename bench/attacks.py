@@ -60,6 +60,10 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
     "long-completion": ("1000-token completions", lambda v, d, s: (
         "groups", [r for i in range(8) for r in attacks.long_completions(v, d.now(), index=s * 8 + i)]), {}),
     "unsigned-store": ("str/bytes subkeys, one expiry; 1e9 s expiry", "raw", {}),
+    "foreign-long": ("BPE-tokenizer groups whose text re-tokenizes past our limit; a forged tokenizer",
+                     lambda v, d, s: ("groups", [r for i in range(4)
+                                                 for r in attacks.foreign_groups(v, d.now(), 5000 + s * 8 + 2 * i)]),
+                     {}),
     "poison-published": ("30 '=' + answer, claims -30", poison("low", pad=30), {}),
     "poison-low": ("'=' padding within our limit, claims -30", poison("low"), {}),
     "poison-floor": ("padding, claims just inside the surprisal bound", poison("floor"), {}),

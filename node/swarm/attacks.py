@@ -123,6 +123,27 @@ def long_completions(v: Victim, created: float, tokens: int = 1000, index: int =
     return [group_record(v, index, [digits, digits[:-1] + [v.eos_id]], [[-0.1] * tokens] * 2, created)]
 
 
+def foreign_groups(v: Victim, created: float, index: int) -> list[bytes]:
+    """Groups claiming another tokenizer that the victims can build (the zoo's BPE) whose completions decode to
+    text far longer than the victims generate (16 and 120 characters from 8 and 60 BPE tokens), and the same
+    under a tokenizer fingerprint that nothing builds."""
+    import dataclasses
+
+    from node.models.tokenizer import build_tokenizer, tokenizer_fingerprint
+
+    tok = build_tokenizer("bpe")
+    card = dataclasses.replace(v.card, tokenizer=tokenizer_fingerprint(tok), vocab_size=len(tok),
+                               tokenizer_source="zoo:bpe")
+    twelve = tok.convert_tokens_to_ids("12")
+    comps = [WireCompletion([twelve] * n, [-0.5] * n, "length") for n in (8, 60)]
+    records = []
+    for i, claimed in enumerate((card, dataclasses.replace(card, tokenizer="0" * 16))):
+        item = v.task.item("train", index + i)
+        records.append(encode_group(WireGroup(v.task.name, v.task.version, "train", index + i,
+                                              encode_prompt(tok, item), comps, claimed, 0, created)))
+    return records
+
+
 # ---- poisoning ---------------------------------------------------------------------------------------------
 CLAIMS = ("low", "floor", "matched")  # -30 per token; just inside the surprisal bound; the victims' own
 

@@ -4,8 +4,8 @@ the real network path; each test checks that the honest peers are alive, their s
 memory flat, and that each hostile record is counted once, under its reason.
 
 Issue points: 1 (task references), 2 (long completions), 3 (expensive references), 4 (unsigned stores),
-6 (replays, future), 7 (forged summaries), 8 (counted once). Poisoning (5) is in test_hostile_poison.py,
-process faults (9-12) in test_hostile_process.py.
+6 (replays, future), 7 (forged summaries), 8 (counted once); other tokenizers (issue 14). Poisoning (5) is in
+test_hostile_poison.py, process faults (9-12) in test_hostile_process.py.
 """
 import dataclasses
 import time
@@ -95,6 +95,20 @@ def test_completions_longer_than_our_own_limit_are_rejected_and_memory_stays_fla
     out = run_steps(sp, 8)  # checks the RSS growth and step time
     for rows in out.values():  # (at most once each; the sender is backed off, as above)
         assert 0 < rejected(rows, "length") <= 20
+
+
+def test_other_tokenizer_groups_that_retokenize_past_our_limit_or_forge_a_tokenizer_are_refused(swarm):
+    """Issue 14's path over the real network: groups claiming the zoo's BPE tokenizer (which the honest peers
+    build) whose text comes to 16-120 characters (they generate 8 tokens) are "length"; the same under a
+    fingerprint nothing builds are "tokenizer"; the peers go on training on each other's groups."""
+    sp, attacker, v = swarm
+    records = [r for i in range(6) for r in attacks.foreign_groups(v, attacker.now(), index=3000 + 2 * i)]
+    assert attacker.publish_records("groups", records)
+    out = run_steps(sp, 8)
+    for rows in out.values():  # at most once each; the sender of nothing but refusals is backed off
+        assert 0 < rejected(rows, "length") + rejected(rows, "tokenizer") <= len(records) == 12
+        assert set().union(*(r.swarm.rejected for r in rows)) <= {"length", "tokenizer"}
+        assert sum(r.swarm.groups_used for r in rows[-4:]) > 0
 
 
 def test_unsigned_and_far_future_stores_are_refused_and_the_swarm_goes_on(swarm):
