@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import subprocess
 import sys
@@ -23,11 +22,9 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # `python bench/bench_memory.py` from a checkout
 
-
-def rss_mib(pid: str | int = "self", field: str = "VmRSS") -> float:
-    text = Path(f"/proc/{pid}/status").read_text()
-    return int(re.search(rf"{field}:\s+(\d+)", text).group(1)) / 1024
+from node.process import rss_mb  # noqa: E402 (after the path)
 
 
 def child(args) -> None:
@@ -57,12 +54,12 @@ def child(args) -> None:
         groups.append(Group(item, prompt, comps))
     learner = Learner(loaded.model, loaded.tokenizer.pad_token_id, TrainConfig(micro_batch_tokens=args.budget),
                       LossConfig(), temperature=1.0, lr=1e-6)
-    load = rss_mib()
+    load = rss_mb("self")
     Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM: the peak from here on
     start = time.perf_counter()
     learner.step(groups)
     seconds = time.perf_counter() - start
-    print(json.dumps({"load": load, "peak": rss_mib(field="VmHWM") - load, "seconds": seconds}))
+    print(json.dumps({"load": load, "peak": rss_mb("self", field="VmHWM") - load, "seconds": seconds}))
 
 
 def measure(args, rows: int, budget: int) -> dict:
@@ -99,9 +96,9 @@ def long_run(args) -> None:
         samples = []  # (steps done, RSS MiB)
         while proc.poll() is None:
             try:
-                rss = rss_mib(proc.pid)
+                rss = rss_mb(proc.pid)
                 done = metrics.read_bytes().count(b"\n") if metrics.exists() else 0
-            except (FileNotFoundError, ProcessLookupError, AttributeError):
+            except (FileNotFoundError, ProcessLookupError, IndexError):  # the process has ended
                 break
             samples.append((done, rss))
             time.sleep(0.5)

@@ -86,10 +86,10 @@ def own_children(name: str) -> list[int]:
     return child_pids(os.getpid(), name)
 
 
-def rss_mb(pid: int) -> float:
-    """Resident memory of a process in MiB (Linux /proc)."""
+def rss_mb(pid: int | str, field: str = "VmRSS") -> float:
+    """Resident memory of a process in MiB (Linux /proc; pid "self" for this one); field VmHWM: its peak."""
     status = Path(f"/proc/{pid}/status").read_text()
-    return int(status.split("VmRSS:")[1].split()[0]) / 1024
+    return int(status.split(f"{field}:")[1].split()[0]) / 1024
 
 
 def kill_pids(pids) -> int:

@@ -67,22 +67,18 @@ def spread_logprob(total: float, n_tokens: int) -> list[float]:
     return [total / n_tokens] * n_tokens
 
 
+def weights_from_log_ratio(log_w: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
+    """Constant weights of the configured variant from log pi_theta - log pi_gen (clamped before exp): 1,
+    untruncated, or truncated at C."""
+    if cfg.variant in _NO_WEIGHT:
+        return torch.ones_like(log_w)
+    w = log_w.clamp(-cfg.max_log_ratio, cfg.max_log_ratio).exp()
+    return w if cfg.variant in _UNTRUNCATED else w.clamp(max=cfg.trunc_c)
+
+
 def importance_weights(logp: torch.Tensor, logp_gen: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
-    """[N, T] constant weights of the configured variant: 1, untruncated, or truncated at C."""
-    if cfg.variant in _NO_WEIGHT:
-        return torch.ones_like(logp)
-    log_w = (logp.detach() - logp_gen).clamp(-cfg.max_log_ratio, cfg.max_log_ratio)
-    w = log_w.exp()
-    return w if cfg.variant in _UNTRUNCATED else w.clamp(max=cfg.trunc_c)
-
-
-def sequence_weights(mean_log_ratio: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
-    """[N] one weight per row from the mean over its tokens of log pi_theta - log pi_gen: exp of it, the
-    geometric mean of the sequence ratio, for the configured variant (1, untruncated, or truncated at C)."""
-    if cfg.variant in _NO_WEIGHT:
-        return torch.ones_like(mean_log_ratio)
-    w = mean_log_ratio.clamp(-cfg.max_log_ratio, cfg.max_log_ratio).exp()
-    return w if cfg.variant in _UNTRUNCATED else w.clamp(max=cfg.trunc_c)
+    """[N, T] per-token weights w = pi_theta / pi_gen of the configured variant."""
+    return weights_from_log_ratio(logp.detach() - logp_gen, cfg)
 
 
 def divergence(logp: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -144,7 +140,8 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
     raw_log_w = logp_ref - logp_gen
     if sequence is not None and bool(sequence.any()):  # one weight per row, from the mean log-ratio (-D mean)
         rows = sequence.bool()[:, None]
-        w = torch.where(rows, sequence_weights(-d_mean, cfg)[:, None].expand_as(w), w)
+        # one weight per row: the geometric mean of the sequence ratio, exp(mean log-ratio) = exp(-D mean)
+        w = torch.where(rows, weights_from_log_ratio(-d_mean, cfg)[:, None].expand_as(w), w)
         raw_log_w = torch.where(rows, -d_mean[:, None].expand_as(raw_log_w), raw_log_w)
     if cfg.negative_c and cfg.variant not in _NO_WEIGHT:  # hardening: received negatives weigh at most this
         negative = ((advantages <= 0) & ~own.bool())[:, None]

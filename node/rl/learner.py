@@ -64,12 +64,12 @@ class Learner:
             return LossMetrics(skipped=True)
         batch = batch.to(self.model.device)
         widths = batch.attention.sum(dim=1).tolist()
-        updates = mini_batches(len(widths), self.updates)
+        updates, pieces = mini_batches(len(widths), self.updates), micro_batches(widths, self.budget)
         self.model.train()
         try:
-            if len(updates) == 1 and len(micro_batches(widths, self.budget)) == 1:
+            if len(updates) == 1 and len(pieces) == 1:
                 return self._whole(batch)
-            return self._in_pieces(batch, widths, updates)
+            return self._in_pieces(batch, widths, pieces, updates)
         finally:
             self.model.eval()
 
@@ -87,19 +87,20 @@ class Learner:
         return metrics
 
     @torch.no_grad()
-    def _logprobs_before(self, batch: Batch, widths: list[int]) -> torch.Tensor:
+    def _logprobs_before(self, batch: Batch, pieces: list[list[int]]) -> torch.Tensor:
         """[N, T] log-probs of the whole batch before any update, micro-batch by micro-batch."""
         out = torch.zeros(batch.mask.shape, dtype=torch.float32, device=batch.mask.device)
-        for piece in micro_batches(widths, self.budget):
+        for piece in pieces:
             rows = torch.tensor(piece, device=batch.mask.device)
             part = take_rows(batch, rows)
             with self._autocast():
                 out[rows, : part.mask.shape[1]] = sequence_logprobs(self.model, part, self.temperature)
         return out
 
-    def _in_pieces(self, batch: Batch, widths: list[int], updates: list[list[int]]) -> LossMetrics:
+    def _in_pieces(self, batch: Batch, widths: list[int], pieces: list[list[int]],
+                   updates: list[list[int]]) -> LossMetrics:
         cfg = self.loss_cfg
-        logp_old = self._logprobs_before(batch, widths)
+        logp_old = self._logprobs_before(batch, pieces)
         plan = plan_loss(logp_old, batch.logp_gen, batch.mask, batch.advantages, batch.own, batch.group, cfg,
                          batch.sequence)
         losses, norms, clipped, counted = [], [], 0, 0
