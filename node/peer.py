@@ -137,6 +137,7 @@ class Peer:
         return received, SwarmMetrics(
             published=published.published, unsent=published.unsent, publish_ok=published.ok,
             bytes_out=published.bytes_out, groups_received=received.received, groups_used=len(received.groups),
+            foreign_used=sum(g.foreign for g in received.groups),
             senders_used=received.senders, rejected=dict(received.rejected), bytes_in=received.bytes_in,
             polls=received.polls, peers=received.peers, seconds=time.perf_counter() - start,
             wait_seconds=received.waited, budget_hit=received.budget_hit, late_fetches=received.late_fetches,

@@ -39,6 +39,23 @@ def test_plan_shares_alone_runs_across_pairs():
     assert len({r.key for r in runs}) == len(runs)
 
 
+def test_mixed_tokenizer_plan_and_drawdown():
+    runs = paper_tables.plan(3, 10, 5, {"mixed"})
+    zoo = paper_tables.MIXED["zoo"]
+    assert len(runs) == 3 * (3 + 3) and len({r.key for r in runs}) == len(runs)
+    swarm = [r for r in runs if r.models == zoo]
+    assert sorted({(r.label, r.variant) for r in swarm}) == [
+        ("cross-tokenizer F-TIS", "f-tis"), ("ratio = 1", "nois"), ("skip foreign", "f-tis")]
+    skip = next(r for r in swarm if r.label == "skip foreign")
+    assert ("swarm.foreign_tokenizers", "false") in skip.settings and "foreign_tokenizers=false" in skip.key
+    assert {r.models for r in runs if r.variant == "alone"} == {(m,) for m in zoo}
+    smol = paper_tables.plan(1, 10, 5, {"mixed"}, mixed=("smollm2",))
+    assert len(smol) == 3 and all("smollm2-135m" in r.models and ("train.prompts_per_step", "4") in r.settings
+                                  for r in smol)
+    assert paper_tables.drawdown([0.1, 0.5, 0.3, 0.6, 0.2, 0.4]) == pytest.approx(0.4)
+    assert paper_tables.drawdown([0.1, 0.2, 0.2, 0.3]) == 0.0
+
+
 @pytest.mark.slow
 def test_smoke_run_writes_the_report_and_resumes(tmp_path):
     out, results = tmp_path / "runs", tmp_path / "docs" / "RESULTS.md"
@@ -48,16 +65,19 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
     text = results.read_text()
     for heading in ("## 1. F-TIS table", "### The claims, checked", "## 2. Ablations", "## 3. SAPO's mix",
-                    "## 4. SAGC in a real local swarm"):
+                    "## 4. SAGC in a real local swarm", "## 5. Mixed tokenizers",
+                    "| 5. Mixed tokenizers | 6 | 3 | 1 |"):
         assert heading in text, heading
     assert "| expertise | tiny-sub |" in text and "| sagc |" in text
-    for png in ("ftis_size", "ftis_expertise", "ftis_lora", "ftis_tokenizer", "mix"):
+    assert "| tiny-add-bpe | cross-tokenizer F-TIS |" in text
+    for png in ("ftis_size", "ftis_expertise", "ftis_lora", "ftis_tokenizer", "mix", "mixed_zoo"):
         assert (results.parent / "results" / f"{png}.png").read_bytes()[:4] == b"\x89PNG"
     done = sorted(p.name for p in out.glob("*.json"))
     one = json.loads((out / next(n for n in done if n.startswith("ftis_tiny-sub+tiny-add_f-tis"))).read_text())
     evals = one["peers"]["tiny-sub#0"]["evals"]
+    assert one["commit"] and one["command"].startswith("python bench/paper_tables.py --smoke")  # provenance
     assert [e["step"] for e in evals] == [0, 2, 3] and all(0 <= e["train/greedy"] <= 1 for e in evals)
     again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
-    assert again.returncode == 0 and f"({len(paper_tables.plan(1, 3, 2, {'ftis', 'ablation', 'mix'}))} done " \
-        "before)" in again.stdout, again.stdout
+    planned = paper_tables.plan(1, 3, 2, {"ftis", "ablation", "mix", "mixed"})
+    assert again.returncode == 0 and f"({len(planned)} done before)" in again.stdout, again.stdout
     assert sorted(p.name for p in out.glob("*.json")) == done

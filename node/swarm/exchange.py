@@ -236,6 +236,15 @@ class GroupExchange:
         self.foreign.move_to_end(key)
         return self.foreign[key]
 
+    def unusable_tokenizer(self, card: WireCard) -> str:
+        """Why a card's tokenizer cannot be used here ("" when it is ours, or foreign and usable)."""
+        if card.tokenizer == self.card.tokenizer or self.foreign_tokenizer(card) is not None:
+            return ""
+        where = f"tokenizer {card.tokenizer[:16]!r} from {card.tokenizer_source[:40]!r}"
+        if not self.cfg.foreign_tokenizers:
+            return f"{where} is not ours (swarm.foreign_tokenizers is off)"
+        return f"{where} is not ours and cannot be built here"
+
     def known_peers(self) -> list[dict]:
         """The other peers this one knows from their live announcements (for `swarm status`), newest first."""
         from .control import peer_info
@@ -374,10 +383,9 @@ class GroupExchange:
             except RecordError as err:
                 self._reject(result, sender, "announcement", str(err))
                 continue
-            card = announcement.card
-            if card.tokenizer != self.card.tokenizer and self.foreign_tokenizer(card) is None:
-                self._reject(result, sender, "tokenizer", f"tokenizer {card.tokenizer[:16]!r} from "
-                             f"{card.tokenizer_source[:40]!r}, which we cannot build")
+            why = self.unusable_tokenizer(announcement.card)
+            if why:
+                self._reject(result, sender, "tokenizer", why)
             elif announcement.created > now + CLOCK_SKEW:
                 self._reject(result, sender, "future", "announcement from the future")
             elif now - announcement.created <= self.cfg.max_age:
@@ -531,11 +539,11 @@ class GroupExchange:
         foreign = None
         try:
             card = peek_card(raw, self.limits)
+            why = self.unusable_tokenizer(card)
+            if why:
+                raise RecordError("tokenizer", why)
             if card.tokenizer != self.card.tokenizer:
                 foreign = self.foreign_tokenizer(card)
-                if foreign is None:
-                    raise RecordError("tokenizer", f"tokenizer {card.tokenizer[:16]!r} is not ours and cannot be "
-                                                   f"built here")
             wire = decode_group(raw, receiver_vocab=len(foreign.tokenizer) if foreign else len(self.tokenizer),
                                 limits=foreign.limits if foreign else self.limits, tokenizer=card.tokenizer)
         except RecordError as err:

@@ -82,7 +82,7 @@ def test_groups_flow_between_heterogeneous_peers(hub_and_peers):
     _, a, b = hub_and_peers
     a.step(0)  # a publishes; b not yet
     rb = b.step(0)
-    assert rb.swarm.groups_used == 4 and rb.swarm.rejected == {}
+    assert rb.swarm.groups_used == 4 and rb.swarm.foreign_used == 0 and rb.swarm.rejected == {}
     assert rb.loss.sequences == 32  # 4 own groups x 4 + 4 received x 4
     ra = a.step(1)
     assert ra.swarm.groups_used == 4 and ra.swarm.bytes_in > 0 and ra.swarm.bytes_out > 0
@@ -355,11 +355,11 @@ def test_groups_flow_between_peers_with_different_tokenizers():
     assert char.exchange.card.tokenizer_source == "zoo:char" and bpe.exchange.card.tokenizer_source == "zoo:bpe"
     char.step(0)
     got = bpe.step(0)
-    assert got.swarm.groups_used == 4 and got.swarm.rejected == {}, got.swarm
+    assert got.swarm.groups_used == got.swarm.foreign_used == 4 and got.swarm.rejected == {}, got.swarm
     assert got.loss.sequences == 32 and got.loss.implausible == 0
     back = char.step(1)  # BPE completions of up to 8 tokens can be longer than 8 characters: those are refused
     assert back.swarm.groups_used >= 1 and back.swarm.groups_used + back.swarm.rejected.get("length", 0) == 4
-    assert set(back.swarm.rejected) <= {"length"}
+    assert set(back.swarm.rejected) <= {"length"} and back.swarm.foreign_used == back.swarm.groups_used
     # what the BPE peer trained on: the char peer's text in BPE ids, the sender's total log-prob kept
     raw = latest_records(hub, "char")
     sent = list(pb.Group.FromString(raw[0]).completions)
