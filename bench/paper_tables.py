@@ -37,6 +37,7 @@ import statistics
 import subprocess
 import sys
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -68,7 +69,8 @@ MIXED_POLICIES = (  # (label, variant, settings): what every peer does with grou
 )
 MIXED_SCALE = {  # per set: settings that keep its cost within reach of a CPU (SmolLM2 steps take ~40x a tiny one)
     "zoo": (),
-    "smollm2": (("train.prompts_per_step", "4"), ("swarm.received_groups", "4"), ("eval.prompts", "128")),
+    "smollm2": (("train.prompts_per_step", "4"), ("swarm.received_groups", "4"), ("eval.prompts", "128"),
+                ("smollm2-135m/train.lr", "1e-5")),  # (1e-6, the default for hub models, moves little in 30 steps)
 }
 TOKENIZER_OF = {"tiny-add-bpe": "BPE (zoo, 160)", "smollm2-135m": "BPE (SmolLM2, 49k)"}  # others: char (zoo)
 RUN_SECTIONS = ("ftis", "ablation", "mix", "mixed")  # the in-process experiments (one JSON file each)
@@ -110,10 +112,12 @@ class Run:
 
 
 def peer_seed(seed: int, model: str) -> int:
-    """A model's seed within a seed set: the same in its Alone run and in every pair."""
+    """A model's seed within a seed set: the same in its Alone run and in every swarm (a model from outside the
+    zoo gets a fixed index from its name)."""
     from node.models.zoo import ZOO
 
-    return 1000 * seed + list(ZOO).index(model)
+    index = list(ZOO).index(model) if model in ZOO else len(ZOO) + zlib.crc32(model.encode()) % 900
+    return 1000 * seed + index
 
 
 def peer_config(run: Run, model: str, scale: dict):
@@ -123,7 +127,10 @@ def peer_config(run: Run, model: str, scale: dict):
                           "train": {"steps": run.steps, "seed": peer_seed(run.seed, model)},
                           "eval": {"every": run.eval_every}})
     values = merge(values, scale)
-    for key, value in run.settings:
+    for key, value in run.settings:  # "section.field", or "model/section.field" for one model of the run
+        target, _, key = key.rpartition("/")
+        if target and target != model:
+            continue
         section, name = key.split(".")
         values = merge(values, {section: {name: value}})
     return build_config(values)
@@ -144,7 +151,7 @@ def execute(run: Run, scale: dict) -> dict:
     peers = [Peer(peer_config(run, model, scale), transport=hub.transport(name) if hub else None)
              for model, name in zip(run.models, names, strict=True)]
     log = {name: {"model": p.cfg.model.name, "reward": [], "step_seconds": [], "learn_seconds": [],
-                  "received": [], "foreign": [], "received_reward": [], "filtered": [], "evals": []}
+                  "received": [], "foreign": [], "rejected": [], "received_reward": [], "filtered": [], "evals": []}
            for name, p in zip(names, peers, strict=True)}
     slow = run.cost / run.steps >= 20  # e.g. SmolLM2: a line now and then, so a long run shows progress
     try:
@@ -161,6 +168,7 @@ def execute(run: Run, scale: dict) -> dict:
                 entry["learn_seconds"].append(r.learn_seconds)
                 entry["received"].append(r.swarm.groups_used)
                 entry["foreign"].append(r.swarm.foreign_used)
+                entry["rejected"].append(sum(r.swarm.rejected.values()))
                 entry["received_reward"].append(r.swarm.received_reward)
                 entry["filtered"].append(r.loss.filtered_frac)
                 if r.eval:
@@ -598,10 +606,12 @@ def mixed_tables(results: dict) -> tuple[list[str], dict]:
             lines.append("")
         lines += ["Stability and sharing: worst fall = the largest drop of held-out ID accuracy from its best "
                   "evaluation so far to a later one (mean over seeds / the worst seed); groups used = received "
-                  "groups trained on per step, of which from another tokenizer; filtered = rows the F- filter "
-                  "zeroed.", "",
+                  "groups trained on per step, of which from another tokenizer; refused = received records "
+                  "rejected (by any reason, e.g. \"length\" for text longer than we generate); filtered = rows the "
+                  "F- filter zeroed.", "",
                   "| peer | policy | worst fall, ID | final ID, spread over seeds | groups used / step | of which "
-                  "foreign | filtered share | own reward, last 20% |", "|---|---|---|---|---|---|---|---|"]
+                  "foreign | records refused / step | filtered share | own reward, last 20% |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for model in models:
             for label, runs in (("Alone", alone[model] and {s: {model: v} for s, v in alone[model].items()}),
                                 *by_policy.items()):
@@ -611,13 +621,14 @@ def mixed_tables(results: dict) -> tuple[list[str], dict]:
                 falls = [drawdown([e["train/greedy"] for e in log["evals"]]) for log in logs]
                 fin = [final(log["evals"], "train/greedy") for log in logs]
                 used = statistics.mean(x for log in logs for x in log["received"])
-                foreign = statistics.mean(x for log in logs for x in log.get("foreign", [0]))
+                foreign = statistics.mean(x for log in logs for x in log["foreign"])
+                refused = statistics.mean(x for log in logs for x in log.get("rejected", [math.nan]))
                 filt = statistics.mean(x for log in logs for x in log["filtered"])
                 tail = statistics.mean(statistics.mean(log["reward"][-max(len(log["reward"]) // 5, 1):])
                                        for log in logs)
                 lines.append(f"| {model} | {label} | {statistics.mean(falls):.3f} / {max(falls):.3f} | "
-                             f"{min(fin):.3f} - {max(fin):.3f} | {used:.1f} | {foreign:.1f} | {filt:.3f} | "
-                             f"{tail:.3f} |")
+                             f"{min(fin):.3f} - {max(fin):.3f} | {used:.1f} | {foreign:.1f} | {refused:.1f} | "
+                             f"{filt:.3f} | {tail:.3f} |")
                 curves.setdefault(name, {}).setdefault(model, {})[label] = logs
         lines.append("")
     return lines, curves
@@ -725,17 +736,18 @@ def provenance(out: Path, results: dict) -> list[str]:
                                   + [("sagc", r, r["wall"]) for r in sagc]):
         run = res.get("run", {})
         key = (section, res.get("commit", "unrecorded"), res.get("command", "unrecorded"))
-        row = rows.setdefault(key, {"n": 0, "seconds": 0.0, "steps": set(), "seeds": set()})
+        row = rows.setdefault(key, {"n": 0, "seconds": 0.0, "steps": set(), "seeds": set(), "every": set()})
         row["n"] += 1
         row["seconds"] += seconds
         row["steps"].add(run.get("steps", sum(res.get("steps", [0])) // max(len(res.get("steps", [1])), 1)))
         row["seeds"].add(run.get("seed", 0))
-    lines = ["| section | experiments | steps | seeds | compute minutes | commit | command |",
-             "|---|---|---|---|---|---|---|"]
+        row["every"].add(run.get("eval_every", max(max(res.get("steps", [2])) // 2, 1)))  # sagc: twice a run
+    lines = ["| section | experiments | steps | seeds | evaluated every | compute minutes | commit | command |",
+             "|---|---|---|---|---|---|---|---|"]
     order = list(SECTION_TITLES)
     for (section, commit, command), row in sorted(rows.items(), key=lambda kv: order.index(kv[0][0])):
-        steps = "/".join(str(x) for x in sorted(row["steps"]))
-        lines.append(f"| {SECTION_TITLES[section]} | {row['n']} | {steps} | {len(row['seeds'])} | "
+        steps, every = ("/".join(str(x) for x in sorted(row[k])) for k in ("steps", "every"))
+        lines.append(f"| {SECTION_TITLES[section]} | {row['n']} | {steps} | {len(row['seeds'])} | {every} steps | "
                      f"{row['seconds'] / 60:.0f} | {commit} | `{command}` |")
     return [*lines, ""]
 
@@ -753,16 +765,15 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
     rel = lambda p: os.path.relpath(p, results_md.parent)  # noqa: E731
     lines = [
         "# Results: the papers' tables in miniature", "",
-        f"Every figure below comes from bench/paper_tables.py on {meta['machine']} (one core per experiment, "
-        f"{meta['workers']} at a time; one JSON file per experiment under its --out folder, and "
+        f"Every figure below comes from bench/paper_tables.py on {meta['machine']} (one core per experiment; "
+        "one JSON file per experiment under its --out folder, and "
         "`--report-only` rebuilds this page from them). The experiments of each section:", "",
         *provenance(out, results),
         "Setting: task `arith` (sums and differences, operands 0-19; it needs both of the zoo's expertises); "
         "16 prompts x G = 8 a step, up to 16 received groups a step, learning rates from the zoo (section 5's "
         "SmolLM2 swarm is scaled down, as it says). Held-out sets (node/evaluation.py): "
         f"{BASE['eval']['prompts']} prompts of each split at item indices training never draws; accuracy is greedy "
-        "pass@1 "
-        f"(evaluated every {meta['eval_every']} steps). The paper's MATH-500 table has the same shape: "
+        "pass@1 (evaluated as the table above says). The paper's MATH-500 table has the same shape: "
         "Alone vs F-TIS for each peer of a pair (docs: ../shared ALGORITHMS.md, section 1).", "",
         "## 1. F-TIS table", "", *ftis_lines, *verdict_lines(results, verdict), *nois_check(results),
         *time_table(results),
@@ -846,7 +857,7 @@ def main(argv=None) -> int:
                 print(f"SAGC section: swarm local, policy {name}", flush=True)
                 r = run_sagc(name, extra, 4 if args.smoke else 40, 2 if args.smoke else 3, out, args.smoke, origin)
                 print(f"  {name}: {r['train_seconds']:.1f} s, straggler rate {r['straggler_rate']:.3f}", flush=True)
-    meta = {"machine": f"{os.cpu_count()} CPU cores", "eval_every": args.eval_every, "workers": args.workers}
+    meta = {"machine": f"{os.cpu_count()} CPU cores"}
     path = report(out, Path(args.results), meta)
     print(f"wrote {path} ({(time.perf_counter() - started) / 60:.1f} min this invocation)")
     return 0

@@ -52,6 +52,8 @@ def test_mixed_tokenizer_plan_and_drawdown():
     smol = paper_tables.plan(1, 10, 5, {"mixed"}, mixed=("smollm2",))
     assert len(smol) == 3 and all("smollm2-135m" in r.models and ("train.prompts_per_step", "4") in r.settings
                                   for r in smol)
+    lr = {m: paper_tables.peer_config(smol[0], m, {}).train.lr for m in smol[0].models}
+    assert lr == {"tiny-add": 0.0, "tiny-sub": 0.0, "tiny-add-bpe": 0.0, "smollm2-135m": 1e-5}  # one model's setting
     assert paper_tables.drawdown([0.1, 0.5, 0.3, 0.6, 0.2, 0.4]) == pytest.approx(0.4)
     assert paper_tables.drawdown([0.1, 0.2, 0.2, 0.3]) == 0.0
 

@@ -174,6 +174,11 @@ def make_card(model, tokenizer, backend: str, temperature: float, top_p: float, 
                     temperature=temperature, top_p=top_p, software=__version__, tokenizer_source=tokenizer_source)
 
 
+REFUSED_BECAUSE = {  # the log line for a group refused after decoding, by reason
+    "future": "stamped in the future", "stale": "older than swarm.max_age", "shape": "a stop without an end token",
+    "task": "not a task reference we can rebuild", "prompt": "its prompt ids are not the item's prompt",
+    "length": "its text, in our tokens, is longer than we generate",
+}
 FOREIGN_TOKEN_FACTOR = 8  # a foreign completion may have at most this many times our token limit in its ids
 FOREIGN_MEMORY = 16  # other tokenizers remembered (resolved or not)
 
@@ -556,7 +561,8 @@ class GroupExchange:
         reason = self._check(wire, foreign.stop_ids if foreign else self.eos_ids)
         group, reason = (None, reason) if reason else self._rebuild(wire, foreign)
         if group is None:
-            self._reject(result, sender, reason, f"group {wire.task}/{wire.split}/{wire.index}")
+            self._reject(result, sender, reason, f"group {wire.task}/{wire.split}/{wire.index} refused ({reason}): "
+                                                 f"{REFUSED_BECAUSE.get(reason, reason)}")
         return group
 
     def _check(self, wire: WireGroup, stop_ids) -> str:
