@@ -54,6 +54,17 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
 
 
+_switched_offline = False  # set when offline_unless_hub_reachable turned cache-only mode on (not the user)
+
+
+def hub_offline_reason() -> str:
+    """Why the hub libraries run cache-only, or "" when they do not: the user's HF_HUB_OFFLINE, or a hub that
+    cannot be reached (which switches cache-only mode on, see offline_unless_hub_reachable)."""
+    if hub_offline() and not _switched_offline:
+        return "HF_HUB_OFFLINE is set"
+    return "the hub cannot be reached from here" if offline_unless_hub_reachable() else ""
+
+
 def offline_unless_hub_reachable() -> bool:
     """Cache-only mode for the hub libraries when the hub cannot be reached (returns True then): a model or
     dataset that is cached loads as before, one that is not fails at once with one error, instead of minutes
@@ -63,6 +74,8 @@ def offline_unless_hub_reachable() -> bool:
     offline = hub_offline()
     if offline or hub_reachable():
         return offline
+    global _switched_offline
+    _switched_offline = True
     os.environ["HF_HUB_OFFLINE"] = "1"
     if "huggingface_hub" in sys.modules:  # read once at import: set the imported copies too
         sys.modules["huggingface_hub"].constants.HF_HUB_OFFLINE = True

@@ -38,8 +38,8 @@ def test_bad_input_is_one_clear_line(args, message, tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["run", "--task", "gsm8k"], "task 'gsm8k' needs the dataset 'openai/gsm8k': the hub cannot be reached and "
-                                 "it is not cached; offline, give a local copy"),
+    (["run", "--task", "gsm8k"], "task 'gsm8k' needs the dataset 'openai/gsm8k': the hub cannot be reached from "
+                                 "here and it is not cached; offline, give a local copy"),
     (["run", "--task", "math500", "--set", "task.data_files=/no/such.jsonl"],
      "task.data_files '/no/such.jsonl' (for task 'math500') is not a file"),
     (["join", "--model", "swarm-node-tests/no-such-model", "--join-attempts", "1", "--control-port", "-1"],
@@ -78,12 +78,18 @@ def test_help_shows_the_defaults_of_the_configuration():
     assert "(default: 31330)" in boot and "--model" not in boot
 
 
-def test_unreachable_hub_model_is_one_line():
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    out = swarm("run", "--model", "Qwen/Qwen2.5-0.5B-Instruct", env=env)
+@pytest.mark.parametrize("args, message", [
+    (["run", "--model", "Qwen/Qwen2.5-0.5B-Instruct"], "(HF_HUB_OFFLINE is set; only a cached copy would do) could "
+                                                       "not be loaded"),
+    (["run", "--task", "gsm8k"], "'openai/gsm8k': HF_HUB_OFFLINE is set and it is not cached"),
+])
+def test_offline_mode_is_named_as_the_reason(args, message, tmp_path):
+    """The user's own HF_HUB_OFFLINE is named as such, not as a hub that cannot be reached."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    out = swarm(*args, env=env)
     assert out.returncode == 2 and "Traceback" not in out.stderr
     lines = out.stderr.strip().splitlines()
-    assert len(lines) == 1 and "(HF_HUB_OFFLINE is set: only a cached copy would do) could not be loaded" in lines[0]
+    assert len(lines) == 1 and message in lines[0], out.stderr
 
 
 def test_corrupt_checkpoint_is_one_line(tmp_path, tiny):

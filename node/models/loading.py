@@ -159,14 +159,10 @@ def load_base(name: str, dtype: str = "float32"):
                                  f"and not a directory with a config.json")
         model, tokenizer = _load_files(path, dtype, f"model directory {name!r}")
         return model, tokenizer, "local"
-    from node.runtime import hub_offline, offline_unless_hub_reachable
+    from node.runtime import hub_offline_reason
 
-    if hub_offline():
-        what = f"model {name!r} (HF_HUB_OFFLINE is set: only a cached copy would do)"
-    elif offline_unless_hub_reachable():
-        what = f"model {name!r} (the hub cannot be reached from here; only a cached copy would do)"
-    else:
-        what = f"model {name!r} from the hub"
+    reason = hub_offline_reason()
+    what = f"model {name!r} ({reason}; only a cached copy would do)" if reason else f"model {name!r} from the hub"
     model, tokenizer = _load_files(name, dtype, what)
     return model, tokenizer, "hub"
 

@@ -27,7 +27,7 @@ def _load_rows(name: str, split: str, data_files: str):
     import datasets
 
     from node.errors import TaskDataError, first_line
-    from node.runtime import offline_unless_hub_reachable
+    from node.runtime import hub_offline_reason
 
     hub_id, config, split_map, _, _ = _SPECS[name]
     if data_files:
@@ -39,11 +39,11 @@ def _load_rows(name: str, split: str, data_files: str):
         except (OSError, ValueError) as err:  # datasets' own errors derive from these
             raise TaskDataError(f"task.data_files {data_files!r} could not be read as {kind}: "
                                 f"{first_line(err)}") from None
-    offline = offline_unless_hub_reachable()
+    offline = hub_offline_reason()
     try:
         return datasets.load_dataset(hub_id, config, split=split_map[split])
     except (OSError, ValueError) as err:  # ConnectionError, FileNotFoundError, DatasetNotFoundError, ...
-        why = "the hub cannot be reached and it is not cached" if offline else first_line(err)
+        why = f"{offline} and it is not cached" if offline else first_line(err)
         raise TaskDataError(f"task {name!r} needs the dataset {hub_id!r}: {why}; offline, give a local copy in "
                             f"its own format with --set task.data_files=<file.jsonl or .parquet>") from None
 
