@@ -72,7 +72,7 @@ MIXED_SCALE = {  # per set: settings that keep its cost within reach of a CPU (S
     "smollm2": (("train.prompts_per_step", "4"), ("swarm.received_groups", "4"), ("eval.prompts", "128"),
                 ("smollm2-135m/train.lr", "1e-5")),  # (1e-6, the default for hub models, moves little in 30 steps)
 }
-TOKENIZER_OF = {"tiny-add-bpe": "BPE (zoo, 160)", "smollm2-135m": "BPE (SmolLM2, 49k)"}  # others: char (zoo)
+TOKENIZER_OF = {"tiny-add-bpe": "BPE, zoo, 160 tokens", "smollm2-135m": "BPE, SmolLM2, 49k"}  # others: char, zoo
 RUN_SECTIONS = ("ftis", "ablation", "mix", "mixed")  # the in-process experiments (one JSON file each)
 SECTION_TITLES = {"ftis": "1. F-TIS table", "ablation": "2. Ablations", "mix": "3. SAPO's mix",
                   "sagc": "4. SAGC", "mixed": "5. Mixed tokenizers"}
@@ -602,7 +602,7 @@ def mixed_tables(results: dict) -> tuple[list[str], dict]:
                     both = sorted(set(ftis) & set(finals[other]))
                     cells.append(fmt_diff(*paired_interval([ftis[s] - finals[other][s] for s in both]))
                                  if both else "n/a")
-                lines.append(f"| {model} | {TOKENIZER_OF.get(model, 'char (zoo)')} | " + " | ".join(cells) + " |")
+                lines.append(f"| {model} | {TOKENIZER_OF.get(model, 'char, zoo')} | " + " | ".join(cells) + " |")
             lines.append("")
         lines += ["Stability and sharing: worst fall = the largest drop of held-out ID accuracy from its best "
                   "evaluation so far to a later one (mean over seeds / the worst seed); groups used = received "
@@ -651,10 +651,10 @@ def plot_mixed(curves: dict, folder: Path) -> list[Path]:
                 steps = [e["step"] for e in logs[0]["evals"][:n]]
                 values = [[log["evals"][i]["train/greedy"] for log in logs] for i in range(n)]
                 style = {"ls": "--", "color": "grey"} if label == "Alone" else {}
-                ax.plot(steps, [statistics.mean(v) for v in values], lw=2, label=label, **style)
-                ax.fill_between(steps, [min(v) for v in values], [max(v) for v in values], alpha=0.15,
-                                color=style.get("color"))
-            ax.set(title=f"{model} ({TOKENIZER_OF.get(model, 'char (zoo)')})", xlabel="step",
+                (line,) = ax.plot(steps, [statistics.mean(v) for v in values], lw=2, label=label, **style)
+                ax.fill_between(steps, [min(v) for v in values], [max(v) for v in values], alpha=0.12,
+                                color=line.get_color())
+            ax.set(title=f"{model} ({TOKENIZER_OF.get(model, 'char, zoo')})", xlabel="step",
                    ylabel="held-out ID greedy pass@1")
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)

