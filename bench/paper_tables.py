@@ -70,7 +70,8 @@ MIXED_POLICIES = (  # (label, variant, settings): what every peer does with grou
 MIXED_SCALE = {  # per set: settings that keep its cost within reach of a CPU (SmolLM2 steps take ~40x a tiny one)
     "zoo": (),
     "smollm2": (("train.prompts_per_step", "4"), ("swarm.received_groups", "4"), ("eval.prompts", "128"),
-                ("smollm2-135m/train.lr", "1e-5")),  # (1e-6, the default for hub models, moves little in 30 steps)
+                ("smollm2-135m/train.lr", "1e-5"),  # (1e-6, the default for hub models, moves little in 20 steps)
+                ("smollm2-135m/train.micro_batch_tokens", "1024")),  # its 49k-wide logits: ~10 GB a batch without
 }
 TOKENIZER_OF = {"tiny-add-bpe": "BPE, zoo, 160 tokens", "smollm2-135m": "BPE, SmolLM2, 49k"}  # others: char, zoo
 RUN_SECTIONS = ("ftis", "ablation", "mix", "mixed")  # the in-process experiments (one JSON file each)
