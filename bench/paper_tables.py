@@ -286,7 +286,7 @@ def run_sagc(name: str, extra: tuple[str, ...], steps: int, peers: int, out: Pat
 def mean_std(values: list[float]) -> tuple[float, float]:
     if not values:
         return math.nan, math.nan
-    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else 0.0
+    return statistics.mean(values), statistics.stdev(values) if len(values) > 1 else math.nan  # one seed: no spread
 
 
 def paired_interval(diffs: list[float]) -> tuple[float, float]:
@@ -346,7 +346,9 @@ def alone_runs(results: dict, model: str) -> dict[int, dict]:
 
 
 def fmt(mean: float, std: float) -> str:
-    return "n/a" if math.isnan(mean) else f"{mean:.3f} ± {std:.3f}"
+    if math.isnan(mean):
+        return "n/a"
+    return f"{mean:.3f}" if math.isnan(std) else f"{mean:.3f} ± {std:.3f}"
 
 
 def fmt_diff(mean: float, half: float) -> str:
@@ -589,7 +591,7 @@ def mixed_tables(results: dict) -> tuple[list[str], dict]:
         for split, title in (("train", "in distribution"), ("test", "out of distribution")):
             key = f"{split}/greedy"
             lines += [f"Held-out greedy pass@1, {title} (final: mean of the last {FINAL_POINTS} evaluations; "
-                      "mean ± std over seeds)", "",
+                      + ("mean ± std over seeds)" if len(seeds) > 1 else "one seed: no spread, no interval)"), "",
                       "| peer | tokenizer | Alone | " + " | ".join(label for label, _, _ in MIXED_POLICIES)
                       + " | F-TIS − skip | F-TIS − ratio 1 |", "|---|---|---|" + "---|" * len(MIXED_POLICIES)
                       + "---|---|"]
