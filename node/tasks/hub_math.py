@@ -39,7 +39,7 @@ def _load_rows(name: str, split: str, data_files: str):
         except (OSError, ValueError) as err:  # datasets' own errors derive from these
             raise TaskDataError(f"task.data_files {data_files!r} could not be read as {kind}: "
                                 f"{first_line(err)}") from None
-    offline = hub_offline_reason()
+    offline = hub_offline_reason()  # "" when the hub answers
     try:
         return datasets.load_dataset(hub_id, config, split=split_map[split])
     except (OSError, ValueError) as err:  # ConnectionError, FileNotFoundError, DatasetNotFoundError, ...

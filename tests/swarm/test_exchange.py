@@ -375,6 +375,10 @@ def test_groups_flow_between_peers_with_different_tokenizers():
     off = peer(hub, "bpe-off", model="tiny-add-bpe", foreign_tokenizers=False)
     char.step(2)
     assert off.step(0).swarm.rejected.get("tokenizer", 0) >= 1
+    assert bpe.exchange.unusable_tokenizer(char.exchange.card) == ""
+    uncached = bpe_card(source="hub:swarm-node-tests/not-cached", fingerprint="0" * 16)
+    assert char.exchange.unusable_tokenizer(uncached).endswith("is not ours and cannot be built here")
+    assert off.exchange.unusable_tokenizer(char.exchange.card).endswith("is not ours (swarm.foreign_tokenizers is off)")
 
 
 def bpe_card(source="zoo:bpe", fingerprint=None) -> WireCard:
