@@ -637,6 +637,21 @@ def mixed_tables(results: dict) -> tuple[list[str], dict]:
     return lines, curves
 
 
+def eval_curve(logs: list[dict], key: str) -> tuple[list[int], list[list[float]]]:
+    """The evaluation steps of runs over seeds and, at each, every seed's value (up to the shortest run)."""
+    n = min(len(log["evals"]) for log in logs)
+    return [e["step"] for e in logs[0]["evals"][:n]], [[log["evals"][i][key] for log in logs] for i in range(n)]
+
+
+def save_figure(fig, path: Path) -> Path:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+    plt.close(fig)
+    return path
+
+
 def plot_mixed(curves: dict, folder: Path) -> list[Path]:
     """Per mixed swarm: held-out ID accuracy over steps for each peer, a line per policy (mean over seeds,
     shaded between the lowest and highest seed)."""
@@ -650,9 +665,7 @@ def plot_mixed(curves: dict, folder: Path) -> list[Path]:
         fig, axes = plt.subplots(1, len(by_model), figsize=(4.2 * len(by_model), 3.8), squeeze=False)
         for ax, (model, by_label) in zip(axes[0], by_model.items(), strict=True):
             for label, logs in by_label.items():
-                n = min(len(log["evals"]) for log in logs)
-                steps = [e["step"] for e in logs[0]["evals"][:n]]
-                values = [[log["evals"][i]["train/greedy"] for log in logs] for i in range(n)]
+                steps, values = eval_curve(logs, "train/greedy")
                 style = {"ls": "--", "color": "grey"} if label == "Alone" else {}
                 (line,) = ax.plot(steps, [statistics.mean(v) for v in values], lw=2, label=label, **style)
                 ax.fill_between(steps, [min(v) for v in values], [max(v) for v in values], alpha=0.12,
@@ -662,11 +675,7 @@ def plot_mixed(curves: dict, folder: Path) -> list[Path]:
             ax.grid(alpha=0.3)
             ax.legend(fontsize=7)
         fig.suptitle(f"Mixed-tokenizer swarm ({name}): policy for groups in another tokenizer")
-        fig.tight_layout()
-        path = folder / f"mixed_{name}.png"
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save_figure(fig, folder / f"mixed_{name}.png"))
     return paths
 
 
@@ -689,20 +698,14 @@ def plot_pairs(results: dict, folder: Path) -> list[Path]:
                 for variant, runs in series.items():
                     if not runs:
                         continue
-                    logs = list(runs.values())
-                    steps = [e["step"] for e in logs[0]["evals"]]
-                    values = [statistics.mean(log["evals"][i][key] for log in logs) for i in range(len(steps))]
-                    ax.plot(steps, values, lw=2, label=variant.upper())
+                    steps, values = eval_curve(list(runs.values()), key)
+                    ax.plot(steps, [statistics.mean(v) for v in values], lw=2, label=variant.upper())
                 ax.set(title=f"{model} ({'ID' if split == 'train' else 'OOD'})", xlabel="step",
                        ylabel="greedy pass@1")
                 ax.grid(alpha=0.3)
                 ax.legend(fontsize=8)
         fig.suptitle(f"{pair_name} pair: {PAIR_ABOUT[pair_name]}, mean over seeds")
-        fig.tight_layout()
-        path = folder / f"ftis_{pair_name}.png"
-        fig.savefig(path, dpi=90)
-        plt.close(fig)
-        paths.append(path)
+        paths.append(save_figure(fig, folder / f"ftis_{pair_name}.png"))
     return paths
 
 
@@ -723,11 +726,7 @@ def plot_mix(curves: dict, folder: Path) -> Path | None:
         ax.set(title=model, xlabel="step", ylabel="cumulative reward")
         ax.grid(alpha=0.3)
         ax.legend(title="own/received", fontsize=8)
-    fig.tight_layout()
-    path = folder / "mix.png"
-    fig.savefig(path, dpi=90)
-    plt.close(fig)
-    return path
+    return save_figure(fig, folder / "mix.png")
 
 
 def provenance(out: Path, results: dict) -> list[str]:
