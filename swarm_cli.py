@@ -8,11 +8,13 @@ bad input, 3 for an unreachable swarm or node).
 """
 from __future__ import annotations
 
-import argparse
-import logging
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
@@ -24,16 +26,17 @@ BOOTSTRAP_DEFAULTS = {"swarm": {"port": 31330,  # a well-known port peers are to
 
 
 def _zoo_progress():
-    """A progress callback for zoo pre-training: a line every tenth of the steps."""
-    last = {}
+    """A progress callback for zoo pre-training: a line every tenth of a model's steps, with the time left."""
+    started: dict[str, float] = {}
 
     def show(name, step, total, loss):
-        if name not in last:
-            last[name] = 0
-            print(f"building zoo model {name} ({total} pre-training steps; cached afterwards)", file=sys.stderr)
-        if step == total or step - last.get(name, 0) >= max(total // 10, 1):
-            last[name] = step
-            print(f"  pre-training {name}: step {step}/{total} loss {loss:.3f}", file=sys.stderr, flush=True)
+        if name not in started:
+            started[name] = time.monotonic()
+            print(f"pre-training zoo model {name} ({total} steps)", file=sys.stderr, flush=True)
+        if step == total or step % max(total // 10, 1) == 0:
+            spent = time.monotonic() - started[name]
+            print(f"  {name}: step {step}/{total} loss {loss:.3f}, {spent:.0f} s, "
+                  f"~{spent * (total - step) / step:.0f} s left", file=sys.stderr, flush=True)
 
     return show
 
@@ -55,8 +58,9 @@ def check_writable(folder: str | None, what: str) -> None:
 
 
 def _prepare(cfg) -> None:
-    """Checks the task, then builds the zoo model if needed, with progress (before any network)."""
-    from node.models.zoo import ZOO, ensure_built
+    """Checks the task, the backend and a zoo model's files (before any network)."""
+    from node.models.zoo import ZOO
+    from node.models.zoo_store import zoo_model_path
     from node.runtime import quiet_libraries
     from node.tasks import get_task
 
@@ -68,7 +72,7 @@ def _prepare(cfg) -> None:
 
         import_vllm()
     if cfg.model.name in ZOO:
-        ensure_built(cfg.model.name, _zoo_progress())
+        zoo_model_path(cfg.model.name)  # missing or damaged: one line now
 
 
 def _describe(cfg, peer) -> str:
@@ -171,22 +175,22 @@ def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
 def cmd_run(args) -> int:
     """Trains one peer alone on its task and prints a summary."""
     from node.config import config_from_args
-    from node.process import stop_on_signals
 
+    stop = args.stop  # SIGTERM / Ctrl-C, handled since main() began: the step ends, a checkpoint is written
+    stop.timeout = args.stop_timeout
     cfg = config_from_args(args)
     check_writable(args.out, "--out")
     _prepare(cfg)
+    stop.check()
     from node.peer import Peer
 
     exporter = _exporter(args, cfg)
     peer = None
     try:
         peer = Peer(cfg, shuffle_control=args.shuffle_rewards, resume=_resume_point(args))
+        stop.check()
         print(_describe(cfg, peer), file=sys.stderr)
-        stop = stop_on_signals(args.stop_timeout)  # SIGTERM / Ctrl-C: the step ends, a checkpoint is written
-        return _train(args, cfg, peer, stop, exporter=exporter)
-    except KeyboardInterrupt:  # a second Ctrl-C
-        return 130
+        return _train(args, cfg, peer, stop.event, exporter=exporter)
     finally:
         if peer is not None:
             peer.close()
@@ -200,36 +204,35 @@ def cmd_join(args) -> int:
 
     from node.config import config_from_args
 
+    stop = args.stop
+    stop.timeout = args.stop_timeout
     cfg = config_from_args(args, JOIN_DEFAULTS)
     if args.initial_peers_file:
         from node.runner import read_address_file
 
-        found = read_address_file(args.initial_peers_file, cfg.swarm.startup_timeout)
+        found = read_address_file(args.initial_peers_file, cfg.swarm.startup_timeout, stop.event)
         cfg = dataclasses.replace(cfg, swarm=dataclasses.replace(
             cfg.swarm, initial_peers=(*cfg.swarm.initial_peers, *found)))
     check_writable(args.out, "--out")
     _prepare(cfg)
-    from node.errors import Stopped
+    stop.check()
     from node.peer import Peer
-    from node.process import stop_on_signals
     from node.runner import connect
     from node.swarm.control import ControlServer, NodeStatus
 
     status = NodeStatus(role="peer", model=cfg.model.name)
     server = dht = peer = exporter = None
-    if args.control_port >= 0:  # first: a taken port fails before the swarm is joined
-        server = ControlServer(lambda: status, host=args.control_host, port=args.control_port, serving=False)
-        print(f"control API on {args.control_host}:{server.port}", file=sys.stderr, flush=True)
-    stop = stop_on_signals(args.stop_timeout)
     try:
+        if args.control_port >= 0:  # first: a taken port fails before the swarm is joined
+            server = ControlServer(lambda: status, host=args.control_host, port=args.control_port, serving=False)
+            print(f"control API on {args.control_host}:{server.port}", file=sys.stderr, flush=True)
         exporter = _exporter(args, cfg)
-        try:
-            dht = connect(cfg.swarm, args.join_attempts, stop)
-        except Stopped as err:
-            print(f"{err}", file=sys.stderr)
-            return 0
+        stop.check()
+        dht = connect(cfg.swarm, args.join_attempts, stop.event)
         status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
+        stop.check()
         peer = Peer(cfg, transport=dht, resume=_resume_point(args))
+        stop.check()
         if server is not None:
             server.set_serving(True)
         print(_describe(cfg, peer), file=sys.stderr)
@@ -240,7 +243,7 @@ def cmd_join(args) -> int:
                   f"with --initial-peers and one of:", file=sys.stderr, flush=True)
             for maddr in status.maddrs:
                 print(f"  {maddr}", file=sys.stderr, flush=True)
-        return _train(args, cfg, peer, stop, status, exporter)
+        return _train(args, cfg, peer, stop.event, status, exporter)
     finally:
         if peer is not None:
             peer.close()
@@ -256,14 +259,15 @@ def cmd_bootstrap(args) -> int:
     """A DHT-only daemon that peers join through."""
     from node.config import config_from_args
     from node.errors import ConfigError
-    from node.process import stop_on_signals
     from node.runner import run_bootstrap
 
+    args.stop.timeout = args.stop_timeout
     cfg = config_from_args(args, BOOTSTRAP_DEFAULTS)  # a file shared with the peers works: [swarm] is read
     if cfg.swarm.client_mode:
         raise ConfigError("swarm.client_mode: a bootstrap must accept connections (client mode is for peers "
                           "behind NAT)")
-    return run_bootstrap(cfg.swarm, args.status_every, args.control_port, stop_on_signals(args.stop_timeout),
+    args.stop.check()
+    return run_bootstrap(cfg.swarm, args.status_every, args.control_port, args.stop.event,
                          lambda line: print(line, flush=True), address_file=args.address_file)
 
 
@@ -273,7 +277,7 @@ def cmd_local(args) -> int:
     from node.local_swarm import LOCAL_DEFAULTS, run_local
 
     cfg = config_from_args(args, LOCAL_DEFAULTS)  # checked here: one line for a bad value, before anything
-    return run_local(args, cfg)
+    return run_local(args, cfg, args.stop)
 
 
 def cmd_status(args) -> int:
@@ -356,23 +360,72 @@ def cmd_eval(args) -> int:
 
 
 def cmd_zoo(args) -> int:
-    """Lists the zoo, or builds every model (cached) with progress."""
-    from node.models.zoo import ZOO, model_dir
-
+    """Lists the zoo in use, or runs its recipe: builds models into a folder, or rebuilds and compares."""
     if args.action == "list":
-        for spec in ZOO.values():
-            built = "built" if (model_dir(spec.name) / "config.json").exists() else "not built"
-            print(f"{spec.name:<14} {spec.about:<48} {built}")
-        return 0
-    from node.models.zoo import ensure_built
+        return _zoo_list()
+    return _zoo_build(args)
+
+
+def _zoo_list() -> int:
+    from node.models.zoo import ZOO, recipe_hash, weights_spec
+    from node.models.zoo_store import active_zoo, damage, is_shipped, read_manifest
+
+    root = active_zoo()
+    print(f"zoo in use: {'shipped with swarm-node' if is_shipped(root) else 'SWARM_ZOO_DIR'} ({root})")
+    models = read_manifest(root)["models"]
+    for name, spec in ZOO.items():
+        entry = models.get(weights_spec(name).name)
+        if entry is None:
+            state = "missing"
+        elif damage(root, weights_spec(name).name, entry):
+            state = "damaged"
+        elif entry.get("recipe") != recipe_hash(weights_spec(name)):
+            state = f"built with other seeds (+{entry['seed_offset']})" if entry.get("seed_offset") else \
+                "built from an older recipe"
+        else:
+            state = "ok" if not spec.base else f"ok (the weights of {spec.base})"
+        print(f"  {name:<14} {spec.about:<46} {state}")
+    return 0
+
+
+def _zoo_build(args) -> int:
+    import tempfile
+
+    from node.errors import ConfigError
+    from node.models.zoo import ZOO
+    from node.models.zoo_store import active_zoo, build_zoo, buildable, compare_models, zoo_model_path
     from node.runtime import quiet_libraries
 
+    names = [m.strip() for m in args.models.split(",")] if args.models else buildable()
+    for name in names:
+        if name not in ZOO or ZOO[name].base:
+            raise ConfigError(f"zoo build: {name!r} is not a zoo model with weights of its own "
+                              f"(one of {', '.join(buildable())})")
+    if not args.out and not args.check:
+        raise ConfigError("zoo build: give --out DIR (then SWARM_ZOO_DIR=DIR uses it) or --check")
+    if args.check and args.seed_offset:
+        raise ConfigError("zoo build: --check compares the recipe as it is; --seed-offset builds something else")
+    reference = active_zoo()
+    if args.check:
+        for name in names:
+            zoo_model_path(name)  # what we compare against must itself be intact
     quiet_libraries()
     start = time.monotonic()
-    for name in ZOO:
-        print(f"{name}: {ensure_built(name, _zoo_progress())}")
-    print(f"zoo ready in {time.monotonic() - start:.1f} s")
-    return 0
+    with tempfile.TemporaryDirectory(prefix="swarm-zoo-") as scratch:
+        out = Path(args.out) if args.out else Path(scratch)
+        check_writable(str(out), "--out")
+        build_zoo(out, names, args.seed_offset, _zoo_progress())
+        print(f"built {', '.join(names)} into {out} in {time.monotonic() - start:.0f} s"
+              + (f" (seeds +{args.seed_offset}); use it with SWARM_ZOO_DIR={out}" if args.out else ""))
+        if not args.check:
+            return 0
+        diffs = [compare_models(reference, out, name) for name in names]
+    print(f"rebuilt on this machine vs {reference}:")
+    for d in diffs:
+        print(f"  {d.name:<14} " + ("identical, bit for bit" if d.identical else
+                                    f"differs: {d.differing} of {d.tensors} tensors, max |diff| {d.max_abs:.3g} "
+                                    f"({d.worst or 'shapes'})" + ("" if d.tokenizer_same else ", tokenizer too")))
+    return 0 if all(d.identical for d in diffs) else 1
 
 
 def cmd_tasks(args) -> int:
@@ -409,6 +462,8 @@ def _output_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import argparse
+
     from node.config import CLIENT_FLAGS, EVAL_FLAGS, NETWORK_FLAGS, PEER_FLAGS, add_config_arguments
     from node.local_swarm import LOCAL_DEFAULTS
 
@@ -471,8 +526,17 @@ def build_parser() -> argparse.ArgumentParser:
     evaluation.add_argument("--json", action="store_true", help="print the scores as one JSON object")
     evaluation.set_defaults(func=cmd_eval)
 
-    zoo = sub.add_parser("zoo", help="list or build the offline model zoo")
+    zoo = sub.add_parser("zoo", help="the offline model zoo: list what peers load, or rebuild it from its recipe",
+                         description="Peers load the zoo weights shipped with swarm-node (checked against their "
+                         "manifest), or those in SWARM_ZOO_DIR. `build` runs the pre-training recipe again.")
     zoo.add_argument("action", choices=["list", "build"])
+    zoo.add_argument("--out", help="build: write the models and their MANIFEST.json here (SWARM_ZOO_DIR=DIR "
+                     "then loads them)")
+    zoo.add_argument("--check", action="store_true", help="build: compare the rebuild, tensor by tensor, with the "
+                     "zoo in use; exit 1 unless identical")
+    zoo.add_argument("--models", help="build: comma-separated models (default: every model with its own weights)")
+    zoo.add_argument("--seed-offset", type=int, default=0, help="build: add this to every model's seeds (a zoo "
+                     "as another machine might have built it) (default: 0)")
     zoo.set_defaults(func=cmd_zoo)
 
     tasks = sub.add_parser("tasks", help="list task names")
@@ -480,14 +544,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+LONG_RUNNING = ("run", "join", "bootstrap", "local")  # commands that stop cleanly on SIGTERM / Ctrl-C
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = next((a for a in argv if not a.startswith("-")), "")  # (the only global option takes no value)
+    stop = None
+    if command in LONG_RUNNING:  # before any other import: from its first instant, a stop is never a traceback
+        from node.process import StopSignal
+
+        stop = StopSignal()
+    import logging
+
     args = build_parser().parse_args(argv)
+    args.stop = stop
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from node.errors import UNREACHABLE_ERRORS, USER_ERRORS
+    from node.errors import UNREACHABLE_ERRORS, USER_ERRORS, Stopped
 
     try:
         return args.func(args)
+    except Stopped as err:  # a stop signal before the work began
+        print(f"{args.command} stopped {err}", file=sys.stderr, flush=True)
+        return 0
+    except KeyboardInterrupt:  # a second Ctrl-C
+        print(f"{args.command} interrupted", file=sys.stderr, flush=True)
+        return 130
     except USER_ERRORS as err:
         print(f"swarm: error: {err}", file=sys.stderr)
         return EXIT_USAGE

@@ -834,10 +834,11 @@ def main(argv=None) -> int:
     origin = {"commit": commit, "command": command}
     started = time.perf_counter()
     if not args.report_only:
-        from node.models.zoo import ZOO, ensure_built
+        from node.models.zoo import ZOO
+        from node.models.zoo_store import zoo_model_path
 
-        for model in ZOO:
-            ensure_built(model)
+        for model in ZOO:  # a missing or damaged zoo model: one line before any experiment
+            zoo_model_path(model)
         todo = [r for r in runs if not (out / f"{r.key}.json").exists()]
         todo.sort(key=lambda r: -r.cost)  # longest first: the pool ends together
         print(f"{len(runs)} experiments ({len(runs) - len(todo)} done before), {args.workers} at a time; results "

@@ -42,7 +42,8 @@ class SwarmUnreachable(RuntimeError):
 
 
 class Stopped(RuntimeError):
-    """A stop signal arrived while the DHT was starting."""
+    """A stop signal arrived before the work began (while starting, joining, waiting); the message says
+    "while ...", and the command ends with exit code 0."""
 
 
 USER_ERRORS = (ConfigError, ModelLoadError, UnknownTaskError, TaskDataError, BackendUnavailable, PortInUse,

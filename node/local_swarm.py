@@ -1,8 +1,9 @@
 """`swarm local`: a bootstrap node and N heterogeneous zoo peers as separate processes on loopback.
 
 The same entry points as the docker compose swarm (`swarm bootstrap`, `swarm join`), as local processes.
-Shows one progress line per peer while they train, stops everything on Ctrl-C (SIGTERM to each child by
-PID), and writes a summary of each peer's reward (summary.json and rewards.png) into the output folder.
+Shows one progress line per peer while they train, stops everything on Ctrl-C or SIGTERM at any moment
+(SIGTERM to each child by PID; SIGKILL to any still running when its own stop time-out has passed), and
+writes a summary of each peer's reward (summary.json and rewards.png) into the output folder.
 """
 from __future__ import annotations
 
@@ -17,9 +18,11 @@ import time
 from pathlib import Path
 
 from .config import NodeConfig, is_config_variable, write_config
-from .errors import ConfigError
+from .errors import ConfigError, Stopped
 from .metrics import StepResult, read_metrics
-from .models.zoo import ZOO, ensure_built
+from .models.zoo import ZOO
+from .models.zoo_store import zoo_model_path
+from .process import StopSignal, kill_pids
 from .report import accuracy_change, plot_curves, window_mean
 
 DEFAULT_MODELS = ("tiny-add", "tiny-sub", "tiny-add-lora", "small-add")
@@ -30,6 +33,7 @@ LOCAL_DEFAULTS = {"train": {"steps": 150, "prompts_per_step": 16}, "swarm": {"re
                   "generation": {"vllm_kv_cache_gib": 0.25}, "eval": {"every": 25},
                   "task": {"name": "arith"}}  # sums and differences: each expert has something to teach
 CLI = str(Path(__file__).resolve().parents[1] / "swarm_cli.py")
+CHILD_STOP_GRACE = 30.0  # seconds a child has to stop after SIGTERM before it is killed (its own time-out: 20)
 
 
 def peer_summary(rows: list[StepResult]) -> dict:
@@ -54,9 +58,10 @@ def peer_summary(rows: list[StepResult]) -> dict:
     }
 
 
-def wait_for_address(proc: subprocess.Popen, timeout: float, lines: list[str] | None = None) -> str:
+def wait_for_address(proc: subprocess.Popen, timeout: float, lines: list[str] | None = None,
+                     stop: threading.Event | None = None) -> str:
     """The first 'bootstrap address:' line the bootstrap prints (its stdout is a pipe); every line it prints
-    is appended to `lines`, if given, as it comes."""
+    is appended to `lines`, if given, as it comes. Stopped when `stop` is set meanwhile."""
     found: list[str] = []
 
     def reader():
@@ -69,13 +74,15 @@ def wait_for_address(proc: subprocess.Popen, timeout: float, lines: list[str] | 
     threading.Thread(target=reader, daemon=True).start()
     deadline = time.monotonic() + timeout
     while not found and time.monotonic() < deadline and proc.poll() is None:
+        if stop is not None and stop.is_set():
+            raise Stopped("while starting the bootstrap node")
         time.sleep(0.1)
     if not found:
         raise ConfigError("the local bootstrap node did not start (see its log)")
     return found[0]
 
 
-def stop_all(procs: list[subprocess.Popen], grace: float = 30.0) -> None:
+def stop_all(procs: list[subprocess.Popen], grace: float = CHILD_STOP_GRACE) -> None:
     """SIGTERM to each child we started (by PID), then SIGKILL to those still running after `grace`."""
     for proc in procs:
         if proc.poll() is None:
@@ -104,13 +111,14 @@ class SwarmProcesses:
         self.peers: dict[str, subprocess.Popen] = {}
         self.address = ""
 
-    def start_bootstrap(self, *extra: str, port: int = 0, timeout: float = 90) -> str:
+    def start_bootstrap(self, *extra: str, port: int = 0, timeout: float = 90,
+                        stop: threading.Event | None = None) -> str:
         with open(self.out / "bootstrap.log", "a" if self.bootstrap else "w") as log:  # a restart appends
             self.bootstrap = subprocess.Popen(
                 [sys.executable, CLI, "bootstrap", "--port", str(port), "--status-every", "10",
                  "--identity", str(self.out / "bootstrap.id"), *extra],
                 stdout=subprocess.PIPE, stderr=log, text=True, env=self.env)
-        self.address = wait_for_address(self.bootstrap, timeout, self.bootstrap_lines)
+        self.address = wait_for_address(self.bootstrap, timeout, self.bootstrap_lines, stop)
         return self.address
 
     def start_peer(self, name: str, *args: str, wrap: tuple[str, ...] = ()) -> subprocess.Popen:
@@ -133,6 +141,9 @@ class SwarmProcesses:
     def log_tail(self, name: str, lines: int = 15) -> str:
         path = self.out / f"{name}.log"
         return "\n".join(path.read_text().splitlines()[-lines:]) if path.exists() else ""
+
+    def processes(self) -> list[subprocess.Popen]:
+        return [*self.peers.values(), *([self.bootstrap] if self.bootstrap is not None else [])]
 
     def stop(self) -> None:
         stop_all(list(self.peers.values()))
@@ -161,9 +172,10 @@ def peer_configs(cfg: NodeConfig, models: list[str], n: int) -> dict[str, NodeCo
     return out
 
 
-def run_local(args, cfg: NodeConfig) -> int:
+def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
     """args: peers, models, out; cfg: every peer's configuration (resolved by the CLI, LOCAL_DEFAULTS below
-    the user's). Each peer gets its resolved configuration as a TOML file, <out>/<peer>.toml."""
+    the user's); stop: SIGTERM / Ctrl-C. Each peer gets its resolved configuration as a TOML file,
+    <out>/<peer>.toml."""
     from .runtime import quiet_libraries
     from .tasks import get_task
 
@@ -181,30 +193,37 @@ def run_local(args, cfg: NodeConfig) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     quiet_libraries()
-    for model in dict.fromkeys(models):  # build each model once, here, before the peers start
-        ensure_built(model, lambda name, step, total, loss: None if step % max(total // 5, 1) else print(
-            f"  pre-training {name}: step {step}/{total}", file=sys.stderr, flush=True))
+    for model in models:  # a missing or damaged zoo model: one line here, not four peer logs
+        zoo_model_path(model)
     configs = peer_configs(cfg, models, args.peers)
     # the files hold the resolved configuration, environment included: the peers do not read it again
     swarm = SwarmProcesses(out, env={k: v for k, v in os.environ.items() if not is_config_variable(k)})
     names = list(configs)
+    # the children stop themselves within their own stop time-out; ours covers them stopping one after another
+    stop.timeout = 2 * CHILD_STOP_GRACE + 15
+    stop.on_force.append(lambda: kill_pids(p.pid for p in swarm.processes() if p.poll() is None))
     started = time.monotonic()
     try:
-        print(f"bootstrap at {swarm.start_bootstrap()}", file=sys.stderr, flush=True)
+        stop.check()
+        print(f"bootstrap at {swarm.start_bootstrap(stop=stop.event)}", file=sys.stderr, flush=True)
         for name, peer_cfg in configs.items():
+            stop.check()
             swarm.start_peer(name, "--config", str(write_config(peer_cfg, out / f"{name}.toml")),
                              "--join-attempts", "5")
         print(f"{len(names)} peers started; logs, metrics and configurations in {out}/ (Ctrl-C stops "
               f"everything)", file=sys.stderr, flush=True)
-        while any(p.poll() is None for p in swarm.peers.values()):
-            time.sleep(5)
+        while any(p.poll() is None for p in swarm.peers.values()) and not stop.event.wait(5):
             print(f"[{time.monotonic() - started:.0f} s]", file=sys.stderr)
             for name in names:
                 print(progress_line(name, swarm.metrics(name)), file=sys.stderr, flush=True)
-    except KeyboardInterrupt:
-        print("\nstopping the local swarm", file=sys.stderr)
+    except Stopped as err:
+        print(f"local swarm stopped {err}", file=sys.stderr, flush=True)
     finally:
+        if stop.event.is_set() and swarm.processes():
+            print("\nstopping the local swarm", file=sys.stderr, flush=True)
         swarm.stop()
+    if not swarm.peers:  # stopped before any peer started: nothing to sum up
+        return 0
     curves, summary = {}, {}
     for name in names:
         rows = swarm.metrics(name)
@@ -222,4 +241,4 @@ def run_local(args, cfg: NodeConfig) -> int:
             print(f"  {'':<22} held-out accuracy: {accuracy_change(s['accuracy_start'], s['accuracy'])}")
     print(f"  written: {', '.join(map(str, written))}")
     codes = [p.returncode for p in swarm.peers.values()]
-    return 0 if all(code == 0 for code in codes) else 1
+    return 0 if stop.event.is_set() or all(code == 0 for code in codes) else 1

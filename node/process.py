@@ -17,21 +17,24 @@ import errno
 import fcntl
 import os
 import signal
-import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
-from .errors import IdentityInUse, PortInUse
+from .errors import IdentityInUse, PortInUse, Stopped
 
 EXIT_FORCED = 1  # exit code when the watchdog had to end the process
+DEFAULT_STOP_TIMEOUT = 20.0  # seconds from a stop signal to a forced end (the CLI's --stop-timeout)
 
 
 def ensure_port_free(host: str, port: int, what: str) -> None:
     """Raises PortInUse when host:port is taken (port 0, any free port, is always fine)."""
     if port == 0:
         return
+    import socket
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     with socket.socket(family, socket.SOCK_STREAM) as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a TIME_WAIT leftover is not an owner
@@ -104,26 +107,40 @@ def kill_pids(pids) -> int:
     return killed
 
 
-def _watchdog(timeout: float) -> None:
-    time.sleep(timeout)
-    print(f"swarm: did not stop within {timeout:.0f} s of the stop signal; exiting now", file=sys.stderr,
-          flush=True)
-    kill_pids(own_children("p2pd"))  # the daemons this process started would outlive it
-    os._exit(EXIT_FORCED)
+class StopSignal:
+    """SIGTERM and SIGINT as an event (`event`): set by the first signal, which also arms a watchdog that ends
+    the process `timeout` seconds later if the graceful stop has not finished by then (the time-out may be
+    changed after the signal: a command reads its --stop-timeout only once its flags are parsed). A second
+    Ctrl-C raises KeyboardInterrupt. Creating one installs the handlers (main thread only)."""
 
+    def __init__(self, timeout: float = DEFAULT_STOP_TIMEOUT):
+        self.event = threading.Event()
+        self.timeout = timeout
+        self.on_force: list[Callable[[], object]] = [lambda: kill_pids(own_children("p2pd"))]  # before exiting
+        self._since = 0.0
+        signal.signal(signal.SIGTERM, self._handle)
+        signal.signal(signal.SIGINT, self._handle)
 
-def stop_on_signals(timeout: float) -> threading.Event:
-    """An event set by SIGTERM or SIGINT; the first one also arms the watchdog (a second Ctrl-C interrupts)."""
-    stop = threading.Event()
-
-    def handler(signum, frame):
-        if stop.is_set():
+    def _handle(self, signum, frame) -> None:
+        if self.event.is_set():
             if signum == signal.SIGINT:
                 raise KeyboardInterrupt
             return
-        stop.set()
-        threading.Thread(target=_watchdog, args=(timeout,), name="stop-watchdog", daemon=True).start()
+        self._since = time.monotonic()
+        self.event.set()
+        threading.Thread(target=self._watchdog, name="stop-watchdog", daemon=True).start()
 
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    return stop
+    def _watchdog(self) -> None:
+        while time.monotonic() < self._since + self.timeout:
+            time.sleep(0.05)
+        print(f"swarm: did not stop within {self.timeout:.0f} s of the stop signal; exiting now", file=sys.stderr,
+              flush=True)
+        for end in self.on_force:  # e.g. the p2pd daemons this process started would outlive it
+            end()
+        os._exit(EXIT_FORCED)
+
+    def check(self, doing: str = "starting") -> None:
+        """Raises Stopped ("while <doing>") once a stop signal has arrived: start-up calls it between its slow
+        parts, so a stop at any moment ends it cleanly."""
+        if self.event.is_set():
+            raise Stopped(f"while {doing}")

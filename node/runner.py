@@ -50,7 +50,7 @@ def connect(settings: SwarmConfig, attempts: int, stop: threading.Event, sleep: 
             log.warning("%s; retrying in %.0f s (attempt %d%s)", err, delay, attempt,
                         f"/{attempts}" if attempts else "")
             if wait(delay) and stop.is_set():
-                raise Stopped("stopped while retrying to join the swarm") from None
+                raise Stopped("while retrying to join the swarm") from None
     raise AssertionError("unreachable")
 
 
@@ -123,14 +123,16 @@ class SwarmWatch:
         return sum(n for _, n in self.events) * 60.0 / self.window
 
 
-def read_address_file(path: str, timeout: float) -> list[str]:
-    """Multiaddrs from a file a bootstrap wrote, waiting up to `timeout` seconds for it to appear."""
+def read_address_file(path: str, timeout: float, stop: threading.Event) -> list[str]:
+    """Multiaddrs from a file a bootstrap wrote, waiting up to `timeout` seconds for it to appear (Stopped when
+    `stop` is set meanwhile)."""
     deadline = time.monotonic() + timeout
     file = Path(path)
     while not file.exists() or not file.read_text().strip():
         if time.monotonic() >= deadline:
             raise SwarmUnreachable(f"no bootstrap address file at {path} after {timeout:.0f} s")
-        time.sleep(0.5)
+        if stop.wait(0.5):
+            raise Stopped(f"while waiting for the bootstrap's address file {path}")
     return [line.strip() for line in file.read_text().splitlines() if line.strip()]
 
 
@@ -143,11 +145,7 @@ def run_bootstrap(settings, status_every: float, control_port: int, stop: thread
     # first: a taken control port fails before the DHT starts
     server = ControlServer(lambda: status, port=control_port, serving=False) if control_port >= 0 else None
     try:
-        try:
-            dht = SwarmDHT(settings, stop=stop, bundles=False)  # a DHT node only: it serves and relays no bundles
-        except Stopped:
-            say("bootstrap stopped (while starting)")
-            return 0
+        dht = SwarmDHT(settings, stop=stop, bundles=False)  # a DHT node only: it serves and relays no bundles
         try:
             status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
             for maddr in status.maddrs:

@@ -140,11 +140,12 @@ def _dequantized(model):
 
 def load_base(name: str, dtype: str = "float32"):
     """(model, tokenizer, source) for a zoo name, local directory, hub name or 'smollm2-135m'."""
-    from .zoo import ZOO, ensure_built
+    from .zoo import ZOO
+    from .zoo_store import zoo_model_path
 
     if name in ZOO:
-        where = ensure_built(name)
-        model, tokenizer = _load_files(where, dtype, f"zoo model {name!r} (delete {where} to rebuild it)")
+        where = zoo_model_path(name)  # its files checked against the zoo's manifest
+        model, tokenizer = _load_files(where, dtype, f"zoo model {name!r} ({where})")
         return model, tokenizer, "zoo"
     if name == SMOLLM2:
         folder, gguf = _smollm2_location()

@@ -1,21 +1,18 @@
 """The offline model zoo: small Qwen2-style peers the project builds itself, with no download.
 
 Peers differ the way the F-TIS paper's do: two sizes (~0.3M and ~3M parameters), two expertises (pre-trained
-on different task mixtures) and a LoRA configuration. Building is seeded and deterministic; the result is
-cached under `zoo_dir()` keyed by a hash of the specs, the tokenizer and the torch version, so tests and demos
-build each model once per machine.
+on different task mixtures) and a LoRA configuration. This module is the zoo's recipe: the specs and the seeded
+pre-training that turns a spec into weights. Peers do not run it: they load the weights the project ships
+(node/models/zoo_store.py), because a seeded build is repeatable on one machine but not bit for bit across
+CPUs; `swarm zoo build` runs the recipe to rebuild (and compare) them.
 """
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import json
-import os
-import shutil
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 ZOO_FORMAT = 2  # bump when the build recipe (pretrain.py, tokenizer) changes
 
@@ -64,26 +61,20 @@ ZOO = {
 }
 
 
-def zoo_dir() -> Path:
-    """Cache root: $SWARM_ZOO_DIR, else ~/.cache/swarm-node/zoo."""
-    root = os.environ.get("SWARM_ZOO_DIR") or Path.home() / ".cache" / "swarm-node" / "zoo"
-    return Path(root)
-
-
-def _spec_hash(spec: ZooSpec) -> str:
-    import torch
-
+def recipe_hash(spec: ZooSpec) -> str:
+    """A hash of everything a zoo model's weights are built from: its build fields, the tokenizer's recipe and
+    the recipe's format (the weights' identity is their SHA-256, in the zoo's manifest)."""
     from .tokenizer import BPE_CORPUS, BPE_TASKS, BPE_VOCAB, CHARACTERS, SPECIAL_TOKENS
 
-    recipe = {k: v for k, v in dataclasses.asdict(spec).items() if k in _BUILD_FIELDS}
-    if spec.tokenizer != "char":  # (the char models' keys stay as they were: their caches stay valid)
+    recipe = {k: v for k, v in dataclasses.asdict(spec).items() if k in BUILD_FIELDS}
+    if spec.tokenizer != "char":
         recipe["tokenizer"] = [spec.tokenizer, BPE_VOCAB, BPE_CORPUS, BPE_TASKS]
-    blob = json.dumps([ZOO_FORMAT, recipe, SPECIAL_TOKENS, CHARACTERS, torch.__version__], sort_keys=True)
+    blob = json.dumps([ZOO_FORMAT, recipe, SPECIAL_TOKENS, CHARACTERS], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-_BUILD_FIELDS = ("name", "layers", "hidden", "intermediate", "heads", "kv_heads", "mixture", "label_accuracy",
-                 "steps", "batch", "lr", "seed")  # what the weights depend on (the cache key)
+BUILD_FIELDS = ("name", "layers", "hidden", "intermediate", "heads", "kv_heads", "mixture", "label_accuracy",
+                "steps", "batch", "lr", "seed")  # what the weights depend on
 
 
 def recommended_lr(name: str, lora: bool) -> float:
@@ -99,11 +90,6 @@ def weights_spec(name: str) -> ZooSpec:
     """The spec whose weights a zoo entry loads (a LoRA entry loads its base's)."""
     spec = ZOO[name]
     return ZOO[spec.base] if spec.base else spec
-
-
-def model_dir(name: str) -> Path:
-    spec = weights_spec(name)
-    return zoo_dir() / f"{spec.name}-{_spec_hash(spec)}"
 
 
 def build_model(spec: ZooSpec, progress: Callable[[int, float], None] | None = None):
@@ -127,33 +113,3 @@ def build_model(spec: ZooSpec, progress: Callable[[int, float], None] | None = N
     losses = pretrain(model, tokenizer, spec.mixture, spec.label_accuracy, spec.steps, spec.batch, spec.lr,
                       spec.seed, progress)
     return model, tokenizer, losses
-
-
-def ensure_built(name: str, progress: Callable[[str, int, int, float], None] | None = None) -> Path:
-    """Returns the cached directory of a zoo model, building it first if needed (safe across processes)."""
-    from filelock import FileLock
-
-    from node.runtime import single_thread
-
-    spec = weights_spec(name)
-    target = model_dir(name)
-    if (target / "config.json").exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):
-        if (target / "config.json").exists():
-            return target  # another process built it while we waited
-        step_cb = (lambda step, loss: progress(spec.name, step, spec.steps, loss)) if progress else None
-        with single_thread():
-            model, tokenizer, losses = build_model(spec, step_cb)
-        scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{spec.name}-"))
-        model.save_pretrained(scratch)
-        tokenizer.save_pretrained(scratch)
-        (scratch / "zoo.json").write_text(json.dumps(
-            {"spec": dataclasses.asdict(spec), "final_loss": losses[-1] if losses else None}, indent=1))
-        try:
-            scratch.rename(target)
-        except OSError:
-            shutil.rmtree(scratch, ignore_errors=True)
-            raise
-    return target

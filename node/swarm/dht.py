@@ -237,7 +237,7 @@ class SwarmDHT:
                     return future.result(timeout=0.2)
                 except TimeoutError:
                     if stop is not None and stop.is_set():
-                        raise Stopped("stopped while joining the swarm") from None
+                        raise Stopped("while starting its DHT node") from None
                     if time.monotonic() > deadline:
                         raise
         except (P2PDaemonError, OSError, RuntimeError, TimeoutError, ValueError) as err:
