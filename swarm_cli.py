@@ -393,7 +393,7 @@ def _zoo_build(args) -> int:
 
     from node.errors import ConfigError
     from node.models.zoo import ZOO
-    from node.models.zoo_store import active_zoo, build_zoo, buildable, compare_models, zoo_model_path
+    from node.models.zoo_store import active_zoo, build_zoo, buildable, compare_models, read_manifest, zoo_model_path
     from node.runtime import quiet_libraries
 
     names = [m.strip() for m in args.models.split(",")] if args.models else buildable()
@@ -404,19 +404,24 @@ def _zoo_build(args) -> int:
     if not args.out and not args.check:
         raise ConfigError("zoo build: give --out DIR (then SWARM_ZOO_DIR=DIR uses it) or --check")
     if args.check and args.seed_offset:
-        raise ConfigError("zoo build: --check compares the recipe as it is; --seed-offset builds something else")
+        raise ConfigError("zoo build: --check rebuilds the zoo in use as its manifest says; --seed-offset would "
+                          "build something else")
     reference = active_zoo()
-    if args.check:
+    offsets = dict.fromkeys(names, args.seed_offset)
+    if args.check:  # what we compare against must itself be intact; rebuilt with the seeds it was built with
         for name in names:
-            zoo_model_path(name)  # what we compare against must itself be intact
+            zoo_model_path(name)
+        offsets = {name: read_manifest(reference)["models"][name].get("seed_offset", 0) for name in names}
     quiet_libraries()
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="swarm-zoo-") as scratch:
         out = Path(args.out) if args.out else Path(scratch)
         check_writable(str(out), "--out")
-        build_zoo(out, names, args.seed_offset, _zoo_progress())
+        for name in names:
+            build_zoo(out, [name], offsets[name], _zoo_progress())
         print(f"built {', '.join(names)} into {out} in {time.monotonic() - start:.0f} s"
-              + (f" (seeds +{args.seed_offset}); use it with SWARM_ZOO_DIR={out}" if args.out else ""))
+              + (f" (seeds +{args.seed_offset})" if args.seed_offset else "")
+              + (f"; use it with SWARM_ZOO_DIR={out}" if args.out else ""))
         if not args.check:
             return 0
         diffs = [compare_models(reference, out, name) for name in names]

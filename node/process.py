@@ -118,8 +118,8 @@ class StopSignal:
         self.timeout = timeout
         self.on_force: list[Callable[[], object]] = [lambda: kill_pids(own_children("p2pd"))]  # before exiting
         self._since = 0.0
-        signal.signal(signal.SIGTERM, self._handle)
         signal.signal(signal.SIGINT, self._handle)
+        signal.signal(signal.SIGTERM, self._handle)  # (last: once it is ours, both are)
 
     def _handle(self, signum, frame) -> None:
         if self.event.is_set():

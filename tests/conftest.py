@@ -2,6 +2,22 @@ import pytest
 import torch
 
 
+def pytest_collection_modifyitems(config, items):
+    """Tests marked pins_zoo assert what the shipped zoo's weights do; against another zoo (SWARM_ZOO_DIR, e.g.
+    `swarm zoo build --out DIR --seed-offset 100`: what another machine's build might be) they are skipped,
+    saying why. Every other test constructs what it asserts on and passes on any zoo."""
+    from node.models.zoo_store import active_zoo, is_shipped
+
+    zoo = active_zoo()
+    if is_shipped(zoo):
+        return
+    for item in items:
+        marker = item.get_closest_marker("pins_zoo")
+        if marker is not None:
+            why = marker.args[0] if marker.args else "asserts what the shipped weights do"
+            item.add_marker(pytest.mark.skip(reason=f"pins the shipped zoo ({why}); {zoo} is another zoo"))
+
+
 @pytest.fixture(autouse=True)
 def _one_thread():
     """Tests share 2 cores with other processes: one torch thread each (see FIELD-NOTES)."""
@@ -17,3 +33,27 @@ def tiny():
     torch.set_num_threads(1)
     loaded = load_model(ModelConfig(name="tiny-add"))
     return loaded.model, loaded.tokenizer
+
+
+@pytest.fixture(scope="session")
+def sampled_groups():
+    """make(backend, tokenizer, task_name, prompts, group_size, seed=0) -> own groups the backend samples for
+    the task's first train items, scored by the task's verifier, each with a learning signal by construction:
+    its first completion rewarded 1 and its second 0, whatever the weights sampled (a learner step on them has
+    a gradient on any zoo)."""
+    from node.generation.rollouts import Group, score_group
+    from node.models.loading import encode_prompt
+    from node.tasks import get_task
+
+    def make(backend, tokenizer, task_name: str, prompts: int, group_size: int, seed: int = 0) -> list:
+        task = get_task(task_name)
+        items = [task.item("train", i) for i in range(prompts)]
+        ids = [encode_prompt(tokenizer, item) for item in items]
+        outputs, seconds = backend.generate(ids, group_size, seed=seed)
+        groups = [Group(item, p, comps, seconds) for item, p, comps in zip(items, ids, outputs, strict=True)]
+        for group in groups:
+            score_group(task, group)
+            group.completions[0].reward, group.completions[1].reward = 1.0, 0.0
+        return groups
+
+    return make

@@ -1,4 +1,7 @@
-"""One peer alone measurably learns (bounded by steps, not seconds), and a shuffled-reward control does not."""
+"""One peer alone measurably learns (bounded by steps, not seconds), and a shuffled-reward control does not.
+
+Both are measured against the run's own start, not against figures of particular weights: any zoo built by
+the recipe (labels 30% right: the model's habit is the slip) starts with room to learn."""
 import pytest
 
 from node.config import build_config
@@ -20,14 +23,13 @@ def mean(xs):
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_sampled_reward_rises(lora):
     rewards = run(250, lora=lora)
-    # step 0 samples 32 x 8 completions from the pre-trained policy, before any update
-    assert rewards[0] <= 0.4, rewards[:10]
-    assert mean(rewards[-25:]) >= 0.6, rewards[-25:]
+    # the first steps sample 32 x 8 completions each from (nearly) the pre-trained policy
+    first, last = mean(rewards[:5]), mean(rewards[-25:])
+    assert last >= first + 0.2, (first, last)
 
 
 @pytest.mark.slow
 def test_shuffled_rewards_do_not_rise():
     rewards = run(150, shuffle=True)
     first, last = mean(rewards[:10]), mean(rewards[-25:])
-    assert first <= 0.4
     assert last < first + 0.1, (first, last)

@@ -7,12 +7,11 @@ import pytest
 import torch
 
 from node.config import GenerationConfig, LossConfig, TrainConfig
-from node.generation.rollouts import Completion, Group, score_group
+from node.generation.rollouts import Completion, Group
 from node.generation.transformers_backend import TransformersBackend
 from node.rl.batching import micro_batches, mini_batches
 from node.rl.ftis import spread_logprob
 from node.rl.learner import Learner
-from node.tasks import get_task
 
 
 def test_micro_batches_stay_within_the_token_budget():
@@ -29,22 +28,24 @@ def test_mini_batches_deal_rows_across_groups():
     assert mini_batches(5, 1) == [[0, 1, 2, 3, 4]]
 
 
+def prefix(c: Completion, n: int) -> Completion:
+    """The completion's first n tokens (each behaviour log-prob is its token's: a prefix keeps its own)."""
+    cut = n < len(c.token_ids)
+    return Completion(c.token_ids[:n], c.logprobs[:n], "length" if cut else c.finish_reason, c.text, c.reward)
+
+
 @pytest.fixture(scope="module")
-def groups(tiny):
-    """Own groups sampled by the model, of uneven lengths, the same completions as received groups whose
-    claimed behaviour log-probs differ from ours (so w != 1, some truncated at C), and two as foreign-tokenizer
-    groups (sequence-level weights)."""
+def groups(tiny, sampled_groups):
+    """Own groups sampled by the model, cut to uneven lengths by construction (completion j of group i keeps
+    1 + (i + j) mod its length tokens, whatever lengths the weights sampled), each with a learning signal; the
+    same completions as received groups whose claimed behaviour log-probs differ from ours (so w != 1, some
+    truncated at C), and two as foreign-tokenizer groups (sequence-level weights)."""
     model, tok = tiny
     torch.manual_seed(0)
-    task = get_task("arith-add")
     backend = TransformersBackend(model, tok, GenerationConfig(max_new_tokens=8))
-    items = [task.item("train", i) for i in range(6)]
-    prompts = [tok(item.prompt).input_ids for item in items]
-    outputs, _ = backend.generate(prompts, 4, seed=1)
-    own = [Group(item, p, comps) for item, p, comps in zip(items, prompts, outputs, strict=True)]
-    for group in own:
-        score_group(task, group)
-        group.completions[0].reward = 1.0 - group.completions[1].reward  # every group has a signal
+    own = sampled_groups(backend, tok, "arith-add", 6, 4, seed=1)
+    for i, group in enumerate(own):
+        group.completions = [prefix(c, 1 + (i + j) % len(c.token_ids)) for j, c in enumerate(group.completions)]
     received = [Group(g.item, g.prompt_ids, [Completion(c.token_ids, [lp - (0.9 if i % 2 else 0.2) for lp in
                                                                        c.logprobs], c.finish_reason, c.text,
                                                         c.reward) for i, c in enumerate(g.completions)], own=False)

@@ -103,7 +103,8 @@ def test_received_rewards_are_rescored_locally(hub_and_peers):
     b.step(10)
     honest = hub.served.pop("b")  # only the liar's copy can reach `a`
     groups = [pb.Group.FromString(raw) for raw in msgpack.unpackb(honest.latest("groups")[1], raw=True)]
-    claimed = next(g for g in groups if min(c.reward for c in g.completions) == 0.0)  # b found a wrong one
+    # a group in which b found a right and a wrong answer (so it is informative under our own verifier too)
+    claimed = next(g for g in groups if {c.reward for c in g.completions} == {0.0, 1.0})
     truth = [c.reward for c in claimed.completions]
     for c in claimed.completions:  # the liar claims every completion is right
         c.reward = 1.0

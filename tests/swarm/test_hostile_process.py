@@ -127,34 +127,111 @@ def test_an_identity_held_by_a_running_peer_is_refused_at_once(running_peer):
     assert time.monotonic() - start < 60
 
 
-def sigterm_after(cmd: list[str], delay: float, cwd=ROOT) -> tuple[int, float, str]:
-    """Starts cmd, sends SIGTERM after `delay` s; returns (exit code, seconds to exit, output)."""
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
-    time.sleep(delay)
+def handles(pid: int, signum: int) -> bool:
+    """Whether process `pid` has installed its own handler for `signum` (/proc: the SigCgt mask)."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    mask = int(status.split("SigCgt:")[1].split()[0], 16)
+    return bool(mask >> (signum - 1) & 1)
+
+
+def stop_at(cmd: list[str], when, signum: int = signal.SIGTERM) -> tuple[int, float, str, bool]:
+    """Starts cmd and sends `signum` `when` seconds later, or ("handler") at the first instant its own stop
+    handlers are installed (they are installed together, SIGTERM's last: Python handles SIGINT itself from
+    its start); returns (exit code, seconds from the signal to the exit, output, whether our handlers were
+    installed when it arrived)."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    if when == "handler":
+        deadline = time.monotonic() + 60
+        while proc.poll() is None and not handles(proc.pid, signal.SIGTERM) and time.monotonic() < deadline:
+            time.sleep(0.0005)
+    else:
+        time.sleep(when)
+    handled = proc.poll() is None and handles(proc.pid, signal.SIGTERM)
     sent = time.monotonic()
-    proc.send_signal(signal.SIGTERM)
+    proc.send_signal(signum)
     try:
         out, _ = proc.communicate(timeout=STOP_TIMEOUT + 40)
     except subprocess.TimeoutExpired:
         proc.kill()
         out, _ = proc.communicate()
-        raise AssertionError(f"still running {STOP_TIMEOUT + 40} s after SIGTERM: {out[-2000:]}") from None
-    return proc.returncode, time.monotonic() - sent, out
+        raise AssertionError(f"still running {STOP_TIMEOUT + 40} s after the signal: {out[-2000:]}") from None
+    return proc.returncode, time.monotonic() - sent, out, handled
 
 
-@pytest.mark.parametrize("delay", [0.5, 1.5, 3.0, 6.0])
-def test_sigterm_stops_a_bootstrap_in_every_state(tmp_path, cpu_load, delay):
-    """Point 12: starting, fetching (a status fetch every 0.2 s), idle; on a loaded machine."""
-    code, seconds, out = sigterm_after([*CLI, "bootstrap", "--port", "0", "--identity", str(tmp_path / "b.id"),
-                                        "--status-every", "0.2"], delay)
-    assert code == 0 and seconds < STOP_TIMEOUT, (code, seconds, out[-2000:])
-    assert out.strip().splitlines()[-1].startswith("bootstrap stopped") and "Traceback" not in out
+def leftovers(marker: str) -> list[str]:
+    """Command lines of live processes that mention `marker` (a test's own folder: its children, their p2pd)."""
+    found = []
+    for entry in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            line = entry.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in line and not _gone(int(entry.parent.name)):
+            found.append(line)
+    return found
+
+
+def assert_stopped_cleanly(result, signum: int, marker: str) -> None:
+    """A stop it handled: exit 0 within the stop time-out, no traceback. A SIGTERM that arrived before the
+    interpreter had run any of our code (a few ms after exec) ends it the operating system's way, before
+    anything was started. Either way nothing it started is left running."""
+    code, seconds, out, handled = result
+    if handled:
+        assert code == 0 and seconds < STOP_TIMEOUT, (code, seconds, out[-2000:])
+        assert "Traceback" not in out, out[-2000:]
+    else:
+        assert signum == signal.SIGTERM and code == -signal.SIGTERM and out == "", (code, out[-2000:])
+    wait_until(lambda: not leftovers(marker), 10, f"left running: {leftovers(marker)}")
+
+
+@pytest.mark.parametrize("when", ["handler", 0.05, 0.5, 1.5, 3.0, 6.0])
+def test_sigterm_stops_a_bootstrap_in_every_state(tmp_path, cpu_load, when):
+    """Point 12: starting (from the first instant), fetching (a status fetch every 0.2 s), idle; on a loaded
+    machine."""
+    result = stop_at([*CLI, "bootstrap", "--port", "0", "--identity", str(tmp_path / "b.id"),
+                      "--status-every", "0.2"], when)
+    assert_stopped_cleanly(result, signal.SIGTERM, str(tmp_path))
+    if result[3]:
+        assert result[2].strip().splitlines()[-1].startswith("bootstrap stopped"), result[2][-2000:]
+
+
+STARTING = {  # command -> (its arguments, what it says once stopped: while starting, or after some work)
+    "run": (["run", "--model", "tiny-add", "--task", "arith-add", "--steps", "0"],
+            ("run stopped while", "stopped: summary")),
+    "join": (["join", "--model", "tiny-add", "--task", "arith-add", "--steps", "0"],
+             ("join stopped while", "stopped: summary")),
+    "local": (["local", "--peers", "2", "--models", "tiny-add,tiny-sub", "--steps", "40"],
+              ("local swarm stopped while", "stopping the local swarm")),
+}
+
+
+MOMENTS = [  # (when, signal): SIGINT from the instant our handler exists (before it, Python's own applies)
+    ("handler", signal.SIGTERM), (0.05, signal.SIGTERM), (1.0, signal.SIGTERM), (4.0, signal.SIGTERM),
+    (12.0, signal.SIGTERM), ("handler", signal.SIGINT), (1.0, signal.SIGINT), (4.0, signal.SIGINT)]
+
+
+@pytest.mark.parametrize("when, signum", MOMENTS, ids=[f"{w}-{signal.Signals(s).name}" for w, s in MOMENTS])
+@pytest.mark.parametrize("command", list(STARTING))
+def test_a_stop_at_any_moment_ends_run_join_and_local_cleanly(tmp_path, command, when, signum):
+    """From the first instant (the handlers are installed before any slow import) through model loading, the
+    DHT's start and a local swarm's children starting, to training: exit 0, a line saying so, no traceback
+    (children's logs included), and no child process or p2pd daemon left behind."""
+    args, said = STARTING[command]
+    extra = {"run": ["--out", str(tmp_path / "out")], "join": ["--identity", str(tmp_path / "j.id")],
+             "local": ["--out", str(tmp_path / "local")]}[command]
+    result = stop_at([*CLI, *args, *extra], when, signum)
+    assert_stopped_cleanly(result, signum, str(tmp_path))
+    if result[3]:
+        assert any(line in result[2] for line in said), result[2][-2000:]
+        logs = list((tmp_path / "local").glob("*.log"))
+        assert not [log.name for log in logs if "Traceback" in log.read_text()]
 
 
 def test_sigterm_stops_a_peer_while_it_retries(cpu_load):
     dead = f"/ip4/127.0.0.1/tcp/{free_port()}/p2p/12D3KooWRqLQJmN9WhyZ4YdbM3kEiY4J2TMgnchPKQty6eFJuiGx"
-    code, seconds, out = sigterm_after([*CLI, "join", "--initial-peers", dead, "--startup-timeout", "3"], 15)
-    assert code == 0 and seconds < STOP_TIMEOUT and "stopped while" in out and "Traceback" not in out, out[-2000:]
+    code, seconds, out, handled = stop_at([*CLI, "join", "--initial-peers", dead, "--startup-timeout", "3"], 15)
+    assert handled and code == 0 and seconds < STOP_TIMEOUT and "join stopped while" in out, out[-2000:]
+    assert "Traceback" not in out
 
 
 def test_sigterm_stops_a_peer_while_it_trains(running_peer, cpu_load):
