@@ -177,13 +177,13 @@ def cmd_run(args) -> int:
     from node.config import config_from_args
 
     stop = args.stop  # SIGTERM / Ctrl-C, handled since main() began: the step ends, a checkpoint is written
-    stop.timeout = args.stop_timeout
     cfg = config_from_args(args)
     check_writable(args.out, "--out")
     _prepare(cfg)
     stop.check()
     from node.peer import Peer
 
+    stop.check()
     exporter = _exporter(args, cfg)
     peer = None
     try:
@@ -205,7 +205,6 @@ def cmd_join(args) -> int:
     from node.config import config_from_args
 
     stop = args.stop
-    stop.timeout = args.stop_timeout
     cfg = config_from_args(args, JOIN_DEFAULTS)
     if args.initial_peers_file:
         from node.runner import read_address_file
@@ -261,7 +260,6 @@ def cmd_bootstrap(args) -> int:
     from node.errors import ConfigError
     from node.runner import run_bootstrap
 
-    args.stop.timeout = args.stop_timeout
     cfg = config_from_args(args, BOOTSTRAP_DEFAULTS)  # a file shared with the peers works: [swarm] is read
     if cfg.swarm.client_mode:
         raise ConfigError("swarm.client_mode: a bootstrap must accept connections (client mode is for peers "
@@ -417,8 +415,7 @@ def _zoo_build(args) -> int:
     with tempfile.TemporaryDirectory(prefix="swarm-zoo-") as scratch:
         out = Path(args.out) if args.out else Path(scratch)
         check_writable(str(out), "--out")
-        for name in names:
-            build_zoo(out, [name], offsets[name], _zoo_progress())
+        build_zoo(out, offsets, _zoo_progress())
         print(f"built {', '.join(names)} into {out} in {time.monotonic() - start:.0f} s"
               + (f" (seeds +{args.seed_offset})" if args.seed_offset else "")
               + (f"; use it with SWARM_ZOO_DIR={out}" if args.out else ""))
@@ -441,9 +438,11 @@ def cmd_tasks(args) -> int:
 
 
 def _stop_timeout(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--stop-timeout", type=float, default=20.0,
+    from node.process import DEFAULT_STOP_TIMEOUT
+
+    p.add_argument("--stop-timeout", type=float, default=DEFAULT_STOP_TIMEOUT,
                    help="seconds after SIGTERM / Ctrl-C within which the process ends, gracefully or not "
-                        "(default: 20)")
+                        f"(default: {DEFAULT_STOP_TIMEOUT:.0f})")
 
 
 EVAL_PEER_FLAGS = ("--model", "--lora", "--task", "--seed", "--threads", "--backend")
@@ -564,6 +563,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = build_parser().parse_args(argv)
     args.stop = stop
+    if stop is not None and hasattr(args, "stop_timeout"):  # (a signal before this point counts from its arrival)
+        stop.timeout = args.stop_timeout
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from node.errors import UNREACHABLE_ERRORS, USER_ERRORS, Stopped

@@ -831,6 +831,10 @@ def main(argv=None) -> int:
     commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip() or "unknown"
     command = "python bench/paper_tables.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
+    from node.models.zoo_store import ZOO_ENV, active_zoo, is_shipped
+
+    if not is_shipped(active_zoo()):  # results on another zoo than the shipped one say so in their command
+        command = f"{ZOO_ENV}={active_zoo()} {command}"
     origin = {"commit": commit, "command": command}
     started = time.perf_counter()
     if not args.report_only:

@@ -2,6 +2,7 @@
 with tables and plots, and a second invocation resumes instead of redoing anything."""
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -77,7 +78,10 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
     done = sorted(p.name for p in out.glob("*.json"))
     one = json.loads((out / next(n for n in done if n.startswith("ftis_tiny-sub+tiny-add_f-tis"))).read_text())
     evals = one["peers"]["tiny-sub#0"]["evals"]
-    assert one["commit"] and one["command"].startswith("python bench/paper_tables.py --smoke")  # provenance
+    # provenance: the commit and the command, with the zoo when it is not the shipped one
+    zoo = os.environ.get("SWARM_ZOO_DIR")
+    assert one["commit"] and one["command"].startswith(
+        (f"SWARM_ZOO_DIR={zoo} " if zoo else "") + "python bench/paper_tables.py --smoke")
     assert [e["step"] for e in evals] == [0, 2, 3] and all(0 <= e["train/greedy"] <= 1 for e in evals)
     again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
     planned = paper_tables.plan(1, 3, 2, {"ftis", "ablation", "mix", "mixed"})

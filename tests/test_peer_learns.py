@@ -1,7 +1,12 @@
 """One peer alone measurably learns (bounded by steps, not seconds), and a shuffled-reward control does not.
 
-Both are measured against the run's own start, not against figures of particular weights: any zoo built by
-the recipe (labels 30% right: the model's habit is the slip) starts with room to learn."""
+Measured against the run's own start and against the control from the same weights and seed, not against
+figures of particular weights: any zoo the recipe builds (labels 30% right: the model's habit is the slip)
+starts with room to learn. Sampled reward, first 5 -> last 25 of 250 steps, full / LoRA: shipped zoo 0.42 ->
+0.64 / 0.36 -> 0.63, zoos rebuilt with seeds +100 0.42 -> 0.61 / 0.44 -> 0.62 and +200 0.55 -> 0.84 / 0.46 ->
+0.78; a step's mean over 256 completions moves by about 0.03 from noise alone. The shuffled control at step
+150 (last 25): 0.15, 0.06, 0.24, against 0.60, 0.56, 0.77 for the real run.
+"""
 import pytest
 
 from node.config import build_config
@@ -19,17 +24,24 @@ def mean(xs):
     return sum(xs) / len(xs)
 
 
+@pytest.fixture(scope="module")
+def full_run():
+    return run(250)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
-def test_sampled_reward_rises(lora):
-    rewards = run(250, lora=lora)
+def test_sampled_reward_rises(lora, full_run):
+    rewards = run(250, lora=True) if lora else full_run
     # the first steps sample 32 x 8 completions each from (nearly) the pre-trained policy
     first, last = mean(rewards[:5]), mean(rewards[-25:])
-    assert last >= first + 0.2, (first, last)
+    assert last >= first + 0.1, (first, last)
 
 
 @pytest.mark.slow
-def test_shuffled_rewards_do_not_rise():
+def test_shuffled_rewards_do_not_rise(full_run):
+    """Rewards permuted within each step (their link to the text cut): from the same weights and seed, the
+    control ends far below the real run at the same step."""
     rewards = run(150, shuffle=True)
-    first, last = mean(rewards[:10]), mean(rewards[-25:])
-    assert last < first + 0.1, (first, last)
+    control, real = mean(rewards[-25:]), mean(full_run[125:150])
+    assert control <= real - 0.2, (control, real)

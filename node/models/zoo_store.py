@@ -172,12 +172,12 @@ def write_manifest(out: Path, entries: dict[str, dict]) -> Path:
     return out / MANIFEST
 
 
-def build_zoo(out: Path, names: list[str], seed_offset: int = 0,
+def build_zoo(out: Path, seed_offsets: dict[str, int],
               progress: Callable[[str, int, int, float], None] | None = None) -> Path:
-    """Builds these models into `out` and records them in its manifest (after each model, so an interrupted
-    build keeps what it finished)."""
-    for name in names:
-        write_manifest(out, {name: build_into(out, ZOO[name], seed_offset, progress)})
+    """Builds these models (name -> seed offset) into `out` and records each in its manifest once built (an
+    interrupted build keeps what it finished)."""
+    for name, offset in seed_offsets.items():
+        write_manifest(out, {name: build_into(out, ZOO[name], offset, progress)})
     return out / MANIFEST
 
 

@@ -1,6 +1,7 @@
 """Sharing through an in-memory swarm: groups flow, hostile records are dropped and counted, peers go on."""
 import itertools
 import time
+import zlib
 from concurrent.futures import Future
 
 import msgpack
@@ -32,9 +33,12 @@ IDENTITIES = itertools.count()
 
 def peer(hub, name, model="tiny-add", **swarm):
     """A zoo peer in the in-memory swarm that reads every announcement shard each step and (unless told)
-    trains on every valid group, informative or not, so that these tests count what flows."""
+    trains on every valid group, informative or not, so that these tests count what flows. Its seed comes from
+    its name: peers draw prompts of their own, as real peers do (two peers with one seed draw the same task
+    items, and where their models sample the same completions, the groups are one group, used once)."""
     cfg = build_config({"model": {"name": model}, "task": {"name": "arith"},
-                        "train": {"group_policy": "fixed", "group_size": 4, "prompts_per_step": 4},
+                        "train": {"group_policy": "fixed", "group_size": 4, "prompts_per_step": 4,
+                                  "seed": zlib.crc32(name.encode()) % 1000},
                         "swarm": {"gather_deadline": 0.2, "shards_per_step": ANNOUNCE_SHARDS,
                                   "informative_only": False, **swarm}})
     return Peer(cfg, transport=hub.transport(name))
