@@ -17,8 +17,7 @@ from .evaluation import as_metrics, evaluate
 from .generation import make_backend
 from .generation.rollouts import Group, score_group
 from .metrics import StepResult, SwarmMetrics
-from .models.loading import encode_prompt, load_model
-from .models.tokenizer import source_of
+from .models.loading import encode_prompt, load_model, source_of
 from .models.zoo import recommended_lr
 from .rl.learner import Learner
 from .runtime import set_threads

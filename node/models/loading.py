@@ -5,10 +5,13 @@ All paths end in `from_pretrained`, so the same code serves the tiny zoo and a r
 Qwen/Qwen2.5-0.5B-Instruct for users who have the hub. A saved model folder holds `swarm-model.json` beside
 the weights: the base it came from, whether the folder is a LoRA adapter (then only the adapter is saved and
 the base is loaded by name under it) and the learning rate that trained it (kept when training goes on).
+Another peer's tokenizer is loaded here too, from what its card names (`source_of`, `resolve_source`), and only
+from what this machine has.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import json
 from dataclasses import dataclass
@@ -232,6 +235,59 @@ def load_model(cfg: ModelConfig, seed: int = 0) -> LoadedModel:
         model = wrap_lora(model, cfg, seed)
     base = str(Path(cfg.name).expanduser().resolve()) if source == "local" else cfg.name
     return LoadedModel(model, tokenizer, source, use_lora, base)
+
+
+def source_of(base: str) -> str:
+    """How a peer with another tokenizer rebuilds this model's tokenizer offline (the card's tokenizer_source):
+    "zoo:<kind>" for zoo models, "gguf:smollm2-135m" for the optional SmolLM2 package, "hub:<repo id>" for hub
+    models (from the receiver's cache only), "" for anything else (a local directory)."""
+    from .zoo import ZOO, weights_spec
+
+    if base in ZOO:
+        return f"zoo:{weights_spec(base).tokenizer}"
+    if base == SMOLLM2:
+        return f"gguf:{SMOLLM2}"
+    if not base or looks_like_path(base):
+        return ""
+    return f"hub:{base}"
+
+
+def resolve_source(source: str, fingerprint: str):
+    """Another peer's tokenizer from its card, built only from what this machine has (a zoo kind, the SmolLM2
+    package if installed, or a hub tokenizer already in the local cache: never a download on a peer's word),
+    and only if its fingerprint is the one the card claims; None otherwise."""
+    tokenizer, built_fingerprint = _build_source(source)
+    return tokenizer if tokenizer is not None and built_fingerprint == fingerprint else None
+
+
+@functools.lru_cache(maxsize=16)
+def _build_source(source: str) -> tuple[object, str]:
+    """(tokenizer, its fingerprint), or (None, ""); built once per source and process, whatever fingerprints
+    senders claim for it (a GGUF tokenizer takes seconds to read: a sender must not make us read it again)."""
+    from .tokenizer import tokenizer_fingerprint
+
+    tokenizer = _load_source(source)
+    return (tokenizer, tokenizer_fingerprint(tokenizer)) if tokenizer is not None else (None, "")
+
+
+def _load_source(source: str):
+    from .tokenizer import KINDS, build_tokenizer
+
+    kind, _, name = source.partition(":")
+    try:
+        if kind == "zoo" and name in KINDS:
+            return build_tokenizer(name)
+        if kind == "gguf" and name == SMOLLM2:
+            folder, gguf = _smollm2_location()
+            return load_tokenizer(folder, gguf_file=gguf)
+        if kind == "hub" and name:
+            from huggingface_hub import snapshot_download
+
+            # the repo's files in the local cache, as its own peer loads them; nothing is fetched
+            return load_tokenizer(snapshot_download(name, local_files_only=True))
+    except (OSError, ValueError, KeyError, RuntimeError, ModelLoadError):  # not cached, not installed, malformed
+        return None
+    return None
 
 
 def encode_prompt(tokenizer, item) -> list[int]:

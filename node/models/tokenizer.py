@@ -10,7 +10,6 @@
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import random
@@ -69,57 +68,3 @@ def tokenizer_fingerprint(tokenizer) -> str:
     special = {"eos": tokenizer.eos_token_id, "pad": tokenizer.pad_token_id}
     blob = json.dumps([vocab, special], ensure_ascii=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
-
-
-def source_of(base: str) -> str:
-    """How a peer with another tokenizer rebuilds this model's tokenizer offline (the card's tokenizer_source):
-    "zoo:<kind>" for zoo models, "gguf:smollm2-135m" for the optional SmolLM2 package, "hub:<repo id>" for hub
-    models (from the receiver's cache only), "" for anything else (a local directory)."""
-    from .loading import SMOLLM2, looks_like_path
-    from .zoo import ZOO, weights_spec
-
-    if base in ZOO:
-        return f"zoo:{weights_spec(base).tokenizer}"
-    if base == SMOLLM2:
-        return f"gguf:{SMOLLM2}"
-    if not base or looks_like_path(base):
-        return ""
-    return f"hub:{base}"
-
-
-def resolve_source(source: str, fingerprint: str):
-    """Another peer's tokenizer from its card, built only from what this machine has (a zoo kind, the SmolLM2
-    package if installed, or a hub tokenizer already in the local cache: never a download on a peer's word),
-    and only if its fingerprint is the one the card claims; None otherwise."""
-    tokenizer, built_fingerprint = _build_source(source)
-    return tokenizer if tokenizer is not None and built_fingerprint == fingerprint else None
-
-
-@functools.lru_cache(maxsize=16)
-def _build_source(source: str) -> tuple[object, str]:
-    """(tokenizer, its fingerprint), or (None, ""); built once per source and process, whatever fingerprints
-    senders claim for it (a GGUF tokenizer takes seconds to read: a sender must not make us read it again)."""
-    tokenizer = _load_source(source)
-    return (tokenizer, tokenizer_fingerprint(tokenizer)) if tokenizer is not None else (None, "")
-
-
-def _load_source(source: str):
-    from node.errors import ModelLoadError
-
-    from .loading import SMOLLM2, _smollm2_location, load_tokenizer
-
-    kind, _, name = source.partition(":")
-    try:
-        if kind == "zoo" and name in KINDS:
-            return build_tokenizer(name)
-        if kind == "gguf" and name == SMOLLM2:
-            folder, gguf = _smollm2_location()
-            return load_tokenizer(folder, gguf_file=gguf)
-        if kind == "hub" and name:
-            from huggingface_hub import snapshot_download
-
-            # the repo's files in the local cache, as its own peer loads them; nothing is fetched
-            return load_tokenizer(snapshot_download(name, local_files_only=True))
-    except (OSError, ValueError, KeyError, RuntimeError, ModelLoadError):  # not cached, not installed, malformed
-        return None
-    return None

