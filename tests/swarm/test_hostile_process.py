@@ -184,7 +184,7 @@ def assert_stopped_cleanly(result, signum: int, marker: str) -> None:
     wait_until(lambda: not leftovers(marker), 10, f"left running: {leftovers(marker)}")
 
 
-@pytest.mark.parametrize("when", ["handler", 0.05, 0.5, 1.5, 3.0, 6.0])
+@pytest.mark.parametrize("when", ["handler", 0.05, 0.5, 3.0])
 def test_sigterm_stops_a_bootstrap_in_every_state(tmp_path, cpu_load, when):
     """Point 12: starting (from the first instant), fetching (a status fetch every 0.2 s), idle; on a loaded
     machine."""
@@ -206,9 +206,9 @@ STARTING = {  # command -> (its arguments, what it says once stopped: while star
 
 
 MOMENTS = [  # (when, signal): SIGINT from the instant our handler exists (before it, Python's own applies);
-    # (training itself is stopped in test_sigterm_stops_a_peer_while_it_trains and by `swarm local`'s tests)
-    ("handler", signal.SIGTERM), (0.05, signal.SIGTERM), (1.0, signal.SIGTERM), (4.0, signal.SIGTERM),
-    ("handler", signal.SIGINT), (4.0, signal.SIGINT)]
+    # at 4 s each command is loading torch, its model or the DHT (training itself is stopped in
+    # test_sigterm_stops_a_peer_while_it_trains and test_sigterm_stops_a_local_swarm_while_it_trains)
+    ("handler", signal.SIGTERM), (0.05, signal.SIGTERM), (4.0, signal.SIGTERM), ("handler", signal.SIGINT)]
 
 
 @pytest.mark.parametrize("when, signum", MOMENTS, ids=[f"{w}-{signal.Signals(s).name}" for w, s in MOMENTS])
