@@ -409,7 +409,8 @@ def _zoo_build(args) -> int:
     if args.check:  # what we compare against must itself be intact; rebuilt with the seeds it was built with
         for name in names:
             zoo_model_path(name)
-        offsets = {name: read_manifest(reference)["models"][name].get("seed_offset", 0) for name in names}
+        recorded = read_manifest(reference)["models"]
+        offsets = {name: recorded[name].get("seed_offset", 0) for name in names}
     quiet_libraries()
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="swarm-zoo-") as scratch:
