@@ -16,8 +16,8 @@ from node.config import EvalConfig
 from node.generation.rollouts import Completion, score_completion
 from node.models.loading import encode_prompt
 from node.tasks import Item, Task
+from node.tasks.base import HELD_OUT_START
 
-HELD_OUT_START = 2**31  # first held-out item index; training draws indices in [0, 2^31)
 EVAL_SEED = 7_777_777  # sampling seed of sampled pass@1 (the same for every evaluation of a run)
 
 

@@ -7,21 +7,25 @@ from .arith import _OPS as _ARITH_NAMES
 from .arith import ArithmeticTask
 from .base import Item, Task, TaskRef, item_seed
 from .count import CountTask
+from .digits import OPS as _DIGITS_NAMES
+from .digits import DigitsTask
 from .gym import PREFIX as GYM_PREFIX
 from .hub_math import _SPECS as _HUB_NAMES
 
 __all__ = ["Item", "Task", "TaskRef", "get_task", "item_seed", "offline_task", "task_names"]
-OFFLINE = (*_ARITH_NAMES, "count")  # built from the name alone, offline, in microseconds
+OFFLINE = (*_ARITH_NAMES, *_DIGITS_NAMES, "count")  # built from the name alone, offline, in microseconds
 
 
 def task_names() -> list[str]:
-    return [*_ARITH_NAMES, "count", *_HUB_NAMES, f"{GYM_PREFIX}<reasoning-gym task, e.g. chain_sum>"]
+    return [*_DIGITS_NAMES, *_ARITH_NAMES, "count", *_HUB_NAMES, f"{GYM_PREFIX}<reasoning-gym task, e.g. chain_sum>"]
 
 
 def get_task(name: str, data_files: str = "") -> Task:
     """Builds a task by name; raises UnknownTaskError with the known names."""
     if name in _ARITH_NAMES:
         return ArithmeticTask(name)
+    if name in _DIGITS_NAMES:
+        return DigitsTask(name)
     if name == "count":
         return CountTask()
     if name in _HUB_NAMES:

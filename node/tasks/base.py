@@ -9,6 +9,8 @@ import hashlib
 from dataclasses import dataclass
 from typing import Protocol
 
+HELD_OUT_START = 2**31  # first held-out item index; training draws indices in [0, 2^31) (node/peer.py)
+
 
 @dataclass(frozen=True)
 class TaskRef:

@@ -1,0 +1,100 @@
+"""Column arithmetic: exact worked solutions, slips that are skills, a held-out set disjoint from training by
+content, and completions long and varied enough for the F- filter and SAGC to act."""
+import random
+import statistics
+
+from node.config import build_config
+from node.evaluation import held_out_items
+from node.models.tokenizer import build_tokenizer
+from node.peer import Peer
+from node.tasks import get_task
+from node.tasks.base import HELD_OUT_START
+from node.tasks.digits import HELD_OUT_SHARE, addition_steps, held_out, subtraction_steps, worked
+
+
+def test_worked_solutions_are_exact():
+    assert worked(4821, "+", 397) == ("1+7=8,2+9=11,8+3+1=12,4+1=5;5218", 5218)
+    assert worked(4821, "-", 397) == ("11-7=4,12-9-1=2,8-3-1=4,4=4;4424", 4424)
+    assert worked(1000, "-", 999) == ("10-9=1,10-9-1=0,10-9-1=0,1-1=0;1", 1)
+    assert worked(95, "+", 7) == ("5+7=12,9+1=10;102", 102)
+    assert worked(7, "-", 7) == ("7-7=0;0", 0)
+
+
+def test_slips_drop_carries_and_borrows():
+    assert addition_steps(95, 7, carries=False) == (["5+7=12", "9=9"], 92)
+    assert subtraction_steps(4821, 397, borrows=False) == (["7-1=6", "9-2=7", "8-3=5", "4=4"], 4576)
+    assert worked(4821, "+", 397, skill=False)[1] == 4118
+    assert worked(4111, "+", 222, skill=False) == worked(4111, "+", 222)  # no carry: no slip to make
+
+
+def test_every_worked_answer_is_the_true_result():
+    rng = random.Random(0)
+    for _ in range(2000):
+        a, b = sorted((rng.randint(1, 99999), rng.randint(1, 99999)), reverse=True)
+        assert worked(a, "+", b)[1] == a + b
+        assert worked(a, "-", b)[1] == a - b
+        text, result = worked(a, "-", b)
+        assert text.endswith(f";{result}") and text.count(",") == len(str(a)) - 1
+
+
+def test_items_rebuild_and_splits_have_their_columns():
+    task = get_task("digits")
+    assert task.item("train", 77) == get_task("digits").item("train", 77)
+    for split, columns in (("train", {1, 2, 3, 4}), ("test", {5})):
+        items = [task.item(split, i) for i in range(400)]
+        seen = {len(i.prompt[:-1].replace("-", "+").split("+")[0]) for i in items}
+        assert seen == columns
+        assert {"+", "-"} <= {c for i in items for c in i.prompt}
+    only_add = [get_task("digits-add").item("train", i).prompt for i in range(100)]
+    assert all("+" in p and "-" not in p for p in only_add)
+
+
+def test_held_out_by_content_never_trained_on():
+    """A 400-step run's training prompts (what a peer draws: 16 prompts a step) hold no held-out problem, and the
+    held-out set is held out by content (its problems are on the held-out side of the partition)."""
+    cfg = build_config({"model": {"name": "tiny-add"}, "task": {"name": "digits"},
+                        "train": {"prompts_per_step": 16}})
+    peer = Peer(cfg)
+    try:
+        trained = [item.prompt for _ in range(400) for item in peer.next_items(16)]
+    finally:
+        peer.close()
+    task = get_task("digits")
+    for split in ("train", "test"):
+        evaluation = held_out_items(task, split, 512)
+        assert len({i.prompt for i in evaluation}) > 400  # (one-column problems are few: ~11 held out of ~90)
+        assert not {i.prompt for i in evaluation} & set(trained)
+        assert all(held_out(*task.problem(split, i.ref.index)) for i in evaluation)
+    assert not any(held_out(*get_task("digits").problem("train", i)) for i in range(2000))
+    drawn = [task.problem("train", HELD_OUT_START + i) for i in range(200)]
+    assert all(held_out(*p) for p in drawn)
+    rng = random.Random(1)
+    space = [(rng.randint(1, 9999), "+-"[i % 2], rng.randint(1, 9999)) for i in range(8000)]
+    assert abs(statistics.mean(held_out(*p) for p in space) - 1 / HELD_OUT_SHARE) < 0.02
+
+
+def test_completions_are_long_and_varied():
+    """Canonical completions (work, answer, end token) in the zoo's character tokens: mean 15-40, coefficient of
+    variation at least 0.4 in distribution; out of distribution longer still."""
+    tokenizer = build_tokenizer("char")
+    task = get_task("digits")
+
+    def lengths(split):
+        return [len(tokenizer(worked(*task.problem(split, i))[0]).input_ids) + 1 for i in range(3000)]
+
+    train = lengths("train")
+    mean = statistics.mean(train)
+    assert 15 <= mean <= 40 and statistics.pstdev(train) / mean >= 0.4
+    assert statistics.mean(lengths("test")) > mean + 10
+
+
+def test_score_is_exact_match_of_the_answer():
+    task = get_task("digits")
+    item = next(task.item("train", i) for i in range(100) if "+" in task.item("train", i).prompt)
+    a, b = (int(x) for x in item.prompt[:-1].split("+"))
+    right, _ = worked(a, "+", b)
+    assert task.score(item, right, finished=True) == 1.0
+    assert task.score(item, right, finished=False) == 0.0  # cut off: no reward
+    assert task.score(item, right.rsplit(";", 1)[0] + f";{a + b + 1}", finished=True) == 0.0
+    assert task.score(item, f"The sum is {a + b}.", finished=True) == 1.0  # a chat model's sentence
+    assert task.score(item, f"{a + b};{a + b}0", finished=True) == 0.0  # the last answer counts
