@@ -15,6 +15,8 @@ import torch
 
 from node.tasks import get_task
 from node.tasks.count import count_answer
+from node.tasks.digits import OPS as DIGITS_TASKS
+from node.tasks.digits import worked
 
 WRONG_OFFSETS = (1,)
 
@@ -37,15 +39,29 @@ def counting_label(answer: str, rng: random.Random, accuracy: float) -> str:
     return label
 
 
-def make_batch(tokenizer, mixture: dict[str, float], accuracy: float, batch: int, rng: random.Random):
+def example(name: str, rng: random.Random, accuracy: float, long_share: float = 0.0) -> tuple[str, str]:
+    """One pre-training (prompt, label). Column arithmetic's label is its worked solution, done with the skill
+    (carries, borrows) with probability `accuracy`, else without; `long_share` of its examples have the test
+    split's lengths (content still from the training side of the held-out partition): a base model has seen
+    longer numbers than the RL task trains on, as a real one has seen harder maths than GSM8K."""
+    task = get_task(name)
+    if name in DIGITS_TASKS:
+        split = "test" if rng.random() < long_share else "train"
+        a, op, b = task.problem(split, rng.randrange(2**31))
+        return f"{a}{op}{b}=", worked(a, op, b, rng.random() < accuracy)[0]
+    item = task.item("train", rng.randrange(2**31))
+    return item.prompt, noisy_label(name, item.answer, rng, accuracy)
+
+
+def make_batch(tokenizer, mixture: dict[str, float], accuracy: float, batch: int, rng: random.Random,
+               long_share: float = 0.0):
     """Right-padded (input_ids, attention_mask, labels); labels are -100 outside answer + eos."""
     names, weights = list(mixture), list(mixture.values())
     rows = []
     for _ in range(batch):
-        name = rng.choices(names, weights)[0]
-        item = get_task(name).item("train", rng.randrange(2**31))
-        prompt = tokenizer(item.prompt).input_ids
-        target = tokenizer(noisy_label(name, item.answer, rng, accuracy)).input_ids + [tokenizer.eos_token_id]
+        text, label = example(rng.choices(names, weights)[0], rng, accuracy, long_share)
+        prompt = tokenizer(text).input_ids
+        target = tokenizer(label).input_ids + [tokenizer.eos_token_id]
         rows.append((prompt + target, [-100] * len(prompt) + target))
     width = max(len(ids) for ids, _ in rows)
     pad = tokenizer.pad_token_id
@@ -56,7 +72,7 @@ def make_batch(tokenizer, mixture: dict[str, float], accuracy: float, batch: int
 
 
 def pretrain(model, tokenizer, mixture: dict[str, float], accuracy: float, steps: int, batch: int, lr: float,
-             seed: int, progress: Callable[[int, float], None] | None = None) -> list[float]:
+             seed: int, progress: Callable[[int, float], None] | None = None, long_share: float = 0.0) -> list[float]:
     """Trains in place with AdamW and a linear warm-down; returns the loss of every step."""
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -65,7 +81,7 @@ def pretrain(model, tokenizer, mixture: dict[str, float], accuracy: float, steps
     model.train()
     losses = []
     for step in range(steps):
-        input_ids, attention, labels = make_batch(tokenizer, mixture, accuracy, batch, rng)
+        input_ids, attention, labels = make_batch(tokenizer, mixture, accuracy, batch, rng, long_share)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

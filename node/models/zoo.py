@@ -27,7 +27,8 @@ class ZooSpec:
     heads: int = 4
     kv_heads: int = 2
     mixture: dict = field(default_factory=lambda: {"arith-add": 0.8, "arith-sub": 0.2})
-    label_accuracy: float = 0.3  # share of pre-training labels that are right (the rest are off by one)
+    label_accuracy: float = 0.3  # share of pre-training labels that are right (the rest carry the task's slip)
+    long_share: float = 0.0  # column arithmetic: share of pre-training examples with the test split's lengths
     steps: int = 1000
     batch: int = 64
     lr: float = 3e-3
@@ -44,6 +45,7 @@ class ZooSpec:
 
 
 _ADD = {"arith-add": 0.8, "arith-sub": 0.2}
+_DIGITS = {"layers": 3, "label_accuracy": 0.6, "long_share": 0.25, "steps": 800, "batch": 64, "lr": 3e-3}
 _SUB = {"arith-add": 0.2, "arith-sub": 0.8}
 ZOO = {
     spec.name: spec
@@ -57,6 +59,14 @@ ZOO = {
                 label_accuracy=0.5, steps=350, batch=48, seed=4),
         ZooSpec("tiny-add-bpe", "0.3M params, mostly addition, own BPE tokenizer", mixture=_ADD, seed=5,
                 tokenizer="bpe"),
+        # column arithmetic (node/tasks/digits.py): experts of one operator each, who never saw the other one
+        ZooSpec("digit-add", "0.5M params, column addition only, drops carries in 40% of its examples",
+                mixture={"digits-add": 1.0}, **{**_DIGITS, "steps": 1000}, seed=11),
+        ZooSpec("digit-sub", "0.5M params, column subtraction only, drops borrows in 40% of its examples",
+                mixture={"digits-sub": 1.0}, **_DIGITS, seed=12),
+        ZooSpec("digit-add-lora", "digit-add trained through a LoRA adapter", base="digit-add", lora=True),
+        ZooSpec("digit-sub-bpe", "0.5M params, column subtraction only, own BPE tokenizer",
+                mixture={"digits-sub": 1.0}, **_DIGITS, seed=14, tokenizer="bpe"),
     )
 }
 
@@ -67,6 +77,8 @@ def recipe_hash(spec: ZooSpec) -> str:
     from .tokenizer import BPE_CORPUS, BPE_TASKS, BPE_VOCAB, CHARACTERS, SPECIAL_TOKENS
 
     recipe = {k: v for k, v in dataclasses.asdict(spec).items() if k in BUILD_FIELDS}
+    if not spec.long_share:
+        del recipe["long_share"]  # (a field added later: the arithmetic zoo's recipes hash as they did)
     if spec.tokenizer != "char":
         recipe["tokenizer"] = [spec.tokenizer, BPE_VOCAB, BPE_CORPUS, BPE_TASKS]
     blob = json.dumps([ZOO_FORMAT, recipe, SPECIAL_TOKENS, CHARACTERS], sort_keys=True)
@@ -74,7 +86,7 @@ def recipe_hash(spec: ZooSpec) -> str:
 
 
 BUILD_FIELDS = ("name", "layers", "hidden", "intermediate", "heads", "kv_heads", "mixture", "label_accuracy",
-                "steps", "batch", "lr", "seed")  # what the weights depend on
+                "steps", "batch", "lr", "seed", "long_share")  # what the weights depend on
 
 
 def recommended_lr(name: str, lora: bool) -> float:
@@ -111,5 +123,5 @@ def build_model(spec: ZooSpec, progress: Callable[[int, float], None] | None = N
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     losses = pretrain(model, tokenizer, spec.mixture, spec.label_accuracy, spec.steps, spec.batch, spec.lr,
-                      spec.seed, progress)
+                      spec.seed, progress, spec.long_share)
     return model, tokenizer, losses
