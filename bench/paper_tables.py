@@ -77,7 +77,7 @@ TOKENIZER_OF = {"tiny-add-bpe": "BPE, zoo, 160 tokens", "smollm2-135m": "BPE, Sm
 RUN_SECTIONS = ("ftis", "ablation", "mix", "mixed")  # the in-process experiments (one JSON file each)
 SECTION_TITLES = {"ftis": "1. F-TIS table", "ablation": "2. Ablations", "mix": "3. SAPO's mix",
                   "sagc": "4. SAGC", "mixed": "5. Mixed tokenizers"}
-SWARM_VARIANTS = tuple(v for v in VARIANTS if v != "alone")
+SWARM_VARIANTS = tuple(v for v in VARIANTS if v not in ("alone", "outcome"))  # (the F-TIS paper's variants)
 MODEL_COST = {"small-add": 4.0, "smollm2-135m": 60.0}  # relative step cost of a model (tiny models: 1)
 BASE = {  # every experiment of sections 1-3; the task needs both skills (sums and differences)
     "task": {"name": "arith"},

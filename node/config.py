@@ -22,7 +22,7 @@ from protocol import ANNOUNCE_SHARDS, MAX_RECORD_TTL
 
 from .errors import ConfigError
 
-VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis")
+VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis", "outcome")
 AGGREGATIONS = ("grpo", "dapo")
 REDUCTIONS = ("sum", "mean")
 SPLITS = ("train", "test")  # a task's train split is in distribution, its test split out of distribution

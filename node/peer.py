@@ -15,7 +15,7 @@ from protocol.codec import LengthSummary
 from .config import NodeConfig
 from .evaluation import as_metrics, evaluate
 from .generation import make_backend
-from .generation.rollouts import Group, score_group
+from .generation.rollouts import Group, score_completion, score_group
 from .metrics import StepResult, SwarmMetrics
 from .models.loading import encode_prompt, load_model, source_of
 from .models.zoo import recommended_lr
@@ -24,7 +24,7 @@ from .runtime import set_threads
 from .sagc.policy import make_group_policy, prompts_for, summarize
 from .swarm import SwarmTransport
 from .swarm.exchange import GatherResult, GroupExchange, make_card
-from .tasks import get_task
+from .tasks import get_task, offline_task
 
 
 def shuffle_rewards(groups: list[Group], rng: random.Random) -> None:
@@ -96,8 +96,12 @@ class Peer:
         own_summaries = [summarize(g, self.family, step) for g in groups]
         local = groups[: self.cfg.swarm.local_groups] if self.cfg.swarm.local_groups else groups
         received, swarm_metrics = self.share(groups, own_summaries, step, sum(len(g.completions) for g in local))
+        taken = received.groups
+        if self.cfg.loss.variant == "outcome" and taken:
+            taken = self.failed_here(taken, seed=self.cfg.train.seed * 100003 + step)
+            swarm_metrics.gated = len(received.groups) - len(taken)
         start = time.perf_counter()
-        loss_metrics = self.learner.step(local + received.groups)
+        loss_metrics = self.learner.step(local + taken)
         self.backend.sync(self.loaded.model)  # the next step samples from the updated weights
         learn_seconds = time.perf_counter() - start
         group_metrics = self.policy.after_step(own_summaries, received.summaries, self.family)
@@ -112,6 +116,18 @@ class Peer:
         if self.evaluates_after(step):
             result.eval, result.eval_seconds = self.evaluate()
         return result
+
+    def failed_here(self, groups: list[Group], seed: int) -> list[Group]:
+        """The received groups whose prompt our own greedy completion gets wrong (success-gated transfer takes
+        other peers' right answers only where we fail)."""
+        outputs, _ = self.backend.generate([g.prompt_ids for g in groups], 1, seed=seed, greedy=True)
+        kept = []
+        for group, out in zip(groups, outputs, strict=True):
+            name = group.item.ref.task
+            task = self.task if name == self.task.name else offline_task(name)
+            if task is None or score_completion(task, group.item, out[0]) < 1:
+                kept.append(group)
+        return kept
 
     def evaluates_after(self, step: int) -> bool:
         """Whether held-out accuracy is measured after this step: every eval.every steps and after the last."""

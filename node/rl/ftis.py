@@ -11,6 +11,10 @@ A is the group-relative advantage; the F- variants zero it for completions with 
 D = sum_t (log pi_gen - log pi_theta) > g (or the per-token mean, by configuration), which keeps them in the
 group statistics but stops their gradient.
 
+The outcome variant (success-gated transfer, as "Mutual RL", arXiv 2605.07244, calls it) is the cheap baseline
+that ignores log-probs altogether: a received completion teaches only when it beat its group (A > 0), at weight
+1, and only for prompts our own greedy answer gets wrong (the peer gates groups before the loss; peer.py).
+
 Shapes: N completions (rows) x T completion positions; `mask` marks real completion tokens.
 Behaviour log-probs that are non-finite or positive are impossible for an honest generator: those tokens are
 dropped (masked out and counted) and replaced before any arithmetic so that no NaN reaches the gradient.
@@ -46,7 +50,7 @@ import torch
 from node.config import LossConfig
 from node.metrics import LossMetrics
 
-_NO_WEIGHT = ("alone", "nois", "f-nois")
+_NO_WEIGHT = ("alone", "nois", "f-nois", "outcome")
 _UNTRUNCATED = ("vis", "f-vis")
 
 
@@ -151,6 +155,8 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
     filtered = torch.zeros_like(has_tokens)
     if cfg.variant.startswith("f-"):
         filtered = (advantages <= 0) & (d > cfg.g) & has_tokens
+    elif cfg.variant == "outcome":  # success-gated transfer: of received completions, only the right ones teach
+        filtered = (advantages <= 0) & received & has_tokens
     adv = torch.where(filtered, torch.zeros_like(advantages), advantages)
 
     n_tok = mask.sum().clamp(min=1)

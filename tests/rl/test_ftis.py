@@ -219,3 +219,19 @@ def test_with_an_identical_tokenizer_the_sequence_weight_reduces_to_per_token_ft
     assert loss_s == pytest.approx(loss_t, abs=1e-12)
     assert torch.allclose(grad_s, grad_t, atol=1e-12)
     assert m_s.mean_weight == pytest.approx(m_t.mean_weight) == pytest.approx(math.exp(offset))
+
+
+def test_outcome_variant_learns_only_from_received_successes_at_weight_one():
+    """Success-gated transfer: received rows with A <= 0 give no gradient (whatever their divergence), received
+    rows with A > 0 weigh 1 however unlikely our model finds them, own rows are plain GRPO."""
+    lp = [[math.log(0.5)] * 2, [math.log(0.5)] * 2, [math.log(0.01)] * 2, [math.log(0.01)] * 2]
+    gen = [[math.log(0.5)] * 2, [math.log(0.5)] * 2, [math.log(0.9)] * 2, [math.log(0.9)] * 2]
+    inp = make(lp, gen, [[1, 1]] * 4, [1.0, -1.0, 1.0, -1.0], own=[True, True, False, False])
+    loss, grad, m = grad_of(inp, LossConfig(variant="outcome"))
+    # rows: own +, own -, received + (weight 1, not 0.011), received - (filtered); GRPO mean over the 4 rows
+    expected = torch.tensor([[-1 / 8] * 2, [1 / 8] * 2, [-1 / 8] * 2, [0.0] * 2], dtype=torch.float64)
+    assert torch.allclose(grad, expected, atol=1e-12)
+    assert m.filtered == 1 and m.kept == 3 and m.mean_weight == pytest.approx(1.0)
+    _, grad_ftis, _ = grad_of(make(lp, gen, [[1, 1]] * 4, [1.0, -1.0, 1.0, -1.0], own=[True, True, False, False]),
+                              LossConfig(variant="f-tis"))
+    assert abs(grad_ftis[2, 0]) < abs(grad[2, 0]) / 50  # F-TIS weighs the same success pi_theta / pi_gen ~ 0.011
