@@ -24,7 +24,7 @@ from .runtime import set_threads
 from .sagc.policy import make_group_policy, prompts_for, summarize
 from .swarm import SwarmTransport
 from .swarm.exchange import GatherResult, GroupExchange, make_card
-from .tasks import get_task, offline_task
+from .tasks import get_task, task_of_record
 
 
 def shuffle_rewards(groups: list[Group], rng: random.Random) -> None:
@@ -123,8 +123,7 @@ class Peer:
         outputs, _ = self.backend.generate([g.prompt_ids for g in groups], 1, seed=seed, greedy=True)
         kept = []
         for group, out in zip(groups, outputs, strict=True):
-            name = group.item.ref.task
-            task = self.task if name == self.task.name else offline_task(name)
+            task = task_of_record(group.item.ref.task, self.task)
             if task is None or score_completion(task, group.item, out[0]) < 1:
                 kept.append(group)
         return kept

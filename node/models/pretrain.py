@@ -16,7 +16,7 @@ import torch
 from node.tasks import get_task
 from node.tasks.count import count_answer
 from node.tasks.digits import OPS as DIGITS_TASKS
-from node.tasks.digits import worked
+from node.tasks.digits import prompt, worked
 
 WRONG_OFFSETS = (1,)
 
@@ -48,7 +48,7 @@ def example(name: str, rng: random.Random, accuracy: float, long_share: float = 
     if name in DIGITS_TASKS:
         split = "test" if rng.random() < long_share else "train"
         a, op, b = task.problem(split, rng.randrange(2**31))
-        return f"{a}{op}{b}=", worked(a, op, b, rng.random() < accuracy)[0]
+        return prompt(a, op, b), worked(a, op, b, rng.random() < accuracy)[0]
     item = task.item("train", rng.randrange(2**31))
     return item.prompt, noisy_label(name, item.answer, rng, accuracy)
 

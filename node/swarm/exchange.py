@@ -43,7 +43,7 @@ from node.config import SwarmConfig
 from node.errors import first_line
 from node.generation.rollouts import Completion, Group, score_completion
 from node.models.loading import encode_prompt
-from node.tasks import Task, offline_task
+from node.tasks import Task, task_of_record
 from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW
 from protocol.codec import (
     MAX_BUNDLE,
@@ -579,7 +579,7 @@ class GroupExchange:
 
     def _task(self, name: str) -> Task | None:
         """Our own task, or one that any peer builds offline in microseconds; nothing else is resolved."""
-        return self.own_task if name == self.own_task.name else offline_task(name)
+        return task_of_record(name, self.own_task)
 
     def _rebuild(self, wire: WireGroup, foreign: Foreign | None = None) -> tuple[Group | None, str]:
         """The group with prompt and rewards rebuilt locally, or (None, reason); a foreign tokenizer's group

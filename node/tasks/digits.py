@@ -70,6 +70,11 @@ def subtraction_steps(a: int, b: int, borrows: bool = True) -> tuple[list[str], 
     return steps, int("".join(map(str, reversed(digits))))
 
 
+def prompt(a: int, op: str, b: int) -> str:
+    """The compact prompt of a problem, e.g. "4821+397="."""
+    return f"{a}{op}{b}="
+
+
 def worked(a: int, op: str, b: int, skill: bool = True) -> tuple[str, int]:
     """The completion text (work and answer, no end token) and its answer; skill=False drops carries/borrows."""
     steps, result = addition_steps(a, b, skill) if op == "+" else subtraction_steps(a, b, skill)
@@ -109,7 +114,7 @@ class DigitsTask:
         a, op, b = self.problem(split, index)
         answer = a + b if op == "+" else a - b
         word = "plus" if op == "+" else "minus"
-        return Item(ref=TaskRef(self.name, self.version, split, index), prompt=f"{a}{op}{b}=",
+        return Item(ref=TaskRef(self.name, self.version, split, index), prompt=prompt(a, op, b),
                     question=f"What is {a} {word} {b}? Give the final answer after a semicolon.",
                     answer=str(answer))
 
