@@ -311,10 +311,10 @@ def test_task_references_resolve_only_to_our_task_or_offline_ones(victim, monkey
     hub = MemorySwarm()
     a = lone_peer(hub)
     publish(hub, "m", attacks.task_references(victim, ("gsm8k", "math500", "gym:chain_sum"), hub.clock())
-            + attacks.task_references(victim, ("count",), hub.clock()))  # count: offline, but not this prompt
+            + attacks.task_references(victim, ("count", "digits"), hub.clock()))  # offline, but not this prompt
     before = set(sys.modules)
     result = gather(a, budget=8, sender_cap=10**6)
-    assert result.rejected == {"task": 3, "prompt": 1}
+    assert result.rejected == {"task": 3, "prompt": 2}
     assert not {"datasets", "reasoning_gym"} & (set(sys.modules) - before)  # nothing was loaded to check
     monkeypatch.setattr(a.task, "score", lambda *args: 1 / 0)  # whatever the task's own code raises ...
     publish(hub, "m2", [attacks.plain(victim, 5, created=hub.clock())])  # (m sent only bad records: backed off)
