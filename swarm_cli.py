@@ -25,22 +25,6 @@ BOOTSTRAP_DEFAULTS = {"swarm": {"port": 31330,  # a well-known port peers are to
                                 "identity": str(Path.home() / ".local" / "share" / "swarm-node" / "bootstrap.id")}}
 
 
-def _zoo_progress():
-    """A progress callback for zoo pre-training: a line every tenth of a model's steps, with the time left."""
-    started: dict[str, float] = {}
-
-    def show(name, step, total, loss):
-        if name not in started:
-            started[name] = time.monotonic()
-            print(f"pre-training zoo model {name} ({total} steps)", file=sys.stderr, flush=True)
-        if step == total or step % max(total // 10, 1) == 0:
-            spent = time.monotonic() - started[name]
-            print(f"  {name}: step {step}/{total} loss {loss:.3f}, {spent:.0f} s, "
-                  f"~{spent * (total - step) / step:.0f} s left", file=sys.stderr, flush=True)
-
-    return show
-
-
 def check_writable(folder: str | None, what: str) -> None:
     """Refuses, in one line and before any training, an output folder that cannot be created or written."""
     if not folder:
@@ -391,7 +375,15 @@ def _zoo_build(args) -> int:
 
     from node.errors import ConfigError
     from node.models.zoo import ZOO
-    from node.models.zoo_store import active_zoo, build_zoo, buildable, compare_models, read_manifest, zoo_model_path
+    from node.models.zoo_store import (
+        BuildProgress,
+        active_zoo,
+        build_zoo,
+        buildable,
+        compare_models,
+        read_manifest,
+        zoo_model_path,
+    )
     from node.runtime import quiet_libraries
 
     names = [m.strip() for m in args.models.split(",")] if args.models else buildable()
@@ -399,6 +391,8 @@ def _zoo_build(args) -> int:
         if name not in ZOO or ZOO[name].base:
             raise ConfigError(f"zoo build: {name!r} is not a zoo model with weights of its own "
                               f"(one of {', '.join(buildable())})")
+    if args.workers < 1:
+        raise ConfigError(f"zoo build: --workers must be >= 1 (got {args.workers})")
     if not args.out and not args.check:
         raise ConfigError("zoo build: give --out DIR (then SWARM_ZOO_DIR=DIR uses it) or --check")
     if args.check and args.seed_offset:
@@ -416,7 +410,7 @@ def _zoo_build(args) -> int:
     with tempfile.TemporaryDirectory(prefix="swarm-zoo-") as scratch:
         out = Path(args.out) if args.out else Path(scratch)
         check_writable(str(out), "--out")
-        build_zoo(out, offsets, _zoo_progress())
+        build_zoo(out, offsets, BuildProgress(), args.workers)
         print(f"built {', '.join(names)} into {out} in {time.monotonic() - start:.0f} s"
               + (f" (seeds +{args.seed_offset})" if args.seed_offset else "")
               + (f"; use it with SWARM_ZOO_DIR={out}" if args.out else ""))
@@ -540,6 +534,8 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("--check", action="store_true", help="build: compare the rebuild, tensor by tensor, with the "
                      "zoo in use; exit 1 unless identical")
     zoo.add_argument("--models", help="build: comma-separated models (default: every model with its own weights)")
+    zoo.add_argument("--workers", type=int, default=1, help="build: models built at once, one process and one "
+                     "core each (the weights do not depend on it; default: 1)")
     zoo.add_argument("--seed-offset", type=int, default=0, help="build: add this to every model's seeds (a zoo "
                      "as another machine might have built it) (default: 0)")
     zoo.set_defaults(func=cmd_zoo)

@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     parser.add_argument("--models", default="digit-add,digit-sub")
     parser.add_argument("--prompts", type=int, default=256, help="held-out prompts per operator and split")
     parser.add_argument("--group", type=int, default=8, help="completions per prompt (G)")
-    parser.add_argument("--max-new-tokens", type=int, default=56)
+    parser.add_argument("--max-new-tokens", type=int, default=64)
     args = parser.parse_args(argv)
     from node.runtime import quiet_libraries
 

@@ -39,27 +39,33 @@ def counting_label(answer: str, rng: random.Random, accuracy: float) -> str:
     return label
 
 
-def example(name: str, rng: random.Random, accuracy: float, long_share: float = 0.0) -> tuple[str, str]:
+def example(name: str, rng: random.Random, accuracy: float, long_share: float = 0.0,
+            column_skill: float | None = None) -> tuple[str, str]:
     """One pre-training (prompt, label). Column arithmetic's label is its worked solution, done with the skill
-    (carries, borrows) with probability `accuracy`, else without; `long_share` of its examples have the test
-    split's lengths (content still from the training side of the held-out partition): a base model has seen
-    longer numbers than the RL task trains on, as a real one has seen harder maths than GSM8K."""
+    (carries, borrows passed on) with probability `accuracy`, else without; or, when `column_skill` is given,
+    each carry / borrow passed on with that probability (a skill the model has only a trace of). `long_share`
+    of its examples have the test split's lengths (content still from the training side of the held-out
+    partition): a base model has seen longer numbers than the RL task trains on, as a real one has seen harder
+    maths than GSM8K."""
     task = get_task(name)
     if name in DIGITS_TASKS:
         split = "test" if rng.random() < long_share else "train"
         a, op, b = task.problem(split, rng.randrange(2**31))
-        return prompt(a, op, b), worked(a, op, b, rng.random() < accuracy)[0]
+        if column_skill is None:
+            return prompt(a, op, b), worked(a, op, b, float(rng.random() < accuracy))[0]
+        return prompt(a, op, b), worked(a, op, b, column_skill, rng)[0]
     item = task.item("train", rng.randrange(2**31))
     return item.prompt, noisy_label(name, item.answer, rng, accuracy)
 
 
 def make_batch(tokenizer, mixture: dict[str, float], accuracy: float, batch: int, rng: random.Random,
-               long_share: float = 0.0):
+               long_share: float = 0.0, column_skill: dict[str, float] | None = None):
     """Right-padded (input_ids, attention_mask, labels); labels are -100 outside answer + eos."""
     names, weights = list(mixture), list(mixture.values())
     rows = []
     for _ in range(batch):
-        text, label = example(rng.choices(names, weights)[0], rng, accuracy, long_share)
+        name = rng.choices(names, weights)[0]
+        text, label = example(name, rng, accuracy, long_share, (column_skill or {}).get(name))
         prompt = tokenizer(text).input_ids
         target = tokenizer(label).input_ids + [tokenizer.eos_token_id]
         rows.append((prompt + target, [-100] * len(prompt) + target))
@@ -72,7 +78,8 @@ def make_batch(tokenizer, mixture: dict[str, float], accuracy: float, batch: int
 
 
 def pretrain(model, tokenizer, mixture: dict[str, float], accuracy: float, steps: int, batch: int, lr: float,
-             seed: int, progress: Callable[[int, float], None] | None = None, long_share: float = 0.0) -> list[float]:
+             seed: int, progress: Callable[[int, float], None] | None = None, long_share: float = 0.0,
+             column_skill: dict[str, float] | None = None) -> list[float]:
     """Trains in place with AdamW and a linear warm-down; returns the loss of every step."""
     torch.manual_seed(seed)
     rng = random.Random(seed)
@@ -81,7 +88,7 @@ def pretrain(model, tokenizer, mixture: dict[str, float], accuracy: float, steps
     model.train()
     losses = []
     for step in range(steps):
-        input_ids, attention, labels = make_batch(tokenizer, mixture, accuracy, batch, rng, long_share)
+        input_ids, attention, labels = make_batch(tokenizer, mixture, accuracy, batch, rng, long_share, column_skill)
         loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         optimizer.zero_grad(set_to_none=True)
         loss.backward()

@@ -13,14 +13,18 @@ file. A peer loads a zoo model only after its files match the manifest.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import functools
 import hashlib
 import json
+import multiprocessing
 import os
 import platform
 import shutil
+import sys
 import tempfile
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -172,12 +176,38 @@ def write_manifest(out: Path, entries: dict[str, dict]) -> Path:
     return out / MANIFEST
 
 
+class BuildProgress:
+    """Progress of zoo pre-training on stderr: a line when a model starts, then every tenth of its steps with
+    the time left. Picklable, so that build workers each print their own."""
+
+    def __init__(self):
+        self.started: dict[str, float] = {}
+
+    def __call__(self, name: str, step: int, total: int, loss: float) -> None:
+        if name not in self.started:
+            self.started[name] = time.monotonic()
+            print(f"pre-training zoo model {name} ({total} steps)", file=sys.stderr, flush=True)
+        if step == total or step % max(total // 10, 1) == 0:
+            spent = time.monotonic() - self.started[name]
+            print(f"  {name}: step {step}/{total} loss {loss:.3f}, {spent:.0f} s, "
+                  f"~{spent * (total - step) / step:.0f} s left", file=sys.stderr, flush=True)
+
+
 def build_zoo(out: Path, seed_offsets: dict[str, int],
-              progress: Callable[[str, int, int, float], None] | None = None) -> Path:
+              progress: Callable[[str, int, int, float], None] | None = None, workers: int = 1) -> Path:
     """Builds these models (name -> seed offset) into `out` and records each in its manifest once built (an
-    interrupted build keeps what it finished)."""
-    for name, offset in seed_offsets.items():
-        write_manifest(out, {name: build_into(out, ZOO[name], offset, progress)})
+    interrupted build keeps what it finished). workers > 1: that many models at once, each in a process of its
+    own on one thread (the weights are the same as built one after another); `progress` must then pickle."""
+    if workers <= 1 or len(seed_offsets) <= 1:
+        for name, offset in seed_offsets.items():
+            write_manifest(out, {name: build_into(out, ZOO[name], offset, progress)})
+        return out / MANIFEST
+    context = multiprocessing.get_context("spawn")  # (no fork of a process that may hold torch threads)
+    with concurrent.futures.ProcessPoolExecutor(min(workers, len(seed_offsets)), mp_context=context) as pool:
+        jobs = {pool.submit(build_into, out, ZOO[name], offset, progress): name
+                for name, offset in seed_offsets.items()}
+        for job in concurrent.futures.as_completed(jobs):
+            write_manifest(out, {jobs[job]: job.result()})
     return out / MANIFEST
 
 

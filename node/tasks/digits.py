@@ -3,18 +3,20 @@
 "4821+397=" -> "1+7=8,2+9=11,8+3+1=12,4+1=5;5218": one step per column from the right, each naming the digits
 it adds (a carry as "+1"; in a difference a borrowed column is written with its 10, "12-9-1=2", and the borrow
 as "-1"), then ";" and the answer. The work is what makes the task fit for measuring what sharing does:
-- completions grow with the problem (about 8 tokens for one column, 35 for four, one token per character with
+- completions grow with the problem (about 8 tokens for one column, 45 for five, one token per character with
   the zoo's tokenizer), so groups straggle and two different models' token-sum divergence crosses the F-
   filter's g;
-- a model can be wrong in a way that is a skill (dropping a carry, dropping a borrow), so experts of one
-  operator are complementary, not copies;
-- the problem space (operands up to 4 digits, about 2 x 10^8 problems) is far larger than any run draws.
+- a model can be wrong in a way that is a skill (a carry or a borrow not passed on to the next column), so two
+  models that each have only one of the skills are complementary, not copies;
+- the problem space (operands up to 5 digits, about 10^10 problems) is far larger than any run draws.
 
 Held-out by content: a problem (a, operator, b) is held out when a hash of it says so (1 in `HELD_OUT_SHARE`),
 whatever its index; training indices (below HELD_OUT_START) only ever yield problems that are not held out, the
 evaluation's indices (from HELD_OUT_START on) only ones that are, so no held-out prompt is ever trained on.
-Splits: train = 1-4 columns (in distribution), test = 5 columns (out of distribution: more digits than trained,
-scored the same way). The reward is exact: 1 when the completion ended by itself and its answer is right.
+Every problem carries or borrows at least once (the skill is always needed), so a model that drops carries is
+wrong on every sum, not on a lucky share of them. Splits: train = 1-5 columns (2-5 for differences: one column
+cannot borrow) in distribution, test = 6 columns (out of distribution: more digits than trained, scored the
+same way). The reward is exact: 1 when the completion ended by itself and its answer is right.
 """
 from __future__ import annotations
 
@@ -24,7 +26,10 @@ import re
 from .base import HELD_OUT_START, Item, TaskRef, item_seed
 
 OPS = {"digits": "+-", "digits-add": "+", "digits-sub": "-"}
-COLUMNS = {"train": (1, 4), "test": (5, 5)}  # columns (digits of the longer operand) per split
+# columns (digits of the longer operand) per split, with their weights: short problems weigh double, so that
+# completion lengths vary (mean 23.5 tokens, coefficient of variation 0.42 in distribution)
+COLUMNS = {"train": {1: 2, 2: 2, 3: 1, 4: 1, 5: 1}, "test": {6: 1}}
+MIN_COLUMNS = {"+": 1, "-": 2}  # a one-column difference (a >= b) cannot borrow: it is drawn with two
 HELD_OUT_SHARE = 8  # one problem in 8 is held out (by content)
 _ANSWER = re.compile(r";\s*(-?\d+)\s*$")
 _INTEGER = re.compile(r"-?\d+")
@@ -35,8 +40,18 @@ def held_out(a: int, op: str, b: int) -> bool:
     return item_seed("digits-held-out", a, op, b) % HELD_OUT_SHARE == 0
 
 
-def addition_steps(a: int, b: int, carries: bool = True) -> tuple[list[str], int]:
-    """The column steps of a + b and the result; `carries=False` drops every carry (a model's typical slip)."""
+def kept(skill: float, rng: random.Random | None) -> bool:
+    """Whether one carry / borrow is passed on: always at skill 1, never at 0, else with probability `skill`."""
+    if skill >= 1 or skill <= 0:
+        return skill >= 1
+    if rng is None:
+        raise ValueError("a skill between 0 and 1 needs a random generator")
+    return rng.random() < skill
+
+
+def addition_steps(a: int, b: int, skill: float = 1.0, rng: random.Random | None = None) -> tuple[list[str], int]:
+    """The column steps of a + b and the result. Each carry is passed on to the next column with probability
+    `skill` (1: always, right; 0: never, a model's typical slip); a dropped carry is simply missing there."""
     xs, ys = str(a)[::-1], str(b)[::-1]
     steps, digits, carry = [], [], 0
     for i in range(max(len(xs), len(ys))):
@@ -44,30 +59,36 @@ def addition_steps(a: int, b: int, carries: bool = True) -> tuple[list[str], int
         total = sum(int(t) for t in terms)
         steps.append("+".join(terms) + f"={total}")
         digits.append(total % 10)
-        carry = total // 10 if carries else 0
+        carry = total // 10 if total >= 10 and kept(skill, rng) else 0
     if carry:
         digits.append(carry)
     return steps, int("".join(map(str, reversed(digits))))
 
 
-def subtraction_steps(a: int, b: int, borrows: bool = True) -> tuple[list[str], int]:
-    """The column steps of a - b (a >= b) and the result; `borrows=False` takes each column's digits in the
-    larger-minus-smaller order and never borrows (the typical slip)."""
+def subtraction_steps(a: int, b: int, skill: float = 1.0, rng: random.Random | None = None) -> tuple[list[str], int]:
+    """The column steps of a - b (a >= b) and the result. A column short of its digits borrows ten ("12-9=3");
+    the borrow is passed on to the next column ("-1" there) with probability `skill` (0: never, the slip)."""
     xs, ys = str(a)[::-1], str(b)[::-1]
     steps, digits, borrow = [], [], 0
     for i in range(len(xs)):
         x, y = int(xs[i]), int(ys[i]) if i < len(ys) else None
         need = (y or 0) + borrow
-        if not borrows:
-            top, low = (x, y) if y is None or x >= y else (y, x)
-            steps.append(f"{top}" + (f"-{low}" if low is not None else "") + f"={top - (low or 0)}")
-            digits.append(top - (low or 0))
-            continue
         top = x + 10 if x < need else x
         steps.append(f"{top}" + (f"-{y}" if y is not None else "") + ("-1" if borrow else "") + f"={top - need}")
         digits.append(top - need)
-        borrow = 1 if x < need else 0
-    return steps, int("".join(map(str, reversed(digits))))
+        borrow = 1 if x < need and kept(skill, rng) else 0
+    return steps, int("".join(map(str, reversed(digits)))) if digits else 0
+
+
+def regroupings(a: int, op: str, b: int) -> int:
+    """How many carries (a sum) or borrows (a difference, a >= b: its top column never borrows) the right
+    working makes: the decisions a model that drops them gets wrong."""
+    count, carry = 0, 0
+    for i in range(len(str(a))):
+        x, y = a // 10**i % 10, b // 10**i % 10
+        carry = (x + y + carry >= 10) if op == "+" else (x < y + carry)
+        count += carry
+    return count
 
 
 def prompt(a: int, op: str, b: int) -> str:
@@ -75,9 +96,10 @@ def prompt(a: int, op: str, b: int) -> str:
     return f"{a}{op}{b}="
 
 
-def worked(a: int, op: str, b: int, skill: bool = True) -> tuple[str, int]:
-    """The completion text (work and answer, no end token) and its answer; skill=False drops carries/borrows."""
-    steps, result = addition_steps(a, b, skill) if op == "+" else subtraction_steps(a, b, skill)
+def worked(a: int, op: str, b: int, skill: float = 1.0, rng: random.Random | None = None) -> tuple[str, int]:
+    """The completion text (work and answer, no end token) and its answer; each carry / borrow is passed on with
+    probability `skill` (see addition_steps)."""
+    steps, result = (addition_steps if op == "+" else subtraction_steps)(a, b, skill, rng)
     return ",".join(steps) + f";{result}", result
 
 
@@ -92,7 +114,7 @@ def operands(rng: random.Random, op: str, columns: int) -> tuple[int, int]:
 
 
 class DigitsTask:
-    version = "1"
+    version = "2"  # 2: every problem carries or borrows at least once
     splits = ("train", "test")
 
     def __init__(self, name: str = "digits"):
@@ -103,11 +125,11 @@ class DigitsTask:
         """(a, op, b) of an item: drawn from its seed until its content falls on its side of the partition."""
         rng = random.Random(item_seed(self.name, self.version, split, index))
         want = index >= HELD_OUT_START
-        lo, hi = COLUMNS[split]
-        while True:  # 1.14 draws on average for training, 8 for held-out items
+        sizes, weights = list(COLUMNS[split]), list(COLUMNS[split].values())
+        while True:
             op = rng.choice(self.ops)
-            a, b = operands(rng, op, rng.randint(lo, hi))
-            if held_out(a, op, b) == want:
+            a, b = operands(rng, op, max(rng.choices(sizes, weights)[0], MIN_COLUMNS[op]))
+            if regroupings(a, op, b) and held_out(a, op, b) == want:
                 return a, op, b
 
     def item(self, split: str, index: int) -> Item:

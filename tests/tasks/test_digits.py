@@ -9,7 +9,7 @@ from node.models.tokenizer import build_tokenizer
 from node.peer import Peer
 from node.tasks import get_task
 from node.tasks.base import HELD_OUT_START
-from node.tasks.digits import HELD_OUT_SHARE, addition_steps, held_out, subtraction_steps, worked
+from node.tasks.digits import HELD_OUT_SHARE, addition_steps, held_out, regroupings, subtraction_steps, worked
 
 
 def test_worked_solutions_are_exact():
@@ -21,10 +21,30 @@ def test_worked_solutions_are_exact():
 
 
 def test_slips_drop_carries_and_borrows():
-    assert addition_steps(95, 7, carries=False) == (["5+7=12", "9=9"], 92)
-    assert subtraction_steps(4821, 397, borrows=False) == (["7-1=6", "9-2=7", "8-3=5", "4=4"], 4576)
-    assert worked(4821, "+", 397, skill=False)[1] == 4118
-    assert worked(4111, "+", 222, skill=False) == worked(4111, "+", 222)  # no carry: no slip to make
+    """The slip is a carry / borrow not passed on: the column is worked as before, the next one lacks its 1."""
+    assert addition_steps(95, 7, skill=0.0) == (["5+7=12", "9=9"], 92)
+    assert subtraction_steps(4821, 397, skill=0.0) == (["11-7=4", "12-9=3", "8-3=5", "4=4"], 4534)
+    assert worked(42, "-", 19, 0.0) == ("12-9=3,4-1=3;33", 33)
+    assert worked(4821, "+", 397, skill=0.0)[1] == 4118
+    assert worked(4111, "+", 222, skill=0.0) == worked(4111, "+", 222)  # no carry: no slip to make
+    assert [regroupings(*p) for p in ((4821, "+", 397), (4821, "-", 397), (95, "+", 7), (4111, "+", 222))] == \
+        [2, 2, 2, 0]
+
+
+def test_a_trace_of_the_skill_passes_each_carry_on_by_chance():
+    """At skill 0.25 each carry / borrow is passed on independently: a problem with k of them comes out right
+    with probability 0.25^k (measured over 4000 draws)."""
+    rng = random.Random(3)
+    for a, op, b in ((95, "+", 7), (4821, "-", 397), (1000, "-", 999)):
+        right, k = a + b if op == "+" else a - b, regroupings(a, op, b)
+        share = statistics.mean(worked(a, op, b, 0.25, rng)[1] == right for _ in range(4000))
+        assert abs(share - 0.25**k) < 0.02, (a, op, b, share)
+    try:
+        worked(95, "+", 7, 0.5)
+    except ValueError as error:
+        assert "random generator" in str(error)
+    else:
+        raise AssertionError("a partial skill without a generator was accepted")
 
 
 def test_every_worked_answer_is_the_true_result():
@@ -35,16 +55,19 @@ def test_every_worked_answer_is_the_true_result():
         assert worked(a, "-", b)[1] == a - b
         text, result = worked(a, "-", b)
         assert text.endswith(f";{result}") and text.count(",") == len(str(a)) - 1
+        for op in "+-":
+            slipped = worked(a, op, b, 0.0)
+            assert (slipped == worked(a, op, b)) == (regroupings(a, op, b) == 0)
 
 
 def test_items_rebuild_and_splits_have_their_columns():
     task = get_task("digits")
     assert task.item("train", 77) == get_task("digits").item("train", 77)
-    for split, columns in (("train", {1, 2, 3, 4}), ("test", {5})):
-        items = [task.item(split, i) for i in range(400)]
-        seen = {len(i.prompt[:-1].replace("-", "+").split("+")[0]) for i in items}
-        assert seen == columns
-        assert {"+", "-"} <= {c for i in items for c in i.prompt}
+    for split, columns in (("train", {1, 2, 3, 4, 5}), ("test", {6})):
+        problems = [task.problem(split, i) for i in range(400)]
+        assert {len(str(a)) for a, _, _ in problems} == columns
+        assert {op for _, op, _ in problems} == {"+", "-"}
+        assert all(regroupings(*p) >= 1 for p in problems)  # the skill is needed in every problem
     only_add = [get_task("digits-add").item("train", i).prompt for i in range(100)]
     assert all("+" in p and "-" not in p for p in only_add)
 
@@ -62,14 +85,14 @@ def test_held_out_by_content_never_trained_on():
     task = get_task("digits")
     for split in ("train", "test"):
         evaluation = held_out_items(task, split, 512)
-        assert len({i.prompt for i in evaluation}) > 400  # (one-column problems are few: ~11 held out of ~90)
+        assert len({i.prompt for i in evaluation}) > 400  # (one-column sums are few: 45 that carry)
         assert not {i.prompt for i in evaluation} & set(trained)
         assert all(held_out(*task.problem(split, i.ref.index)) for i in evaluation)
     assert not any(held_out(*get_task("digits").problem("train", i)) for i in range(2000))
     drawn = [task.problem("train", HELD_OUT_START + i) for i in range(200)]
     assert all(held_out(*p) for p in drawn)
     rng = random.Random(1)
-    space = [(rng.randint(1, 9999), "+-"[i % 2], rng.randint(1, 9999)) for i in range(8000)]
+    space = [(rng.randint(1, 99999), "+-"[i % 2], rng.randint(1, 99999)) for i in range(8000)]
     assert abs(statistics.mean(held_out(*p) for p in space) - 1 / HELD_OUT_SHARE) < 0.02
 
 
