@@ -66,12 +66,12 @@ ZOO = {
                 tokenizer="bpe"),
         # column arithmetic (node/tasks/digits.py): both operators each, one skill each; of the other skill
         # (passing a borrow / a carry on to the next column) only a trace
-        ZooSpec("digit-add", "0.5M params, column sums and differences, carries (no borrows)", mixture=_BOTH,
+        ZooSpec("digit-add", "0.5M params, column arithmetic, carries only", mixture=_BOTH,
                 column_skill={"digits-sub": _TRACE}, **_DIGITS, seed=11),
-        ZooSpec("digit-sub", "0.5M params, column sums and differences, borrows (no carries)", mixture=_BOTH,
+        ZooSpec("digit-sub", "0.5M params, column arithmetic, borrows only", mixture=_BOTH,
                 column_skill={"digits-add": _TRACE}, **_DIGITS, seed=12),
         ZooSpec("digit-add-lora", "digit-add trained through a LoRA adapter", base="digit-add", lora=True),
-        ZooSpec("digit-sub-bpe", "digit-sub's recipe with its own BPE tokenizer", mixture=_BOTH,
+        ZooSpec("digit-sub-bpe", "as digit-sub, own BPE tokenizer", mixture=_BOTH,
                 column_skill={"digits-add": _TRACE}, **_DIGITS, seed=14, tokenizer="bpe"),
     )
 }
