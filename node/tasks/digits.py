@@ -77,18 +77,16 @@ def subtraction_steps(a: int, b: int, skill: float = 1.0, rng: random.Random | N
         steps.append(f"{top}" + (f"-{y}" if y is not None else "") + ("-1" if borrow else "") + f"={top - need}")
         digits.append(top - need)
         borrow = 1 if x < need and kept(skill, rng) else 0
-    return steps, int("".join(map(str, reversed(digits)))) if digits else 0
+    return steps, int("".join(map(str, reversed(digits))))
 
 
 def regroupings(a: int, op: str, b: int) -> int:
-    """How many carries (a sum) or borrows (a difference, a >= b: its top column never borrows) the right
-    working makes: the decisions a model that drops them gets wrong."""
-    count, carry = 0, 0
-    for i in range(len(str(a))):
-        x, y = a // 10**i % 10, b // 10**i % 10
-        carry = (x + y + carry >= 10) if op == "+" else (x < y + carry)
-        count += carry
-    return count
+    """How many carries (a sum) or borrows (a difference) the right working makes: the decisions a model that
+    drops them gets wrong. Read off the working itself: a sum's column carries when its total reaches 10, a
+    difference's column borrows when its top does ("12-9=3")."""
+    if op == "+":
+        return sum(int(step.rsplit("=", 1)[1]) >= 10 for step in addition_steps(a, b)[0])
+    return sum(int(step.split("=")[0].split("-")[0]) >= 10 for step in subtraction_steps(a, b)[0])
 
 
 def prompt(a: int, op: str, b: int) -> str:
