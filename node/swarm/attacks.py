@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 import random
+import time
 from dataclasses import dataclass
 
 import msgpack
 
+from node.errors import SwarmUnreachable
 from node.models.loading import encode_prompt
 from node.tasks import Task, get_task, offline_task
 from protocol import ANNOUNCE_SHARDS
@@ -259,7 +261,20 @@ class SybilSwarm:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(8) as pool:
-            self.nodes = list(pool.map(lambda _: HostileDHT(settings, card=card), range(n)))
+            self.nodes = list(pool.map(lambda _: self.identity(settings, card), range(n)))
+
+    @staticmethod
+    def identity(settings, card: WireCard, attempts: int = 3) -> HostileDHT:
+        """One identity, started as a persistent operator would: a join whose bootstrap ping was lost (dozens
+        of daemons starting at once on a loaded machine) is tried again, `attempts` times in all."""
+        for attempt in range(1, attempts + 1):
+            try:
+                return HostileDHT(settings, card=card)
+            except SwarmUnreachable:
+                if attempt == attempts:
+                    raise
+                time.sleep(2.0 * attempt)
+        raise AssertionError("unreachable")
 
     @property
     def subkeys(self) -> set[bytes]:
