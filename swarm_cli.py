@@ -307,16 +307,17 @@ def cmd_eval(args) -> int:
     """Held-out accuracy of a model (greedy and sampled pass@1) on a task's splits, through its backend."""
     import json
 
-    from node.config import config_from_args
+    from node.config import config_from_args, with_completion_cap
     from node.evaluation import evaluate
     from node.generation import make_backend
     from node.models.loading import load_model
     from node.runtime import set_threads
-    from node.tasks import get_task
+    from node.tasks import completion_cap, get_task
 
     cfg = config_from_args(args)
     _prepare(cfg)
     task = get_task(cfg.eval.task or cfg.task.name, cfg.task.data_files)  # an unknown eval.task: before the model
+    cfg = with_completion_cap(cfg, completion_cap(task))
     set_threads(cfg.generation.threads)
     loaded = load_model(cfg.model, seed=cfg.train.seed)
     backend = make_backend(cfg.generation, loaded, seed=cfg.train.seed)

@@ -27,7 +27,7 @@ from node.tasks import get_task
 
 def make_groups(name, task, items, group_size, own, seed):
     loaded = load_model(ModelConfig(name=name))
-    backend = TransformersBackend(loaded.model, loaded.tokenizer, GenerationConfig())
+    backend = TransformersBackend(loaded.model, loaded.tokenizer, GenerationConfig(max_new_tokens=8))
     prompts = [encode_prompt(loaded.tokenizer, it) for it in items]
     outputs, _ = backend.generate(prompts, group_size, seed)
     groups = [Group(it, p, c, own=own) for it, p, c in zip(items, prompts, outputs, strict=True)]

@@ -74,9 +74,9 @@ MIXED_SCALE = {  # per set: settings that keep its cost within reach of a CPU (S
                 ("smollm2-135m/train.micro_batch_tokens", "1024")),  # its 49k-wide logits: ~10 GB a batch without
 }
 TOKENIZER_OF = {"tiny-add-bpe": "BPE, zoo, 160 tokens", "smollm2-135m": "BPE, SmolLM2, 49k"}  # others: char, zoo
-RUN_SECTIONS = ("ftis", "ablation", "mix", "mixed")  # the in-process experiments (one JSON file each)
-SECTION_TITLES = {"ftis": "1. F-TIS table", "ablation": "2. Ablations", "mix": "3. SAPO's mix",
-                  "sagc": "4. SAGC", "mixed": "5. Mixed tokenizers"}
+RUN_SECTIONS = ("verdict", "ftis", "ablation", "mix", "mixed")  # the in-process experiments (one JSON file each)
+SECTION_TITLES = {"verdict": "0. Verdict (digits)", "ftis": "1. F-TIS table", "ablation": "2. Ablations",
+                  "mix": "3. SAPO's mix", "sagc": "4. SAGC", "mixed": "5. Mixed tokenizers"}
 SWARM_VARIANTS = tuple(v for v in VARIANTS if v not in ("alone", "outcome"))  # (the F-TIS paper's variants)
 MODEL_COST = {"small-add": 4.0, "smollm2-135m": 60.0}  # relative step cost of a model (tiny models: 1)
 BASE = {  # every experiment of sections 1-3; the task needs both skills (sums and differences)
@@ -85,6 +85,28 @@ BASE = {  # every experiment of sections 1-3; the task needs both skills (sums a
     "swarm": {"received_groups": 16, "gather_deadline": 0.0},
     "eval": {"prompts": 512, "samples": 2},
 }
+# ---- section 0, the verdict: the digits testbed (node/tasks/digits.py), where the mechanisms act ----------
+VERDICT_PAIRS = {  # name -> the two zoo models; the first is the primary endpoint's pair (issue 22)
+    "complementary": ("digit-sub", "digit-add"),  # borrows only + carries only: each lacks the other's skill
+    "lora": ("digit-add-lora", "digit-sub"),  # LoRA carries expert + full-tuning borrows expert
+    "tokenizer": ("digit-sub-bpe", "digit-add"),  # BPE borrows expert + char carries expert
+}
+VERDICT_CELLS = (  # (label, variant, settings) of every peer of a pair; "x2": twice the base value
+    ("Alone", "alone", ()),
+    ("Alone-2x", "alone", (("train.prompts_per_step", "x2"),)),  # as many groups per update, all own
+    ("NoIS", "nois", ()),
+    ("F-TIS", "f-tis", ()),
+    ("outcome", "outcome", ()),  # success-gated transfer: received right answers where our greedy one fails
+)
+SECONDARY_CELLS = ("Alone", "F-TIS")  # the secondary pairs' cells (fewer seeds, said so)
+DIGITS_BASE = {  # SAGC on (the default policy): G from 4, 8, 12, 16 each step
+    "task": {"name": "digits"},
+    "train": {"prompts_per_step": 8},
+    "generation": {"max_new_tokens": 64},  # (the task's own cap, stated: the harness pins it)
+    "swarm": {"received_groups": 8, "gather_deadline": 0.0},  # at most the partner's whole step
+    "eval": {"prompts": 256, "samples": 1},
+}
+EFFECT = 0.05  # the effect the verdict must be able to see (issue 22): power is printed for it
 FINAL_POINTS = 3  # evaluations averaged into a run's final accuracy
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # t(0.975, df)
 
@@ -109,7 +131,8 @@ class Run:
     def cost(self) -> float:
         """Relative cost: steps x the models' step costs (a swarm peer learns on twice the groups)."""
         share = 1.0 if len(self.models) == 1 else 1.5
-        return self.steps * sum(MODEL_COST.get(m, 1.0) for m in self.models) * share
+        scale = math.prod(float(v[1:]) for k, v in self.settings if k.endswith("prompts_per_step") and v[:1] == "x")
+        return self.steps * sum(MODEL_COST.get(m, 1.0) for m in self.models) * share * scale
 
 
 def peer_seed(seed: int, model: str) -> int:
@@ -124,7 +147,8 @@ def peer_seed(seed: int, model: str) -> int:
 def peer_config(run: Run, model: str, scale: dict):
     from node.config import build_config, merge
 
-    values = merge(BASE, {"model": {"name": model}, "loss": {"variant": run.variant},
+    base = DIGITS_BASE if run.section == "verdict" else BASE
+    values = merge(base, {"model": {"name": model}, "loss": {"variant": run.variant},
                           "train": {"steps": run.steps, "seed": peer_seed(run.seed, model)},
                           "eval": {"every": run.eval_every}})
     values = merge(values, scale)
@@ -133,6 +157,8 @@ def peer_config(run: Run, model: str, scale: dict):
         if target and target != model:
             continue
         section, name = key.split(".")
+        if value.startswith("x"):  # a multiple of the value so far (e.g. Alone-2x's prompts, smoke scale too)
+            value = str(int(float(value[1:]) * float(values[section][name])))
         values = merge(values, {section: {name: value}})
     return build_config(values)
 
@@ -147,12 +173,16 @@ def execute(run: Run, scale: dict) -> dict:
 
     quiet_libraries()
     torch.set_num_threads(1)
+    from node.local_swarm import reference_settings
+
     hub = MemorySwarm() if len(run.models) > 1 and run.variant != "alone" else None
     names = [f"{model}#{i}" for i, model in enumerate(run.models)]
     peers = [Peer(peer_config(run, model, scale), transport=hub.transport(name) if hub else None)
              for model, name in zip(run.models, names, strict=True)]
     log = {name: {"model": p.cfg.model.name, "reward": [], "step_seconds": [], "learn_seconds": [],
-                  "received": [], "foreign": [], "rejected": [], "received_reward": [], "filtered": [], "evals": []}
+                  "received": [], "foreign": [], "rejected": [], "received_reward": [], "filtered": [],
+                  "group_size": [], "straggler": [], "gated": [], "evals": [],
+                  "settings": reference_settings(p.cfg)}  # what an Alone reference must share (node/report.py)
            for name, p in zip(names, peers, strict=True)}
     slow = run.cost / run.steps >= 20  # e.g. SmolLM2: a line now and then, so a long run shows progress
     try:
@@ -172,6 +202,9 @@ def execute(run: Run, scale: dict) -> dict:
                 entry["rejected"].append(sum(r.swarm.rejected.values()))
                 entry["received_reward"].append(r.swarm.received_reward)
                 entry["filtered"].append(r.loss.filtered_frac)
+                entry["group_size"].append(r.group_size)
+                entry["straggler"].append(r.group.straggler_rate)
+                entry["gated"].append(r.swarm.gated)
                 if r.eval:
                     entry["evals"].append({"step": step + 1, "seconds": sum(entry["step_seconds"]), **r.eval})
     finally:
@@ -206,9 +239,27 @@ ABLATIONS = (  # (label, settings) on the expertise pair; g = 50 (sum) and C = 2
 )
 
 
+def verdict_plan(seeds: int, steps: int, eval_every: int, pairs=tuple(VERDICT_PAIRS),
+                 secondary_seeds: int = 2) -> list[Run]:
+    """Section 0: every cell of the primary pair on `seeds` seeds; the secondary pairs Alone and F-TIS on fewer.
+    A model's Alone runs are shared by every pair it is in (same seed, same prompts)."""
+    runs: dict[str, Run] = {}
+    primary = next(iter(VERDICT_PAIRS))
+    for name in pairs:
+        cells = [c for c in VERDICT_CELLS if name == primary or c[0] in SECONDARY_CELLS]
+        for seed in range(seeds if name == primary else min(seeds, secondary_seeds)):
+            for label, variant, settings in cells:
+                for models in ([(m,) for m in VERDICT_PAIRS[name]] if variant == "alone" else [VERDICT_PAIRS[name]]):
+                    run = Run("verdict", models, variant, seed, steps, eval_every, settings, label)
+                    runs.setdefault(run.key, run)
+    return list(runs.values())
+
+
 def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tuple(PAIRS),
-         variants=VARIANTS, mixed=("zoo",)) -> list[Run]:
+         variants=VARIANTS, mixed=("zoo",), verdict_pairs=tuple(VERDICT_PAIRS)) -> list[Run]:
     runs: list[Run] = []
+    if "verdict" in sections:
+        runs += verdict_plan(seeds, steps, eval_every, verdict_pairs)
     if "ftis" in sections:
         for seed in range(seeds):
             if "alone" in variants:
@@ -243,42 +294,70 @@ def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tupl
 # ---- section 4: SAGC in a real local swarm -------------------------------------------------------------
 
 SAGC_POLICIES = (("sagc", ()), ("fixed G=16", ("--group-size", "16")), ("fixed G=8", ("--group-size", "8")))
+SAGC_MODELS = ("digit-sub", "digit-add")  # the verdict's complementary pair, as two `swarm local` processes
 
 
-def run_sagc(name: str, extra: tuple[str, ...], steps: int, peers: int, out: Path, smoke: bool,
+def run_sagc(name: str, extra: tuple[str, ...], steps: int, seed: int, out: Path, smoke: bool,
              origin: dict) -> dict:
-    """`swarm local` with tiny-count peers on the count task under one group policy; reads their metrics."""
+    """`swarm local` with the complementary pair on the digits task under one group policy (every peer its own
+    process and DHT node, sharing with F-TIS); reads their metrics: each peer's held-out ID accuracy over its
+    cumulative own step seconds."""
     from node.local_swarm import read_metrics
 
-    path = out / f"sagc_{name.replace(' ', '').replace('=', '')}_n{steps}.json"
+    path = out / f"sagc_{name.replace(' ', '').replace('=', '')}_s{seed}_n{steps}.json"
     if path.exists():
         return json.loads(path.read_text())
     folder = out / path.stem
     policy = ("--group-policy", "sagc") if name == "sagc" else ("--group-policy", "fixed")
-    cmd = [sys.executable, str(ROOT / "swarm_cli.py"), "local", "--models", "tiny-count", "--peers", str(peers),
-           "--task", "count", "--steps", str(steps), "--prompts", "16", *policy, *extra,
-           "--eval-every", str(max(steps // 2, 1)), "--set", "generation.max_new_tokens=32",
-           "--set", f"eval.prompts={32 if smoke else 128}", "--out", str(folder)]
+    every = 2 if smoke else 10
+    cmd = [sys.executable, str(ROOT / "swarm_cli.py"), "local", "--models", ",".join(SAGC_MODELS),
+           "--peers", str(len(SAGC_MODELS)), "--task", "digits", "--steps", str(steps),
+           "--prompts", "4" if smoke else "8", "--set", f"train.seed={1000 * seed}", *policy, *extra,
+           "--eval-every", str(every), "--set", "generation.max_new_tokens=64", "--set", "eval.splits=train",
+           "--set", "eval.samples=1", "--set", f"eval.prompts={16 if smoke else 128}", "--out", str(folder)]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise RuntimeError(f"swarm local ({name}) failed: {proc.stderr[-2000:]}")
     rows = {p.stem: read_metrics(p) for p in sorted(folder.glob("peer*.jsonl"))}
-    last_eval = [next((r.eval for r in reversed(rs) if r.eval), {}) for rs in rows.values()]
+    curves = {}
+    for peer, rs in rows.items():
+        spent, curve = 0.0, [(0.0, rs[0].eval_before.get("train/greedy", 0.0))] if rs else []
+        for r in rs:
+            spent += r.step_seconds
+            if r.eval:
+                curve.append((spent, r.eval["train/greedy"]))
+        curves[peer] = curve
     result = {
-        "policy": name, "wall": wall,
+        "policy": name, "seed": seed, "wall": wall, "curves": curves,
         "train_seconds": statistics.median(sum(r.step_seconds for r in rs) for rs in rows.values()),
         "straggler_rate": statistics.mean(r.group.straggler_rate for rs in rows.values() for r in rs),
         "mean_g": statistics.mean(r.group_size for rs in rows.values() for r in rs),
         "reward_last": statistics.mean(statistics.mean(r.reward for r in rs[-max(len(rs) // 5, 1):])
                                        for rs in rows.values()),
-        "id": statistics.mean(e.get("train/greedy", 0.0) for e in last_eval),
-        "ood": statistics.mean(e.get("test/greedy", 0.0) for e in last_eval),
+        "id": statistics.mean(c[-1][1] for c in curves.values()),
         "steps": [len(rs) for rs in rows.values()], **origin,
     }
     path.write_text(json.dumps(result))
     return result
+
+
+def swarm_curve(curves: dict) -> list[tuple[float, float]]:
+    """The peers' mean accuracy at each evaluation, at the mean of their cumulative own step seconds."""
+    n = min(len(c) for c in curves.values())
+    return [(statistics.mean(c[i][0] for c in curves.values()), statistics.mean(c[i][1] for c in curves.values()))
+            for i in range(n)]
+
+
+def time_to_reach(curve: list[tuple[float, float]], target: float) -> float:
+    """The own step seconds at which a curve first reaches `target` (linear between evaluations; inf never)."""
+    if curve and curve[0][1] >= target:
+        return curve[0][0]
+    for (t0, a0), (t1, a1) in zip(curve, curve[1:], strict=False):
+        if a1 >= target:  # a0 < target <= a1: the crossing lies between them
+            return t0 + (t1 - t0) * (target - a0) / (a1 - a0)
+    return math.inf
 
 
 # ---- statistics ---------------------------------------------------------------------------------------
@@ -320,10 +399,60 @@ def at_seconds(evals: list[dict], key: str, seconds: float) -> float:
     return evals[-1][key]
 
 
+def auc(evals: list[dict], key: str) -> float:
+    """The primary endpoint: the area under the held-out accuracy curve, as the mean of the evaluations after
+    step 0 (evaluations are evenly spaced in steps; node/report.py held_out_auc, as `swarm local` reports it)."""
+    from node.report import held_out_auc
+
+    after = [e[key] for e in evals if e["step"] > 0]
+    return held_out_auc(after) if after else evals[-1][key]
+
+
+def auc_at_equal_time(evals: list[dict], other: list[dict], key: str) -> tuple[float, float]:
+    """Both runs' accuracy areas over the same own-compute span: the shorter run's total step seconds, cut into
+    as many points as `other` has evaluations after step 0 (linear between evaluations)."""
+    horizon = min(evals[-1]["seconds"], other[-1]["seconds"])
+    points = max(sum(e["step"] > 0 for e in other), 1)
+    grid = [horizon * k / points for k in range(1, points + 1)]
+    return tuple(statistics.mean(at_seconds(run, key, t) for t in grid) for run in (evals, other))
+
+
+def power(diffs: list[float], effect: float = EFFECT) -> tuple[float, float, int]:
+    """For paired differences: their sd, the power of a two-sided 5% test at this many seeds to see `effect`,
+    and the seeds that give 80% power (normal approximation with t's critical value; nan with one seed)."""
+    if len(diffs) < 2:
+        return math.nan, math.nan, 0
+    sd = max(statistics.stdev(diffs), 1e-9)
+    z = statistics.NormalDist()
+    crit = T95.get(len(diffs) - 1, 1.96)
+    achieved = z.cdf(effect * math.sqrt(len(diffs)) / sd - crit)
+    needed = 2
+    while needed < 1000 and z.cdf(effect * math.sqrt(needed) / sd - T95.get(needed - 1, 1.96)) < 0.8:
+        needed += 1
+    return sd, achieved, needed
+
+
 # ---- the report -----------------------------------------------------------------------------------------
 
+SECTION_HEAD = (
+    "## 0. The verdict: does joining pay? (task `digits`)\n\n"
+    "Task `digits` (node/tasks/digits.py): sums and differences of 1-5-column numbers worked column by column, "
+    "every problem with at least one carry or borrow; held out by content (a hash of the problem), out of "
+    "distribution = 6 columns. Peers: digit-sub passes borrows on but not carries, digit-add the reverse (each has "
+    "the other skill in 0.5% of pre-training columns: bench/complementarity.py measures the gap). Each peer: 8 "
+    "prompts a step, G chosen by SAGC (4, 8, 12 or 16), up to 8 received groups a step, the zoo's learning rate; "
+    "held-out sets of 256 prompts per split, greedy pass@1. Cells: Alone; Alone-2x (16 own prompts a step: as "
+    "many groups per update as a swarm peer can have, all own, the control for 'a bigger batch'); NoIS (received "
+    "groups at weight 1); F-TIS; outcome (only received right answers of prompts our greedy answer gets wrong). "
+    "The primary endpoint, fixed before the runs: ID AUC. Equal time compares both runs over the same span of "
+    "own step seconds (the shorter run's), one experiment per core.")
+
+
+
 def load(out: Path) -> dict[str, dict]:
-    return {p.stem: json.loads(p.read_text()) for p in out.glob("*.json") if p.stem.split("_")[0] in RUN_SECTIONS}
+    """The experiments' results (not the report's own files beside them, e.g. verdict.json)."""
+    found = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json") if p.stem.split("_")[0] in RUN_SECTIONS}
+    return {stem: res for stem, res in found.items() if isinstance(res, dict) and "run" in res}
 
 
 def peer_runs(results: dict, section: str, models: tuple[str, ...], variant: str, settings=()) -> dict:
@@ -355,6 +484,171 @@ def fmt_diff(mean: float, half: float) -> str:
     if math.isnan(mean):
         return "n/a"
     return f"{mean:+.3f}" + ("" if math.isnan(half) else f" ± {half:.3f}")
+
+
+def verdict_runs(results: dict, pair: tuple[str, str], label: str) -> dict[int, dict]:
+    """{seed: {model: peer log}} of one cell of a verdict pair (an Alone cell gathers each model's own runs)."""
+    out: dict[int, dict] = {}
+    for res in results.values():
+        run = res["run"]
+        if run["section"] != "verdict" or run["label"] != label:
+            continue
+        if tuple(run["models"]) == tuple(pair) or (len(run["models"]) == 1 and run["models"][0] in pair):
+            for log in res["peers"].values():
+                out.setdefault(run["seed"], {})[log["model"]] = log
+    return {seed: logs for seed, logs in out.items() if set(logs) == set(pair)}
+
+
+def alone_reference_file(results: dict, path: Path) -> Path | None:
+    """Section 0's Alone cell per model (mean ID AUC over seeds, with the settings it was measured with): the
+    reference `swarm local` prints beside its own peers' AUC (node/report.py alone_reference)."""
+    entries: dict[str, dict] = {}
+    for res in results.values():
+        run = res["run"]
+        if run["section"] != "verdict" or run["label"] != "Alone":
+            continue
+        for log in res["peers"].values():
+            settings = log.get("settings") or {  # (results written before settings were recorded)
+                "task": DIGITS_BASE["task"]["name"], "steps": run["steps"], "eval_every": run["eval_every"],
+                "prompts_per_step": DIGITS_BASE["train"]["prompts_per_step"],
+                "eval_prompts": DIGITS_BASE["eval"]["prompts"]}
+            entry = entries.setdefault(log["model"], {"settings": settings, "aucs": []})
+            if entry["settings"] == settings:
+                entry["aucs"].append(auc(log["evals"], "train/greedy"))
+    if not entries:
+        return None
+    path.write_text(json.dumps({m: {"auc": statistics.mean(e["aucs"]), "seeds": len(e["aucs"]),
+                                    "settings": e["settings"]} for m, e in entries.items()}, indent=1) + "\n")
+    return path
+
+
+def verdict_word(mean: float, half: float, at_least: float = 0.0) -> str:
+    """'beyond noise' when the 95% interval clears `at_least`, 'below, beyond noise' when it is under 0."""
+    if math.isnan(mean):
+        return "n/a"
+    if math.isnan(half):
+        return f"{mean:+.3f} (one seed)"
+    if mean - half > at_least:
+        return f"{mean:+.3f} ± {half:.3f}, above {at_least:+.2f} beyond noise"
+    if mean + half < 0:
+        return f"{mean:+.3f} ± {half:.3f}, below 0 beyond noise"
+    return f"{mean:+.3f} ± {half:.3f}, within noise"
+
+
+def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
+    """Section 0: per pair, each cell's endpoints and mechanisms, the paired differences with their power, and
+    the issue's goals checked. Returns the lines, the verdict figures and the curves to plot."""
+    lines, figures, curves = [], {}, {}
+    primary = next(iter(VERDICT_PAIRS))
+    for pair_name, pair in VERDICT_PAIRS.items():
+        cells = {label: verdict_runs(results, pair, label) for label, _, _ in VERDICT_CELLS}
+        cells = {label: runs for label, runs in cells.items() if runs}
+        if "F-TIS" not in cells or "Alone" not in cells:
+            continue
+        seeds = sorted(set(cells["F-TIS"]) & set(cells["Alone"]))
+        first = next(res["run"] for res in results.values() if res["run"]["section"] == "verdict"
+                     and tuple(res["run"]["models"]) == pair)
+        lines += [f"### {pair_name} pair: {' + '.join(pair)} ({len(seeds)} seeds, {first['steps']} steps, evaluated "
+                  f"every {first['eval_every']}{'; secondary: fewer seeds' if pair_name != primary else ''})", "",
+                  "Per cell, mean ± std over seeds: **ID AUC** (primary endpoint: the mean held-out ID greedy "
+                  f"pass@1 over the evaluations after step 0), final ID and OOD (mean of the last {FINAL_POINTS} "
+                  "evaluations); mechanisms, mean over steps: G (SAGC's group size), straggler rate (own groups "
+                  "whose longest completion passed tau x their median), received groups trained on, filtered "
+                  "share (received and own rows the F- filter zeroed), gated (outcome: received groups left out "
+                  "because our greedy answer was right), own step seconds (median).", "",
+                  "| peer | cell | seeds | ID AUC | final ID | final OOD | G | straggler rate | received / step | "
+                  "filtered share | gated / step | step s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+        for model in pair:
+            for label, runs in cells.items():
+                logs = [logs[model] for logs in runs.values()]
+                row = [fmt(*mean_std([auc(log["evals"], "train/greedy") for log in logs])),
+                       fmt(*mean_std([final(log["evals"], "train/greedy") for log in logs])),
+                       fmt(*mean_std([final(log["evals"], "test/greedy") for log in logs]))]
+                mech = [statistics.mean(x for log in logs for x in log.get(k, [math.nan]))
+                        for k in ("group_size", "straggler", "received", "filtered", "gated")]
+                step_s = statistics.median(x for log in logs for x in log["step_seconds"])
+                lines.append(f"| {model} | {label} | {len(logs)} | " + " | ".join(row)
+                             + f" | {mech[0]:.1f} | {mech[1]:.3f} | {mech[2]:.1f} | {mech[3]:.3f} | {mech[4]:.1f} "
+                             f"| {step_s:.2f} |")
+                curves.setdefault(pair_name, {}).setdefault(model, {})[label] = logs
+        lines += ["", f"Paired differences (same model, seed and prompts), mean ± 95% t interval; power = the "
+                  f"chance a two-sided 5% test at this many seeds sees a true {EFFECT:+.2f}, from the observed spread "
+                  "of the differences; 'seeds for 80%' = how many would give 80%.", "",
+                  "| peer | comparison | endpoint | difference | sd | power for +0.05 | seeds for 80% |",
+                  "|---|---|---|---|---|---|---|"]
+        comparisons = [("F-TIS", "Alone"), ("F-TIS", "Alone-2x"), ("F-TIS", "NoIS"), ("outcome", "Alone"),
+                       ("NoIS", "Alone")]
+        for model in pair:
+            for a, b in comparisons:
+                if a not in cells or b not in cells:
+                    continue
+                both = sorted(set(cells[a]) & set(cells[b]))
+                runs = [(cells[a][s][model]["evals"], cells[b][s][model]["evals"]) for s in both]
+                endpoints = {
+                    "ID AUC, equal steps": [auc(p, "train/greedy") - auc(q, "train/greedy") for p, q in runs],
+                    "ID AUC, equal time": [(lambda t: t[0] - t[1])(auc_at_equal_time(p, q, "train/greedy"))
+                                           for p, q in runs],
+                    "OOD AUC, equal steps": [auc(p, "test/greedy") - auc(q, "test/greedy") for p, q in runs],
+                    "final ID": [final(p, "train/greedy") - final(q, "train/greedy") for p, q in runs],
+                }
+                for endpoint, diffs in endpoints.items():
+                    if not diffs:
+                        continue
+                    mean, half = paired_interval(diffs)
+                    sd, achieved, needed = power(diffs)
+                    figures[(pair_name, model, f"{a} - {b}", endpoint)] = (mean, half, len(diffs))
+                    lines.append(f"| {model} | {a} − {b} | {endpoint} | {fmt_diff(mean, half)} | "
+                                 + ("n/a | n/a | n/a |" if math.isnan(sd) else
+                                    f"{sd:.3f} | {achieved:.2f} | {needed} |"))
+        lines += ["", *verdict_goals(figures, pair_name, pair), ""]
+    return lines, {"|".join(map(str, k)): v for k, v in figures.items()}, curves
+
+
+def verdict_goals(figures: dict, pair_name: str, pair: tuple[str, str]) -> list[str]:
+    """Issue 22's goals, each checked against the paired intervals."""
+    lines = ["| goal | peer | result |", "|---|---|---|"]
+
+    def get(model, comparison, endpoint):
+        return figures.get((pair_name, model, comparison, endpoint), (math.nan, math.nan, 0))
+
+    for model in pair:
+        for control in ("Alone", "Alone-2x"):
+            for endpoint in ("ID AUC, equal steps", "ID AUC, equal time", "OOD AUC, equal steps"):
+                mean, half, _ = get(model, f"F-TIS - {control}", endpoint)
+                lines.append(f"| F-TIS beats {control} by ≥ {EFFECT:.2f} ({endpoint}) | {model} | "
+                             f"{verdict_word(mean, half, EFFECT)} |")
+        mean, half, _ = get(model, "F-TIS - Alone", "ID AUC, equal steps")
+        lines.append(f"| not below Alone | {model} | {'no' if mean + half < 0 else 'holds'} "
+                     f"({fmt_diff(mean, half)}) |" if not math.isnan(mean) else f"| not below Alone | {model} | n/a |")
+        mean, half, _ = get(model, "F-TIS - NoIS", "ID AUC, equal steps")
+        lines.append(f"| F-TIS at least NoIS | {model} | {verdict_word(mean, half)} |")
+    return lines
+
+
+def plot_verdict(curves: dict, folder: Path) -> list[Path]:
+    """Per verdict pair: held-out ID and OOD accuracy over steps, a line per cell (mean over seeds)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for pair_name, by_model in curves.items():
+        fig, axes = plt.subplots(2, len(by_model), figsize=(5 * len(by_model), 7), squeeze=False)
+        for col, (model, by_label) in enumerate(by_model.items()):
+            for row, split in enumerate(("train", "test")):
+                ax = axes[row][col]
+                for label, logs in by_label.items():
+                    steps, values = eval_curve(logs, f"{split}/greedy")
+                    style = {"ls": "--"} if label.startswith("Alone") else {}
+                    ax.plot(steps, [statistics.mean(v) for v in values], lw=2, label=label, **style)
+                ax.set(title=f"{model} ({'ID' if split == 'train' else 'OOD'})", xlabel="step",
+                       ylabel="held-out greedy pass@1")
+                ax.grid(alpha=0.3)
+                ax.legend(fontsize=7)
+        fig.suptitle(f"digits, {pair_name} pair: mean over seeds")
+        paths.append(save_figure(fig, folder / f"verdict_{pair_name}.png"))
+    return paths
 
 
 def ran_pairs(results: dict) -> dict[str, tuple[str, str]]:
@@ -535,15 +829,47 @@ def mix_table(results: dict) -> tuple[list[str], dict]:
 
 
 def sagc_table(out: Path) -> list[str]:
+    """Section 4: per seed, the accuracy fixed G = 16 ends at (mean of its last two evaluations, both peers) is
+    the target; each policy's own-step time to reach it, as a ratio to G = 16's own time to reach it."""
     rows = [json.loads(p.read_text()) for p in sorted(out.glob("sagc_*.json"))]
+    rows = [r for r in rows if "curves" in r]  # (results of the earlier count-task section have none)
     if not rows:
         return []
-    lines = ["## 4. SAGC in a real local swarm (tiny-count peers on the count task, `swarm local`)", "",
-             "| policy | peers' training seconds (median) | straggler rate | mean G | reward, last 20% | "
-             "ID greedy | OOD greedy |", "|---|---|---|---|---|---|---|"]
+    by_seed: dict[int, dict] = {}
     for r in rows:
-        lines.append(f"| {r['policy']} | {r['train_seconds']:.1f} | {r['straggler_rate']:.3f} | {r['mean_g']:.1f} | "
-                     f"{r['reward_last']:.3f} | {r['id']:.3f} | {r['ood']:.3f} |")
+        by_seed.setdefault(r["seed"], {})[r["policy"]] = r
+    ratios: dict[str, list[float]] = {}
+    for runs in by_seed.values():
+        if "fixed G=16" not in runs:
+            continue
+        ref = swarm_curve(runs["fixed G=16"]["curves"])
+        target = statistics.mean(a for _, a in ref[-2:])
+        ref_time = time_to_reach(ref, target)
+        if not 0 < ref_time < math.inf:  # G = 16 ended where it started: no time to compare with
+            continue
+        for name, r in runs.items():
+            ratios.setdefault(name, []).append(time_to_reach(swarm_curve(r["curves"]), target) / ref_time)
+    lines = ["## 4. SAGC in a real local swarm (digit-sub + digit-add, `swarm local`, F-TIS, task `digits`)", "",
+             "Each run: the two peers as processes with their own DHT nodes, 8 prompts a step, held-out ID greedy "
+             "pass@1 on 128 prompts every 10 steps. Time = a peer's cumulative own step seconds (generation, "
+             "sharing, learning; not evaluation), the mean of the two peers. Target = the accuracy fixed G = 16 "
+             "ends at (the mean of its last two evaluations) in the same seed; time to target as a ratio to "
+             "G = 16's (below 1: faster; 'not reached' counts as never).", "",
+             "| policy | seeds | time to G = 16's accuracy (median ratio; per seed) | training seconds (median) | "
+             "straggler rate | mean G | reward, last 20% | final ID |", "|---|---|---|---|---|---|---|---|"]
+    for name, _ in SAGC_POLICIES:
+        runs = [r[name] for r in by_seed.values() if name in r]
+        if not runs:
+            continue
+        rs = ratios.get(name, [])
+        cell = (f"{statistics.median(rs):.2f} ({', '.join('not reached' if math.isinf(x) else f'{x:.2f}' for x in rs)})"
+                if rs else "n/a")
+        lines.append(f"| {name} | {len(runs)} | {cell} | "
+                     f"{statistics.median(r['train_seconds'] for r in runs):.1f} | "
+                     f"{statistics.mean(r['straggler_rate'] for r in runs):.3f} | "
+                     f"{statistics.mean(r['mean_g'] for r in runs):.1f} | "
+                     f"{statistics.mean(r['reward_last'] for r in runs):.3f} | "
+                     f"{statistics.mean(r['id'] for r in runs):.3f} |")
     return [*lines, ""]
 
 
@@ -742,7 +1068,7 @@ def provenance(out: Path, results: dict) -> list[str]:
         row["n"] += 1
         row["seconds"] += seconds
         row["steps"].add(run.get("steps", sum(res.get("steps", [0])) // max(len(res.get("steps", [1])), 1)))
-        row["seeds"].add(run.get("seed", 0))
+        row["seeds"].add(run.get("seed", res.get("seed", 0)))
         row["every"].add(run.get("eval_every", max(max(res.get("steps", [2])) // 2, 1)))  # sagc: twice a run
     lines = ["| section | experiments | steps | seeds | evaluated every | compute minutes | commit | command |",
              "|---|---|---|---|---|---|---|---|"]
@@ -758,6 +1084,9 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
     results = load(out)
     figures = results_md.parent / "results"
     figures.mkdir(parents=True, exist_ok=True)
+    verdict_lines_, verdict_figures, verdict_curves = verdict_tables(results)
+    verdict_plots = plot_verdict(verdict_curves, figures)
+    alone_reference_file(results, figures / "alone_reference.json")
     ftis_lines, verdict = ftis_tables(results)
     mix_lines, curves = mix_table(results)
     mixed_lines, mixed_curves = mixed_tables(results)
@@ -771,7 +1100,10 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
         "one JSON file per experiment under its --out folder, and "
         "`--report-only` rebuilds this page from them). The experiments of each section:", "",
         *provenance(out, results),
-        "Setting: task `arith` (sums and differences, operands 0-19; it needs both of the zoo's expertises); "
+        *([SECTION_HEAD, "", *verdict_lines_, *[f"![{p.stem}]({rel(p)})" for p in verdict_plots], ""]
+          if verdict_lines_ else []),
+        "Setting of sections 1-3 and 5: task `arith` (sums and differences, operands 0-19; it needs both of the zoo's "
+        "expertises); "
         "16 prompts x G = 8 a step, up to 16 received groups a step, learning rates from the zoo (section 5's "
         "SmolLM2 swarm is scaled down, as it says). Held-out sets (node/evaluation.py): "
         f"{BASE['eval']['prompts']} prompts of each split at item indices training never draws; accuracy is greedy "
@@ -787,6 +1119,7 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
     ]
     results_md.write_text("\n".join(lines) + "\n")
     (out / "verdict.json").write_text(json.dumps({"|".join(k): v for k, v in verdict.items()}))
+    (out / "digits_verdict.json").write_text(json.dumps(verdict_figures))
     return results_md
 
 
@@ -806,7 +1139,10 @@ def main(argv=None) -> int:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--eval-every", type=int, default=10)
     parser.add_argument("--workers", type=int, default=2, help="experiments run at once (one core each)")
-    parser.add_argument("--sections", default="ftis,ablation,mix,sagc,mixed")
+    parser.add_argument("--sections", default="verdict,ftis,ablation,mix,sagc,mixed")
+    parser.add_argument("--sagc-seeds", type=int, default=3, help="seeds of section 4 (at most --seeds)")
+    parser.add_argument("--sagc-steps", type=int, default=60, help="steps of section 4's local swarms")
+    parser.add_argument("--verdict-pairs", default=",".join(VERDICT_PAIRS), help="pairs of section 0 (digits)")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="pairs of the F-TIS table")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="variants of the F-TIS table")
     parser.add_argument("--mixed", default="zoo", help="swarms of section 5: zoo and/or smollm2 (SmolLM2-135M, "
@@ -827,7 +1163,7 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"--mixed {','.join(unknown)}: not one of {', '.join(MIXED)}")
     runs = plan(args.seeds, args.steps, args.eval_every, sections, tuple(args.pairs.split(",")),
-                tuple(args.variants.split(",")), mixed)
+                tuple(args.variants.split(",")), mixed, tuple(args.verdict_pairs.split(",")))
     commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip() or "unknown"
     command = "python bench/paper_tables.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))
@@ -860,10 +1196,12 @@ def main(argv=None) -> int:
                 print(progress_line(done, len(todo), time.perf_counter() - started, cost_done, cost_left, key,
                                     seconds), flush=True)
         if "sagc" in sections:
-            for name, extra in SAGC_POLICIES[:2] if args.smoke else SAGC_POLICIES:
-                print(f"SAGC section: swarm local, policy {name}", flush=True)
-                r = run_sagc(name, extra, 4 if args.smoke else 40, 2 if args.smoke else 3, out, args.smoke, origin)
-                print(f"  {name}: {r['train_seconds']:.1f} s, straggler rate {r['straggler_rate']:.3f}", flush=True)
+            for seed in range(min(args.seeds, args.sagc_seeds)):
+                for name, extra in SAGC_POLICIES[:2] if args.smoke else SAGC_POLICIES:
+                    print(f"SAGC section: swarm local, policy {name}, seed {seed}", flush=True)
+                    r = run_sagc(name, extra, 4 if args.smoke else args.sagc_steps, seed, out, args.smoke, origin)
+                    print(f"  {name}: {r['train_seconds']:.1f} s of training, mean G {r['mean_g']:.1f}, straggler "
+                          f"rate {r['straggler_rate']:.3f}, final ID {r['id']:.3f}", flush=True)
     meta = {"machine": f"{os.cpu_count()} CPU cores"}
     path = report(out, Path(args.results), meta)
     print(f"wrote {path} ({(time.perf_counter() - started) / 60:.1f} min this invocation)")

@@ -62,7 +62,8 @@ class GenerationConfig:
     backend: str = "transformers"  # transformers (the training model itself) | vllm (node/generation/vllm_backend.py)
     temperature: float = 1.0  # sampling temperature; behaviour log-probs are of the tempered distribution
     top_p: float = 1.0  # nucleus sampling mass; behaviour log-probs are renormalised over the nucleus
-    max_new_tokens: int = 8  # completion length cap; a capped completion has finish reason "length"
+    max_new_tokens: int = 0  # completion length cap; a capped completion has finish reason "length"; 0: the
+    #                          task's own cap (node/tasks: digits 64 for its worked columns, others 8)
     threads: int = 1  # torch threads in this process (2 threads on 2 busy cores run 20-40x slower)
     vllm_gpu_memory: float = 0.3  # vllm on a GPU: fraction of GPU memory for the engine (the learner needs the rest)
     vllm_kv_cache_gib: float = 0.0  # vllm: KV cache size; 0 = from vllm_gpu_memory on a GPU, 1 GiB on the CPU
@@ -73,7 +74,8 @@ class GenerationConfig:
                self.backend)
         _check(self.temperature > 0, "generation.temperature", "must be > 0", self.temperature)
         _check(0 < self.top_p <= 1, "generation.top_p", "must be in (0, 1]", self.top_p)
-        _check(self.max_new_tokens >= 1, "generation.max_new_tokens", "must be >= 1", self.max_new_tokens)
+        _check(self.max_new_tokens >= 0, "generation.max_new_tokens", "must be >= 0 (0: the task's cap)",
+               self.max_new_tokens)
         _check(self.threads >= 1, "generation.threads", "must be >= 1", self.threads)
         _check(0 < self.vllm_gpu_memory < 1, "generation.vllm_gpu_memory", "must be in (0, 1)", self.vllm_gpu_memory)
         _check(self.vllm_kv_cache_gib >= 0, "generation.vllm_kv_cache_gib", "must be >= 0", self.vllm_kv_cache_gib)
@@ -320,6 +322,13 @@ class NodeConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def with_completion_cap(cfg: NodeConfig, cap: int) -> NodeConfig:
+    """cfg with generation.max_new_tokens = cap where it is 0 (the task's own cap: node/tasks completion_cap)."""
+    if cfg.generation.max_new_tokens:
+        return cfg
+    return dataclasses.replace(cfg, generation=dataclasses.replace(cfg.generation, max_new_tokens=cap))
 
 
 _KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}

@@ -23,15 +23,17 @@ from .metrics import StepResult, read_metrics
 from .models.zoo import ZOO
 from .models.zoo_store import zoo_model_path
 from .process import StopSignal, kill_pids
-from .report import accuracy_change, plot_curves, window_mean
+from .report import accuracy_change, alone_reference, held_out_auc, plot_curves, window_mean
 
-DEFAULT_MODELS = ("tiny-add", "tiny-sub", "tiny-add-lora", "small-add")
+# the digits testbed: a borrows expert and a carries expert (each lacks the other's skill), the carries expert
+# through LoRA, the borrows expert with its own BPE tokenizer
+DEFAULT_MODELS = ("digit-sub", "digit-add", "digit-add-lora", "digit-sub-bpe")
 # `swarm local`'s own defaults (below the user's file, environment and flags): several processes share 2 cores
-# here, so half the default prompts and received groups per step; zoo sequences are short and 4 vLLM engines
-# share the RAM
-LOCAL_DEFAULTS = {"train": {"steps": 150, "prompts_per_step": 16}, "swarm": {"received_groups": 16},
+# here, so a quarter of the default prompts a step; zoo sequences are short and 4 vLLM engines share the RAM.
+# The settings of bench/paper_tables.py's section 0, so its Alone runs are the summary's reference
+LOCAL_DEFAULTS = {"train": {"steps": 150, "prompts_per_step": 8}, "swarm": {"received_groups": 8},
                   "generation": {"vllm_kv_cache_gib": 0.25}, "eval": {"every": 25},
-                  "task": {"name": "arith"}}  # sums and differences: each expert has something to teach
+                  "task": {"name": "digits"}}  # sums and differences: each expert has something to teach
 CLI = str(Path(__file__).resolve().parents[1] / "swarm_cli.py")
 CHILD_STOP_GRACE = 30.0  # seconds a child has to stop after SIGTERM before it is killed (its own time-out: 20)
 
@@ -55,7 +57,25 @@ def peer_summary(rows: list[StepResult]) -> dict:
         "max_peers_seen": max((r.swarm.peers for r in rows), default=0),
         "accuracy_start": rows[0].eval_before if rows else {},  # held-out pass@1 before training
         "accuracy": next((r.eval for r in reversed(rows) if r.eval), {}),  # the last evaluation
+        "auc": held_out_auc([r.eval["train/greedy"] for r in rows if "train/greedy" in r.eval])  # ID, after step 0
+        if any("train/greedy" in r.eval for r in rows) else None,
     }
+
+
+def reference_settings(cfg: NodeConfig) -> dict:
+    """The settings an Alone reference must share with this run (node/report.py REFERENCE_KEYS)."""
+    return {"task": cfg.task.name, "steps": cfg.train.steps, "eval_every": cfg.eval.every,
+            "prompts_per_step": cfg.train.prompts_per_step, "eval_prompts": cfg.eval.prompts}
+
+
+def alone_line(model: str, auc: float, cfg: NodeConfig) -> str:
+    """'held-out ID AUC 0.41 in the swarm vs 0.35 alone (...)', or why there is no Alone figure to compare."""
+    ref = alone_reference(model, reference_settings(cfg))
+    if ref is None:
+        return (f"held-out ID AUC {auc:.3f} in the swarm (no Alone reference for {model} with these settings: "
+                "bench/paper_tables.py --sections verdict measures one)")
+    return (f"held-out ID AUC {auc:.3f} in the swarm vs {ref['auc']:.3f} alone (mean of {ref['seeds']} Alone runs, "
+            f"bench/paper_tables.py section 0, docs/RESULTS.md)")
 
 
 def wait_for_address(proc: subprocess.Popen, timeout: float, lines: list[str] | None = None,
@@ -239,6 +259,8 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
               f"groups received {s['groups_received']}  rejected {sum(s['rejected'].values())}")
         if s["accuracy"]:
             print(f"  {'':<22} held-out accuracy: {accuracy_change(s['accuracy_start'], s['accuracy'])}")
+        if s["auc"] is not None:
+            print(f"  {'':<22} {alone_line(configs[name].model.name, s['auc'], configs[name])}")
     print(f"  written: {', '.join(map(str, written))}")
     codes = [p.returncode for p in swarm.peers.values()]
     return 0 if stop.event.is_set() or all(code == 0 for code in codes) else 1

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from protocol.codec import LengthSummary
 
-from .config import NodeConfig
+from .config import NodeConfig, with_completion_cap
 from .evaluation import as_metrics, evaluate
 from .generation import make_backend
 from .generation.rollouts import Group, score_completion, score_group
@@ -24,7 +24,7 @@ from .runtime import set_threads
 from .sagc.policy import make_group_policy, prompts_for, summarize
 from .swarm import SwarmTransport
 from .swarm.exchange import GatherResult, GroupExchange, make_card
-from .tasks import get_task, task_of_record
+from .tasks import completion_cap, get_task, task_of_record
 
 
 def shuffle_rewards(groups: list[Group], rng: random.Random) -> None:
@@ -42,9 +42,9 @@ class Peer:
         """transport: None for a peer alone, else the swarm (node/swarm/dht.py, or node/swarm/memory.py);
         resume: a verified checkpoint folder (node/checkpoint.py) to go on from, at step `self.start_step`."""
         set_threads(cfg.generation.threads)
-        self.cfg = cfg
         self.task = get_task(cfg.task.name, cfg.task.data_files)
         self.eval_task = get_task(cfg.eval.task, cfg.task.data_files) if cfg.eval.task else self.task
+        self.cfg = cfg = with_completion_cap(cfg, max(completion_cap(self.task), completion_cap(self.eval_task)))
         model_cfg = dataclasses.replace(cfg.model, name=str(resume / "model")) if resume else cfg.model
         self.loaded = load_model(model_cfg, seed=cfg.train.seed)
         self.backend = make_backend(cfg.generation, self.loaded, seed=cfg.train.seed)

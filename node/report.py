@@ -3,6 +3,7 @@ headless)."""
 from __future__ import annotations
 
 import collections
+import json
 import statistics
 import sys
 import time
@@ -158,6 +159,27 @@ class RunLog:
             return
         self.curve, self.bucket, self.partial = list(state["curve"]), int(state["bucket"]), list(state["partial"])
         self.eval_before, self.last_eval = dict(state["eval_before"]), dict(state["last_eval"])
+
+
+ALONE_REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "results" / "alone_reference.json"
+REFERENCE_KEYS = ("task", "steps", "eval_every", "prompts_per_step", "eval_prompts")  # what a reference depends on
+
+
+def held_out_auc(values: list[float]) -> float:
+    """The area under a held-out accuracy curve: the mean of its evaluations after step 0 (evenly spaced)."""
+    return sum(values) / len(values) if values else float("nan")
+
+
+def alone_reference(model: str, settings: dict, path: Path | None = None) -> dict | None:
+    """The Alone runs' held-out ID AUC for a zoo model, as bench/paper_tables.py measured it (section 0), if it
+    was measured with these settings (REFERENCE_KEYS); else None."""
+    try:
+        entry = json.loads((path or ALONE_REFERENCE).read_text()).get(model)
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(entry, dict) or any(entry.get("settings", {}).get(k) != settings.get(k) for k in REFERENCE_KEYS):
+        return None
+    return entry
 
 
 def accuracy_change(start: dict[str, float], end: dict[str, float], kind: str = "greedy") -> str:

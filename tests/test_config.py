@@ -10,12 +10,41 @@ def test_defaults_are_the_documented_ones():
     assert cfg.loss.eps_low == 0.2 and cfg.loss.divergence == "sum" and cfg.generation.threads == 1
 
 
+def test_the_completion_cap_defaults_to_the_tasks_own():
+    from node.config import GenerationConfig, with_completion_cap
+    from node.generation.transformers_backend import TransformersBackend
+    from node.peer import Peer
+    from node.tasks import completion_cap, get_task
+
+    assert build_config().generation.max_new_tokens == 0  # 0: the task's cap
+    assert [completion_cap(get_task(n)) for n in ("digits", "digits-sub", "arith", "count")] == [64, 64, 8, 8]
+    cfg = build_config({"task": {"name": "digits"}})
+    assert with_completion_cap(cfg, 64).generation.max_new_tokens == 64
+    mine = build_config({"task": {"name": "digits"}, "generation": {"max_new_tokens": 12}})
+    assert with_completion_cap(mine, 64) == mine  # a cap the user set stays
+    peer = Peer(build_config({"model": {"name": "digit-add"}, "task": {"name": "digits"}}))
+    try:
+        assert peer.cfg.generation.max_new_tokens == 64 and peer.backend.sampling.max_new_tokens == 64
+        assert peer.exchange is None
+    finally:
+        peer.close()
+    arith_eval = Peer(build_config({"model": {"name": "tiny-add"}, "task": {"name": "arith"},
+                                    "eval": {"task": "digits"}}))  # trained on arith, scored on digits: 64
+    try:
+        assert arith_eval.cfg.generation.max_new_tokens == 64
+    finally:
+        arith_eval.close()
+    with pytest.raises(ValueError, match="with_completion_cap"):
+        TransformersBackend(peer.loaded.model, peer.loaded.tokenizer, GenerationConfig())
+
+
 @pytest.mark.parametrize("section, name, value, field", [
     ("loss", "trunc_c", -1, "loss.trunc_c"),
     ("loss", "variant", "bogus", "loss.variant"),
     ("loss", "divergence", "max", "loss.divergence"),
     ("generation", "top_p", 1.5, "generation.top_p"),
     ("generation", "temperature", 0, "generation.temperature"),
+    ("generation", "max_new_tokens", -1, "generation.max_new_tokens"),
     ("train", "group_size", 1, "train.group_size"),
     ("train", "lr", "fast", "train.lr"),
     ("model", "lora", "maybe", "model.lora"),
@@ -83,7 +112,7 @@ def test_every_subcommand_resolves_through_the_same_path(tmp_path, monkeypatch):
     assert config_from_args(parser.parse_args(["bootstrap"]), swarm_cli.BOOTSTRAP_DEFAULTS).swarm.port == 31330
     local = config_from_args(parser.parse_args(["local", "--config", str(path), "--prompts", "6",
                                                 "--set", "train.prompts_per_step=7"]), LOCAL_DEFAULTS)
-    assert (local.train.prompts_per_step, local.train.steps, local.swarm.received_groups) == (7, 150, 16)
+    assert (local.train.prompts_per_step, local.train.steps, local.swarm.received_groups) == (7, 150, 8)
 
 
 def test_a_written_configuration_reads_back_equal(tmp_path):

@@ -59,7 +59,7 @@ def test_greedy_accuracy_equals_plain_greedy_decoding(tiny):
     for item in held_out_items(task, "train", 24):
         ids = torch.tensor([encode_prompt(tok, item)])
         out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
-                             max_new_tokens=cfg.generation.max_new_tokens, pad_token_id=peer.backend.pad_id,
+                             max_new_tokens=peer.cfg.generation.max_new_tokens, pad_token_id=peer.backend.pad_id,
                              eos_token_id=sorted(peer.backend.eos_ids))[0, ids.shape[1]:].tolist()
         finished = any(t in peer.backend.eos_ids for t in out)
         if finished:

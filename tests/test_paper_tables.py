@@ -3,6 +3,7 @@ with tables and plots, and a second invocation resumes instead of redoing anythi
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +41,56 @@ def test_plan_shares_alone_runs_across_pairs():
     assert len({r.key for r in runs}) == len(runs)
 
 
+def test_verdict_plan_has_every_control_and_shares_alone_runs():
+    runs = paper_tables.plan(8, 150, 25, {"verdict"})
+    primary = paper_tables.VERDICT_PAIRS["complementary"]
+    cells = {(r.models, r.label) for r in runs if r.seed == 0 and set(r.models) <= set(primary)}
+    assert cells == {((m,), "Alone") for m in primary} | {((m,), "Alone-2x") for m in primary} | {
+        (primary, label) for label in ("NoIS", "F-TIS", "outcome")}
+    assert {r.seed for r in runs if r.models == primary} == set(range(8))  # the primary pair: every seed
+    assert {r.seed for r in runs if r.models == paper_tables.VERDICT_PAIRS["lora"]} == {0, 1}  # secondary: 2
+    assert len({r.key for r in runs}) == len(runs)  # digit-add's and digit-sub's Alone runs serve every pair
+    assert sum(r.models == ("digit-add",) and r.label == "Alone" for r in runs) == 8
+    double = next(r for r in runs if r.label == "Alone-2x")
+    single = next(r for r in runs if r.label == "Alone" and r.models == double.models and r.seed == double.seed)
+    assert double.cost == 2 * single.cost
+    cfg = {m: paper_tables.peer_config(double, m, {}) for m in double.models}
+    assert [c.train.prompts_per_step for c in cfg.values()] == [16]  # twice the base's 8
+    assert paper_tables.peer_config(double, double.models[0], {"train": {"prompts_per_step": 4}}
+                                    ).train.prompts_per_step == 8  # twice the smoke scale's
+    base = paper_tables.peer_config(single, single.models[0], {})
+    assert (base.task.name, base.train.group_policy, base.generation.max_new_tokens) == ("digits", "sagc", 64)
+    assert base.train.seed == paper_tables.peer_config(
+        next(r for r in runs if r.models == primary and r.seed == single.seed), single.models[0], {}).train.seed
+
+
+def test_auc_equal_time_and_power():
+    evals = [{"step": 0, "seconds": 0.0, "a": 0.1}, {"step": 10, "seconds": 10.0, "a": 0.3},
+             {"step": 20, "seconds": 20.0, "a": 0.5}]
+    assert paper_tables.auc(evals, "a") == pytest.approx(0.4)  # step 0 is not in the area
+    slow = [{"step": 0, "seconds": 0.0, "a": 0.1}, {"step": 10, "seconds": 40.0, "a": 0.9},
+            {"step": 20, "seconds": 80.0, "a": 0.9}]
+    mine, other = paper_tables.auc_at_equal_time(evals, slow, "a")  # over the first 20 s, at 10 s and 20 s
+    assert mine == pytest.approx(0.4) and other == pytest.approx((0.3 + 0.5) / 2)
+    sd, achieved, needed = paper_tables.power([0.05, 0.07, 0.03, 0.05])
+    assert sd == pytest.approx(statistics.stdev([0.05, 0.07, 0.03, 0.05]))
+    z = statistics.NormalDist()
+    assert achieved == pytest.approx(z.cdf(0.05 * 2 / sd - 3.182))
+    assert needed == 3  # sd 0.016: three seeds see +0.05 with 80%; two do not
+    assert z.cdf(0.05 * math.sqrt(2) / sd - 12.706) < 0.8 <= z.cdf(0.05 * math.sqrt(3) / sd - 4.303)
+    assert math.isnan(paper_tables.power([0.1])[0])
+
+
+def test_sagc_time_to_reach_target():
+    curve = [(0.0, 0.1), (10.0, 0.3), (20.0, 0.5)]
+    assert paper_tables.time_to_reach(curve, 0.4) == pytest.approx(15.0)  # halfway between 0.3 and 0.5
+    assert paper_tables.time_to_reach(curve, 0.05) == 0.0 and math.isinf(paper_tables.time_to_reach(curve, 0.6))
+    assert paper_tables.time_to_reach([(0.0, 0.1), (5.0, 0.45), (9.0, 0.2), (12.0, 0.5)], 0.4) == pytest.approx(
+        5.0 * 0.3 / 0.35)  # the first crossing, not a later one
+    peers = {"peer0": [(0.0, 0.2), (10.0, 0.4)], "peer1": [(0.0, 0.0), (14.0, 0.6), (30.0, 0.7)]}
+    assert paper_tables.swarm_curve(peers) == [(0.0, pytest.approx(0.1)), (12.0, pytest.approx(0.5))]
+
+
 def test_mixed_tokenizer_plan_and_drawdown():
     runs = paper_tables.plan(3, 10, 5, {"mixed"})
     zoo = paper_tables.MIXED["zoo"]
@@ -67,14 +118,20 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
     first = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
     text = results.read_text()
-    for heading in ("## 1. F-TIS table", "### The claims, checked", "## 2. Ablations", "## 3. SAPO's mix",
+    for heading in ("## 0. The verdict: does joining pay? (task `digits`)", "| digit-add | Alone-2x | 1 |",
+                    "| digit-sub | F-TIS − Alone-2x | ID AUC, equal time |", "## 1. F-TIS table",
+                    "### The claims, checked", "## 2. Ablations", "## 3. SAPO's mix",
                     "## 4. SAGC in a real local swarm", "## 5. Mixed tokenizers",
                     "| 5. Mixed tokenizers | 6 | 3 | 1 |"):
         assert heading in text, heading
-    assert "| expertise | tiny-sub |" in text and "| sagc |" in text
+    assert "| expertise | tiny-sub |" in text and "| sagc | 1 |" in text and "| fixed G=16 | 1 |" in text
     assert "| tiny-add-bpe | cross-tokenizer F-TIS |" in text
-    for png in ("ftis_size", "ftis_expertise", "ftis_lora", "ftis_tokenizer", "mix", "mixed_zoo"):
+    for png in ("verdict_complementary", "verdict_lora", "verdict_tokenizer", "ftis_size", "ftis_expertise",
+                "ftis_lora", "ftis_tokenizer", "mix", "mixed_zoo"):
         assert (results.parent / "results" / f"{png}.png").read_bytes()[:4] == b"\x89PNG"
+    reference = json.loads((results.parent / "results" / "alone_reference.json").read_text())
+    assert set(reference) == {"digit-sub", "digit-add", "digit-add-lora", "digit-sub-bpe"}  # `swarm local` reads it
+    assert reference["digit-add"]["seeds"] == 1 and reference["digit-add"]["settings"]["prompts_per_step"] == 4
     done = sorted(p.name for p in out.glob("*.json"))
     one = json.loads((out / next(n for n in done if n.startswith("ftis_tiny-sub+tiny-add_f-tis"))).read_text())
     evals = one["peers"]["tiny-sub#0"]["evals"]
@@ -84,6 +141,6 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
         (f"SWARM_ZOO_DIR={zoo} " if zoo else "") + "python bench/paper_tables.py --smoke")
     assert [e["step"] for e in evals] == [0, 2, 3] and all(0 <= e["train/greedy"] <= 1 for e in evals)
     again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
-    planned = paper_tables.plan(1, 3, 2, {"ftis", "ablation", "mix", "mixed"})
+    planned = paper_tables.plan(1, 3, 2, {"verdict", "ftis", "ablation", "mix", "mixed"})
     assert again.returncode == 0 and f"({len(planned)} done before)" in again.stdout, again.stdout
     assert sorted(p.name for p in out.glob("*.json")) == done

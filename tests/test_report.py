@@ -89,3 +89,26 @@ def test_prometheus_endpoint_counts_by_reason():
     assert got["swarm_accuracy,kind=greedy,split=train"] == 0.5
     assert got["swarm_accuracy,kind=sampled,split=test"] == 0.125
     assert got["swarm_group_size"] == 8 and got["swarm_peer_info,model=tiny-add,swarm=s"] == 1
+
+
+def test_swarm_local_compares_its_auc_with_the_alone_reference_of_the_same_settings(tmp_path, monkeypatch):
+    import json
+    import math
+
+    from node import local_swarm, report
+    from node.config import build_config
+
+    assert report.held_out_auc([0.25, 0.5, 0.75]) == 0.5 and math.isnan(report.held_out_auc([]))
+    cfg = build_config(local_swarm.LOCAL_DEFAULTS)
+    settings = local_swarm.reference_settings(cfg)
+    assert settings == {"task": "digits", "steps": 150, "eval_every": 25, "prompts_per_step": 8, "eval_prompts": 256}
+    path = tmp_path / "alone_reference.json"
+    path.write_text(json.dumps({"digit-add": {"auc": 0.351, "seeds": 3, "settings": settings}}))
+    monkeypatch.setattr(report, "ALONE_REFERENCE", path)
+    line = local_swarm.alone_line("digit-add", 0.4123, cfg)
+    assert line.startswith("held-out ID AUC 0.412 in the swarm vs 0.351 alone (mean of 3 Alone runs")
+    other = build_config({**local_swarm.LOCAL_DEFAULTS, "train": {"steps": 40, "prompts_per_step": 8}})
+    assert "no Alone reference for digit-add with these settings" in local_swarm.alone_line("digit-add", 0.4, other)
+    assert "no Alone reference for digit-sub" in local_swarm.alone_line("digit-sub", 0.4, cfg)
+    path.write_text("{not json")  # a damaged file: no reference, no crash
+    assert report.alone_reference("digit-add", settings, path) is None

@@ -7,6 +7,15 @@ from dataclasses import dataclass
 from node.tasks import Item, Task
 
 
+def require_cap(max_new_tokens: int) -> int:
+    """A backend's completion cap; 0 (generation.max_new_tokens' "the task's cap") must have been resolved by
+    then (node/config.py with_completion_cap, as Peer and `swarm eval` do)."""
+    if max_new_tokens < 1:
+        raise ValueError("generation.max_new_tokens is 0 (the task's cap): resolve it with "
+                         "node.config.with_completion_cap before building a generation backend")
+    return max_new_tokens
+
+
 @dataclass
 class Completion:
     token_ids: list[int]  # sampled ids, up to and including EOS when finish_reason == "stop"

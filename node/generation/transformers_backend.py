@@ -23,7 +23,7 @@ from transformers.generation.logits_process import TemperatureLogitsWarper, TopP
 
 from node.config import GenerationConfig as SamplingConfig
 
-from .rollouts import Completion, split_completion, stop_ids
+from .rollouts import Completion, require_cap, split_completion, stop_ids
 
 
 class _BehaviourRecorder(LogitsProcessor):
@@ -74,6 +74,7 @@ class TransformersBackend:
         self.model = model
         self.tokenizer = tokenizer
         self.sampling = sampling
+        require_cap(sampling.max_new_tokens)
         self.eos_ids, self.pad_id = stop_ids(model, tokenizer)
 
     def sync(self, model) -> None:

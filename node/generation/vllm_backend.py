@@ -31,7 +31,7 @@ from pathlib import Path
 from node.config import GenerationConfig
 from node.errors import BackendUnavailable, first_line
 
-from .rollouts import Completion, split_completion, stop_ids
+from .rollouts import Completion, require_cap, split_completion, stop_ids
 
 LORA_RANK_SLOTS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the max_lora_rank values vLLM accepts
 CPU_KV_CACHE_GIB = 1.0  # KV cache on the CPU when generation.vllm_kv_cache_gib is 0
@@ -113,6 +113,7 @@ class VLLMBackend:
     def __init__(self, model, tokenizer, sampling: GenerationConfig, lora: bool = False, seed: int = 0):
         import torch
 
+        require_cap(sampling.max_new_tokens)
         vllm = import_vllm()
         from vllm.platforms import current_platform
 

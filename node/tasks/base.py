@@ -35,9 +35,20 @@ class Task(Protocol):
 
     def item(self, split: str, index: int) -> Item: ...
 
+    # optional: max_new_tokens, the completion cap the task's answers need (completion_cap)
+
     def score(self, item: Item, completion: str, finished: bool) -> float:
         """Verifiable reward in [0, 1] of a decoded completion; `finished` is False for a length cut-off."""
         ...
+
+
+DEFAULT_MAX_NEW_TOKENS = 8  # a task's completion cap unless it names its own (short answers: arith, count)
+
+
+def completion_cap(task: Task) -> int:
+    """The completion length a task's answers need (its `max_new_tokens`, e.g. digits' worked columns), else
+    DEFAULT_MAX_NEW_TOKENS; what generation.max_new_tokens = 0 stands for."""
+    return int(getattr(task, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
 
 
 def item_seed(*parts) -> int:

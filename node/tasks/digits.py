@@ -113,6 +113,8 @@ def operands(rng: random.Random, op: str, columns: int) -> tuple[int, int]:
 
 class DigitsTask:
     version = "2"  # 2: every problem carries or borrows at least once
+    max_new_tokens = 64  # completion cap (generation.max_new_tokens = 0): a working with its end token is at most
+    #                      50 char tokens in distribution, 60 out of it
     splits = ("train", "test")
 
     def __init__(self, name: str = "digits"):

@@ -88,7 +88,7 @@ def test_finish_reasons_and_eos_cut(tiny):
 
 def test_sampling_is_seeded(tiny):
     model, tok = tiny
-    backend = TransformersBackend(model, tok, GenerationConfig())
+    backend = TransformersBackend(model, tok, GenerationConfig(max_new_tokens=8))
     a, _ = backend.generate([tok("3+4=").input_ids], group_size=8, seed=5)
     b, _ = backend.generate([tok("3+4=").input_ids], group_size=8, seed=5)
     other, _ = backend.generate([tok("3+4=").input_ids], group_size=8, seed=6)

@@ -56,7 +56,7 @@ def test_unknown_model_is_a_clear_error():
 
 def sampled_reward(name, task_name):
     loaded = load_model(ModelConfig(name=name))
-    backend = TransformersBackend(loaded.model, loaded.tokenizer, GenerationConfig())
+    backend = TransformersBackend(loaded.model, loaded.tokenizer, GenerationConfig(max_new_tokens=8))
     task = get_task(task_name)
     items = [task.item("train", i) for i in range(64)]
     groups, _ = backend.generate([encode_prompt(loaded.tokenizer, it) for it in items], 8, seed=0)

@@ -30,7 +30,7 @@ def test_gradient_from_exact_and_compact_logprobs_agree(tiny, sampled_groups):
     # generated at temperature 0.7 and trained at 1.0: received-like, off-policy; and in half the completions
     # the first token claims 1 nat less than it had (as a sender with another model might), so that, whatever
     # the weights sampled, some weights are truncated at C = 2 (e > 2), well within the plausibility bound
-    backend = TransformersBackend(model, tok, GenerationConfig(temperature=0.7))
+    backend = TransformersBackend(model, tok, GenerationConfig(temperature=0.7, max_new_tokens=8))
     exact = sampled_groups(backend, tok, "arith", 8, 8)
     for group in exact:
         group.own = False
