@@ -141,6 +141,7 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
         (f"SWARM_ZOO_DIR={zoo} " if zoo else "") + "python bench/paper_tables.py --smoke")
     assert [e["step"] for e in evals] == [0, 2, 3] and all(0 <= e["train/greedy"] <= 1 for e in evals)
     again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
-    planned = paper_tables.plan(1, 3, 2, {"verdict", "ftis", "ablation", "mix", "mixed"})
+    planned = paper_tables.plan(1, 3, 2, {"verdict", "ftis", "ablation", "mix", "mixed"},
+                                variants=paper_tables.SMOKE_VARIANTS)
     assert again.returncode == 0 and f"({len(planned)} done before)" in again.stdout, again.stdout
     assert sorted(p.name for p in out.glob("*.json")) == done
