@@ -510,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--peers", type=int, default=4, help="number of peers (models cycle through the zoo) "
                        "(default: 4)")
     local.add_argument("--models", help="comma-separated zoo models to cycle through (default: "
-                       "tiny-add,tiny-sub,tiny-add-lora,small-add)")
+                       "digit-sub,digit-add,digit-add-lora,digit-sub-bpe)")
     local.add_argument("--out", default="runs/local", help="logs, metrics, summary and plot go here "
                        "(default: runs/local)")
     local.set_defaults(func=cmd_local)
