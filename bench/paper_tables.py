@@ -97,6 +97,7 @@ VERDICT_CELLS = (  # (label, variant, settings) of every peer of a pair; "x2": t
     ("NoIS", "nois", ()),
     ("F-TIS", "f-tis", ()),
     ("outcome", "outcome", ()),  # success-gated transfer: received right answers where our greedy one fails
+    ("F-TIS-seq", "f-tis", (("loss.received_weights", "sequence"),)),  # one weight per received row (a fix tried)
 )
 SECONDARY_CELLS = ("Alone", "F-TIS")  # the secondary pairs' cells (fewer seeds, said so)
 DIGITS_BASE = {  # SAGC on (the default policy): G from 4, 8, 12, 16 each step
@@ -445,7 +446,9 @@ SECTION_HEAD = (
     "prompts a step, G chosen by SAGC (4, 8, 12 or 16), up to 8 received groups a step, the zoo's learning rate; "
     "held-out sets of 256 prompts per split, greedy pass@1. Cells: Alone; Alone-2x (16 own prompts a step: as "
     "many groups per update as a swarm peer can have, all own, the control for 'a bigger batch'); NoIS (received "
-    "groups at weight 1); F-TIS; outcome (only received right answers of prompts our greedy answer gets wrong). "
+    "groups at weight 1); F-TIS; outcome (only received right answers of prompts our greedy answer gets wrong); "
+    "F-TIS-seq (F-TIS with one weight per received completion, exp(mean log-ratio) truncated at C, instead of "
+    "per-token weights: loss.received_weights = sequence). "
     "The primary endpoint, fixed before the runs: ID AUC. Equal time compares both runs over the same span of "
     "own step seconds (the shorter run's), one experiment per core.")
 
@@ -579,7 +582,7 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
                   "| peer | comparison | endpoint | difference | sd | power for +0.05 | seeds for 80% |",
                   "|---|---|---|---|---|---|---|"]
         comparisons = [("F-TIS", "Alone"), ("F-TIS", "Alone-2x"), ("F-TIS", "NoIS"), ("outcome", "Alone"),
-                       ("NoIS", "Alone")]
+                       ("NoIS", "Alone"), ("F-TIS-seq", "Alone"), ("F-TIS-seq", "Alone-2x"), ("F-TIS-seq", "F-TIS")]
         for model in pair:
             for a, b in comparisons:
                 if a not in cells or b not in cells:

@@ -94,6 +94,10 @@ class LossConfig:
     eps_high: float = 0.2  # PPO clip above 1 (paper: 0.2; DAPO clip-higher: 0.28)
     g: float = 50.0  # filter threshold on the divergence D_i (paper: 50 with a token sum)
     divergence: str = "sum"  # reduction of log pi_gen - log pi_theta over a completion: sum | mean
+    received_weights: str = "token"  # token: the paper's per-token w; sequence: one weight per received row,
+    #                                  exp(mean log-ratio) truncated at C, as foreign-tokenizer rows take (a
+    #                                  partner's skill lives in a few tokens we give ~0.1-0.6%: per-token w
+    #                                  mutes them, docs/VERDICT.md)
     eps_std: float = 1e-4  # added to the group reward std in the advantage denominator
     max_log_ratio: float = 20.0  # log-ratios are clamped to +-this before exp (defensive)
     ratio_bound: float = 20.0  # b: a received group whose sum of log pi_theta - log pi_gen over all its tokens
@@ -114,6 +118,8 @@ class LossConfig:
         _check(self.eps_high >= 0, "loss.eps_high", "must be >= 0", self.eps_high)
         _check(self.g >= 0, "loss.g", "must be >= 0", self.g)
         _check(self.divergence in REDUCTIONS, "loss.divergence", "must be sum or mean", self.divergence)
+        _check(self.received_weights in ("token", "sequence"), "loss.received_weights", "must be token or sequence",
+               self.received_weights)
         _check(self.eps_std > 0, "loss.eps_std", "must be > 0", self.eps_std)
         _check(self.max_log_ratio > 0, "loss.max_log_ratio", "must be > 0", self.max_log_ratio)
         _check(self.ratio_bound > 0, "loss.ratio_bound", "must be > 0", self.ratio_bound)

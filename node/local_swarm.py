@@ -75,7 +75,7 @@ def alone_line(model: str, auc: float, cfg: NodeConfig) -> str:
         return (f"held-out ID AUC {auc:.3f} in the swarm (no Alone reference for {model} with these settings: "
                 "bench/paper_tables.py --sections verdict measures one)")
     return (f"held-out ID AUC {auc:.3f} in the swarm vs {ref['auc']:.3f} alone (mean of {ref['seeds']} Alone runs, "
-            f"bench/paper_tables.py section 0, docs/RESULTS.md)")
+            f"bench/paper_tables.py section 0)")
 
 
 def wait_for_address(proc: subprocess.Popen, timeout: float, lines: list[str] | None = None,

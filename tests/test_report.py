@@ -106,7 +106,8 @@ def test_swarm_local_compares_its_auc_with_the_alone_reference_of_the_same_setti
     path.write_text(json.dumps({"digit-add": {"auc": 0.351, "seeds": 3, "settings": settings}}))
     monkeypatch.setattr(report, "ALONE_REFERENCE", path)
     line = local_swarm.alone_line("digit-add", 0.4123, cfg)
-    assert line.startswith("held-out ID AUC 0.412 in the swarm vs 0.351 alone (mean of 3 Alone runs")
+    assert line == ("held-out ID AUC 0.412 in the swarm vs 0.351 alone (mean of 3 Alone runs, bench/paper_tables.py "
+                    "section 0)")
     other = build_config({**local_swarm.LOCAL_DEFAULTS, "train": {"steps": 40, "prompts_per_step": 8}})
     assert "no Alone reference for digit-add with these settings" in local_swarm.alone_line("digit-add", 0.4, other)
     assert "no Alone reference for digit-sub" in local_swarm.alone_line("digit-sub", 0.4, cfg)

@@ -138,6 +138,8 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
     received = ~own.bool() & mask.any(dim=1)
     group = None if group is None else group.to(d_sum.device)
     implausible = implausible_rows(d_sum, d_mean, maskf.sum(dim=1), received, group, cfg)
+    if cfg.received_weights == "sequence":  # every received row takes one sequence-level weight
+        sequence = received if sequence is None else (sequence.bool() | received)
     mask = mask & ~implausible[:, None]
     maskf = mask.to(logp_ref.dtype)
     w = importance_weights(logp_ref, logp_gen, cfg)

@@ -189,6 +189,22 @@ def test_sequence_weight_is_truncated_at_c_like_token_weights(variant, expected)
     assert m.truncated_frac == 1.0  # the raw ratio is above C (whatever the variant does with it)
 
 
+def test_received_rows_take_one_sequence_weight_when_configured():
+    """A received right completion whose skill token we give e^-6 (sender e^-0.1), its other tokens as the
+    sender: per token F-TIS weighs the skill token e^-5.9 (its gradient nearly muted); with sequence weights every
+    token of the row weighs exp(-5.9 / 4); our own row keeps its per-token weights (1 on policy)."""
+    lp = [[-0.1, -6.0, -0.1, -0.1], [-0.5, -0.5, -0.5, -0.5]]
+    gen = [[-0.1, -0.1, -0.1, -0.1], [-0.5, -0.5, -0.5, -0.5]]
+    _, token, _ = grad_of(make(lp, gen, [[1] * 4] * 2, [1.0, 1.0], own=[False, True]), LossConfig(variant="f-tis"))
+    _, seq, m = grad_of(make(lp, gen, [[1] * 4] * 2, [1.0, 1.0], own=[False, True]),
+                        LossConfig(variant="f-tis", received_weights="sequence"))
+    w = math.exp(-5.9 / 4)
+    assert token[0].tolist() == pytest.approx([-1 / 8, -math.exp(-5.9) / 8, -1 / 8, -1 / 8])
+    assert seq[0].tolist() == pytest.approx([-w / 8] * 4)  # the skill token: 0.23 of a full weight, not 0.003
+    assert seq[1].tolist() == pytest.approx(token[1].tolist()) and token[1].tolist() == pytest.approx([-1 / 8] * 4)
+    assert m.filtered == 0
+
+
 def test_the_filter_uses_the_tokenization_invariant_divergence():
     """A negative foreign row whose text the sender found far likelier than we do: D = sum(gen) - sum(ours)
     = -8 - (-64) = 56 > g = 50: filtered; at a sender total of -20, D = 44: kept."""
