@@ -31,7 +31,8 @@ def test_three_heterogeneous_peers_share_and_learn(tmp_path):
     out = subprocess.run(
         [sys.executable, str(ROOT / "swarm_cli.py"), "local", "--peers", "3", "--models",
          "tiny-add,small-add,tiny-add-lora", "--steps", str(STEPS), "--task", "arith-add", "--out", str(tmp_path),
-         "--set", "train.group_policy=fixed", "--set", "train.group_size=8"],
+         "--set", "train.group_policy=fixed", "--set", "train.group_size=8",
+         "--prompts", "16", "--set", "swarm.received_groups=16"],  # (as measured; swarm local's own are 8 / 8)
         capture_output=True, text=True, timeout=600, cwd=ROOT, check=False)
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
