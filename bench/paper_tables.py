@@ -1164,8 +1164,10 @@ def main(argv=None) -> int:
         args.seeds, args.steps, args.eval_every = 1, 3, 2
         if args.variants == ",".join(VARIANTS):  # the earlier testbed's table: the variants that differ in code
             args.variants = ",".join(SMOKE_VARIANTS)
-        if args.verdict_pairs == ",".join(VERDICT_PAIRS):  # the BPE path runs in sections 1 and 5 as well
+        if args.verdict_pairs == ",".join(VERDICT_PAIRS):  # the BPE path runs in section 5 as well
             args.verdict_pairs = "complementary,lora"
+        if args.pairs == ",".join(PAIRS):  # the earlier testbed's table: one pair (sections 0 and 5 cover the rest)
+            args.pairs = "expertise"
     scale = {"eval": {"prompts": 16}, "train": {"prompts_per_step": 4}} if args.smoke else {}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -126,8 +126,7 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
         assert heading in text, heading
     assert "| expertise | tiny-sub |" in text and "| sagc | 1 |" in text and "| fixed G=16 | 1 |" in text
     assert "| tiny-add-bpe | cross-tokenizer F-TIS |" in text
-    for png in ("verdict_complementary", "verdict_lora", "ftis_size", "ftis_expertise",
-                "ftis_lora", "ftis_tokenizer", "mix", "mixed_zoo"):
+    for png in ("verdict_complementary", "verdict_lora", "ftis_expertise", "mix", "mixed_zoo"):
         assert (results.parent / "results" / f"{png}.png").read_bytes()[:4] == b"\x89PNG"
     reference = json.loads((results.parent / "results" / "alone_reference.json").read_text())
     assert set(reference) == {"digit-sub", "digit-add", "digit-add-lora"}  # `swarm local` reads it
@@ -141,7 +140,7 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
         (f"SWARM_ZOO_DIR={zoo} " if zoo else "") + "python bench/paper_tables.py --smoke")
     assert [e["step"] for e in evals] == [0, 2, 3] and all(0 <= e["train/greedy"] <= 1 for e in evals)
     again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
-    planned = paper_tables.plan(1, 3, 2, {"verdict", "ftis", "ablation", "mix", "mixed"},
+    planned = paper_tables.plan(1, 3, 2, {"verdict", "ftis", "ablation", "mix", "mixed"}, pairs=("expertise",),
                                 variants=paper_tables.SMOKE_VARIANTS, verdict_pairs=("complementary", "lora"),
                                 smoke=True)
     assert again.returncode == 0 and f"({len(planned)} done before)" in again.stdout, again.stdout
