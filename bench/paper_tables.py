@@ -1211,7 +1211,7 @@ def main(argv=None) -> int:
                                     seconds), flush=True)
         if "sagc" in sections:
             for seed in range(min(args.seeds, args.sagc_seeds)):
-                for name, extra in SAGC_POLICIES[:2] if args.smoke else SAGC_POLICIES:
+                for name, extra in SAGC_POLICIES[:1] if args.smoke else SAGC_POLICIES:  # (smoke: CI's time)
                     print(f"SAGC section: swarm local, policy {name}, seed {seed}", flush=True)
                     r = run_sagc(name, extra, 4 if args.smoke else args.sagc_steps, seed, out, args.smoke, origin)
                     print(f"  {name}: {r['train_seconds']:.1f} s of training, mean G {r['mean_g']:.1f}, straggler "
