@@ -98,6 +98,8 @@ VERDICT_CELLS = (  # (label, variant, settings) of every peer of a pair; "x2": t
     ("F-TIS", "f-tis", ()),
     ("outcome", "outcome", ()),  # success-gated transfer: received right answers where our greedy one fails
     ("F-TIS-seq", "f-tis", (("loss.received_weights", "sequence"),)),  # one weight per received row (a fix tried)
+    ("F-TIS-gated", "f-tis", (("swarm.received_baseline", "greedy"), ("loss.received_floor", "1"))),  # a fix tried:
+    # received groups against our greedy answer (right-everywhere groups teach), positives weigh >= 1
 )
 SECONDARY_CELLS = ("Alone", "F-TIS")  # the secondary pairs' cells (fewer seeds, said so)
 DIGITS_BASE = {  # SAGC on (the default policy): G from 4, 8, 12, 16 each step
@@ -449,7 +451,10 @@ SECTION_HEAD = (
     "many groups per update as a swarm peer can have, all own, the control for 'a bigger batch'); NoIS (received "
     "groups at weight 1); F-TIS; outcome (only received right answers of prompts our greedy answer gets wrong); "
     "F-TIS-seq (F-TIS with one weight per received completion, exp(mean log-ratio) truncated at C, instead of "
-    "per-token weights: loss.received_weights = sequence). "
+    "per-token weights: loss.received_weights = sequence); F-TIS-gated (F-TIS, received groups scored against "
+    "our own greedy answer's reward instead of their group's mean: swarm.received_baseline = greedy, so a "
+    "partner's group right everywhere teaches where we fail, groups we already solve are left out; and received "
+    "right answers weigh at least 1: loss.received_floor = 1). "
     "The primary endpoint, fixed before the runs: ID AUC. Equal time compares both runs over the same span of "
     "own step seconds (the shorter run's), one experiment per core.")
 
@@ -583,7 +588,8 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
                   "| peer | comparison | endpoint | difference | sd | power for +0.05 | seeds for 80% |",
                   "|---|---|---|---|---|---|---|"]
         comparisons = [("F-TIS", "Alone"), ("F-TIS", "Alone-2x"), ("F-TIS", "NoIS"), ("outcome", "Alone"),
-                       ("NoIS", "Alone"), ("F-TIS-seq", "Alone"), ("F-TIS-seq", "Alone-2x"), ("F-TIS-seq", "F-TIS")]
+                       ("NoIS", "Alone"), ("F-TIS-seq", "Alone"), ("F-TIS-seq", "Alone-2x"), ("F-TIS-seq", "F-TIS"),
+                       ("F-TIS-gated", "Alone"), ("F-TIS-gated", "Alone-2x"), ("F-TIS-gated", "outcome")]
         for model in pair:
             for a, b in comparisons:
                 if a not in cells or b not in cells:

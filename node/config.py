@@ -109,6 +109,9 @@ class LossConfig:
     negative_c: float = 0.0  # hardening, off by default (0): truncate w of received completions with A <= 0 at
     #                          this instead of trunc_c; 1 stops a sender from amplifying pushes away from our
     #                          own likely text (docs/SECURITY.md measures both)
+    received_floor: float = 0.0  # received completions with A > 0 weigh at least this (at most trunc_c; 0: off):
+    #                              w = pi_theta / pi_gen is tiny on a partner's right text that we would not
+    #                              write ourselves, which is what we would learn from it (docs/VERDICT.md)
 
     def __post_init__(self):
         _check(self.variant in VARIANTS, "loss.variant", f"must be one of {', '.join(VARIANTS)}", self.variant)
@@ -127,6 +130,8 @@ class LossConfig:
                self.ratio_bound_per_token)
         _check(self.div_ceiling > 0, "loss.div_ceiling", "must be > 0", self.div_ceiling)
         _check(self.negative_c >= 0, "loss.negative_c", "must be >= 0 (0: trunc_c)", self.negative_c)
+        _check(0 <= self.received_floor <= self.trunc_c, "loss.received_floor", "must be in [0, trunc_c]",
+               self.received_floor)
 
 
 @dataclass(frozen=True)
@@ -241,6 +246,11 @@ class SwarmConfig:
     informative_only: bool = True  # train only on received groups whose completions' rewards differ under our
     #                                verifier: a group that scores the same everywhere has zero advantage, teaches
     #                                nothing and costs learner time (counted as `uninformative`, not trained on)
+    received_baseline: str = "sender"  # a received completion's advantage. sender: GRPO's, against the other
+    #                                    completions of its group; greedy: against OUR greedy answer's reward on
+    #                                    its prompt (one greedy generation per received group), r - b: groups we
+    #                                    already solve are left out (counted as gated), and a group that is right
+    #                                    everywhere (zero advantage to its sender, and to GRPO) teaches where we fail
     foreign_tokenizers: bool = True  # train on groups of peers with another tokenizer (one this machine can
     #                                  build: a zoo kind or a cached hub tokenizer), re-tokenized, with one
     #                                  sequence-level weight each (node/rl/ftis.py); off: refused ("tokenizer")
@@ -265,6 +275,8 @@ class SwarmConfig:
         _check(0 <= self.port < 65536, "swarm.port", "must be in [0, 65535]", self.port)
         _check(self.startup_timeout > 0, "swarm.startup_timeout", "must be > 0", self.startup_timeout)
         _check(self.received_groups >= 0, "swarm.received_groups", "must be >= 0", self.received_groups)
+        _check(self.received_baseline in ("sender", "greedy"), "swarm.received_baseline", "must be sender or greedy",
+               self.received_baseline)
         _check(self.local_groups >= 0, "swarm.local_groups", "must be >= 0", self.local_groups)
         _check(self.gather_deadline >= 0, "swarm.gather_deadline", "must be >= 0", self.gather_deadline)
         _check(self.pull_peers >= 1, "swarm.pull_peers", "must be >= 1", self.pull_peers)

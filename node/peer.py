@@ -97,8 +97,8 @@ class Peer:
         local = groups[: self.cfg.swarm.local_groups] if self.cfg.swarm.local_groups else groups
         received, swarm_metrics = self.share(groups, own_summaries, step, sum(len(g.completions) for g in local))
         taken = received.groups
-        if self.cfg.loss.variant == "outcome" and taken:
-            taken = self.failed_here(taken, seed=self.cfg.train.seed * 100003 + step)
+        if taken and (self.cfg.loss.variant == "outcome" or self.cfg.swarm.received_baseline == "greedy"):
+            taken = self.gate(taken, seed=self.cfg.train.seed * 100003 + step)
             swarm_metrics.gated = len(received.groups) - len(taken)
         start = time.perf_counter()
         loss_metrics = self.learner.step(local + taken)
@@ -117,16 +117,29 @@ class Peer:
             result.eval, result.eval_seconds = self.evaluate()
         return result
 
-    def failed_here(self, groups: list[Group], seed: int) -> list[Group]:
-        """The received groups whose prompt our own greedy completion gets wrong (success-gated transfer takes
-        other peers' right answers only where we fail)."""
-        outputs, _ = self.backend.generate([g.prompt_ids for g in groups], 1, seed=seed, greedy=True)
+    def gate(self, groups: list[Group], seed: int) -> list[Group]:
+        """The received groups that can teach where we fail, by our own greedy answer's reward b on each prompt
+        (one greedy generation per group). Outcome variant (success-gated transfer): the groups with b < 1.
+        swarm.received_baseline = greedy: the groups with a completion above b, which becomes their baseline
+        (advantage r - b)."""
+        scores = self.greedy_rewards(groups, seed)
+        if self.cfg.swarm.received_baseline != "greedy":
+            return [g for g, b in zip(groups, scores, strict=True) if b < 1]
         kept = []
-        for group, out in zip(groups, outputs, strict=True):
-            task = task_of_record(group.item.ref.task, self.task)
-            if task is None or score_completion(task, group.item, out[0]) < 1:
+        for group, b in zip(groups, scores, strict=True):
+            if max(group.rewards) > b:
+                group.baseline = b
                 kept.append(group)
         return kept
+
+    def greedy_rewards(self, groups: list[Group], seed: int) -> list[float]:
+        """Our own greedy completion's reward on each group's prompt (0 where no task of ours scores it)."""
+        outputs, _ = self.backend.generate([g.prompt_ids for g in groups], 1, seed=seed, greedy=True)
+        scores = []
+        for group, out in zip(groups, outputs, strict=True):
+            task = task_of_record(group.item.ref.task, self.task)
+            scores.append(0.0 if task is None else score_completion(task, group.item, out[0]))
+        return scores
 
     def evaluates_after(self, step: int) -> bool:
         """Whether held-out accuracy is measured after this step: every eval.every steps and after the last."""

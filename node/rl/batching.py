@@ -1,6 +1,7 @@
 """Turns groups into padded training tensors with group-relative advantages (pure: no model, no I/O).
 
-Advantages (GRPO): each completion is compared with its own group only."""
+Advantages (GRPO): each completion is compared with its own group only, unless the group carries a baseline
+(a received group scored against our own greedy answer: swarm.received_baseline)."""
 from __future__ import annotations
 
 import dataclasses
@@ -18,6 +19,14 @@ def group_advantages(rewards: list[float], eps_std: float) -> list[float]:
     mean = sum(rewards) / n
     std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / n)
     return [(r - mean) / (std + eps_std) for r in rewards]
+
+
+def advantages_of(group: Group, eps_std: float) -> list[float]:
+    """A group's advantages: against its baseline when it has one (r - b, unnormalised: the baseline is not
+    an estimate from the group itself), otherwise group-relative."""
+    if group.baseline is not None:
+        return [r - group.baseline for r in group.rewards]
+    return group_advantages(group.rewards, eps_std)
 
 
 def has_variance(rewards: list[float]) -> bool:
@@ -45,9 +54,9 @@ def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_vari
     """One row per completion; None when nothing is left (e.g. every group had equal rewards under DAPO)."""
     rows, row_group, foreign = [], [], []
     for g, group in enumerate(groups):
-        if drop_zero_variance and not has_variance(group.rewards):
+        if drop_zero_variance and group.baseline is None and not has_variance(group.rewards):
             continue
-        for completion, adv in zip(group.completions, group_advantages(group.rewards, eps_std), strict=True):
+        for completion, adv in zip(group.completions, advantages_of(group, eps_std), strict=True):
             if completion.token_ids:
                 rows.append((group.prompt_ids, completion, adv, group.own))
                 row_group.append(g)

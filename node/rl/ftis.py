@@ -30,6 +30,14 @@ tokenization-invariant quantity and the F- filter and the plausibility bounds ap
 identical tokenizer the two weights coincide whenever a row's per-token log-ratios are all equal (on-policy
 rows, or a constant offset below log C): tests/rl/test_ftis.py checks that case.
 
+Received positives (`received_floor`, off by default): w is the receiver's own chance of writing a token
+relative to the sender's, so on the few tokens that carry a partner's skill (those we would not write) it is
+near 0 and the right completion teaches almost nothing (mean 0.009 on the digit experts' skill tokens,
+docs/VERDICT.md). A floor f raises the weight of received rows with A > 0 to at least f (never above C): what a
+partner got right and we did not is learned like our own right answers, while its wrong ones keep F-TIS's
+weight and filter. The verifier scores every received completion itself, so a positive row is one our own
+reward calls better than its baseline.
+
 Plausibility (docs/SECURITY.md): a received completion's behaviour log-probs are the sender's claim, and they
 set both w and D. For completions y that an honest generator sampled from pi_gen, whatever our model,
 E[pi_theta(y) / pi_gen(y)] = sum_y pi_theta(y) <= 1, and the G completions of a group are independent samples,
@@ -152,6 +160,9 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
     if cfg.negative_c and cfg.variant not in _NO_WEIGHT:  # hardening: received negatives weigh at most this
         negative = ((advantages <= 0) & ~own.bool())[:, None]
         w = torch.where(negative, w.clamp(max=cfg.negative_c), w)
+    if cfg.received_floor and cfg.variant not in _NO_WEIGHT:  # a partner's right text is not muted below this
+        positive = ((advantages > 0) & ~own.bool())[:, None]
+        w = torch.where(positive, w.clamp(min=cfg.received_floor), w)
     d = d_sum if cfg.divergence == "sum" else d_mean
     has_tokens = mask.any(dim=1)
     filtered = torch.zeros_like(has_tokens)

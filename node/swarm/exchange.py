@@ -516,9 +516,11 @@ class GroupExchange:
 
     def _use(self, group: Group, sender: bytes, result: GatherResult, taken: collections.Counter,
              outcome: dict) -> None:
-        """An accepted group is trained on unless it is uninformative (equal rewards everywhere: zero advantage)
-        and swarm.informative_only leaves those out; either way it counts for the sender's informative share."""
-        informative = len(set(group.rewards)) > 1
+        """An accepted group is trained on unless it is uninformative (equal rewards everywhere: zero advantage;
+        with swarm.received_baseline = greedy, a group right everywhere can still teach where we fail) and
+        swarm.informative_only leaves those out; either way it counts for the sender's informative share."""
+        informative = len(set(group.rewards)) > 1 or (self.cfg.received_baseline == "greedy"
+                                                      and max(group.rewards) > 0)
         outcome[sender][0] += 1
         outcome[sender][1] += informative
         if informative or not self.cfg.informative_only:

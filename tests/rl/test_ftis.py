@@ -153,6 +153,23 @@ def test_negative_c_caps_only_received_negatives():
     assert grad[:, 0].tolist() == pytest.approx([-2 / 3, 2 / 3, 2 / 3])
 
 
+def test_received_floor_raises_only_received_positives():
+    # w = 0.01 everywhere (we give the text 1/100 of the sender's probability); floor 1: the received positive
+    # row weighs 1, the received negative and our own row keep 0.01; a floor never lifts w above C
+    lp, gen = [[math.log(0.001)]] * 3, [[math.log(0.1)]] * 3
+    inp = make(lp, gen, [[1]] * 3, [1.0, -1.0, 1.0], own=[False, False, True])
+    _, grad, _ = grad_of(inp, LossConfig(variant="f-tis", trunc_c=2.0, received_floor=1.0))
+    assert grad[:, 0].tolist() == pytest.approx([-1 / 3, 0.01 / 3, -0.01 / 3])
+    inp.logp.grad = None
+    _, grad, _ = grad_of(inp, LossConfig(variant="f-tis", trunc_c=2.0))
+    assert grad[:, 0].tolist() == pytest.approx([-0.01 / 3, 0.01 / 3, -0.01 / 3])
+    high = make([[math.log(0.5)]], [[math.log(0.05)]], [[1]], [1.0], own=[False])  # w = 10 -> C = 2
+    _, grad, _ = grad_of(high, LossConfig(variant="f-tis", trunc_c=2.0, received_floor=1.0))
+    assert grad[0, 0].item() == pytest.approx(-2.0)
+    with pytest.raises(ValueError, match="received_floor"):
+        LossConfig(trunc_c=2.0, received_floor=3.0)
+
+
 # ---- foreign tokenizers: one sequence-level weight per row (node/rl/ftis.py) ------------------------------
 def make_seq(logp, logp_gen, adv, sequence, own=None):
     inp = make(logp, logp_gen, [[1] * len(logp[0])] * len(logp), adv, own=own or [False] * len(adv))

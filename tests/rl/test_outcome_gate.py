@@ -1,16 +1,22 @@
-"""The outcome variant's gate: other peers' groups are taken only for prompts our own greedy answer gets wrong."""
+"""The gate on received groups: the outcome variant takes them only for prompts our own greedy answer gets
+wrong; swarm.received_baseline = greedy takes those with a completion above our greedy answer's reward, which
+becomes their baseline."""
 import dataclasses
 
+import pytest
+
 from node.config import build_config
-from node.generation.rollouts import Group
+from node.generation.rollouts import Completion, Group
 from node.models.loading import encode_prompt
 from node.peer import Peer
 from node.tasks import get_task
 
 
-def test_received_groups_are_kept_only_where_our_greedy_answer_fails():
+@pytest.mark.parametrize("mode", ["outcome", "greedy-baseline"])
+def test_received_groups_are_kept_only_where_our_greedy_answer_fails(mode):
+    settings = {"loss": {"variant": "outcome"}} if mode == "outcome" else {"swarm": {"received_baseline": "greedy"}}
     peer = Peer(build_config({"model": {"name": "digit-add"}, "task": {"name": "digits"},
-                              "loss": {"variant": "outcome"}, "generation": {"max_new_tokens": 48}}))
+                              "generation": {"max_new_tokens": 48}, **settings}))
     try:
         task = get_task("digits")
         items = [task.item("train", i) for i in range(6)]
@@ -22,8 +28,15 @@ def test_received_groups_are_kept_only_where_our_greedy_answer_fails():
         ours = [dataclasses.replace(item, answer=text.rsplit(";", 1)[-1].strip()) for item, text in
                 zip(items, said, strict=True) if ";" in text]
         wrong = [dataclasses.replace(item, answer="-1") for item in items]
-        groups = [Group(item, encode_prompt(peer.loaded.tokenizer, item), [], own=False) for item in ours + wrong]
-        kept = peer.failed_here(groups, seed=1)
+        # each group: one right completion and one wrong (reward 1 and 0, as the verifier would set them)
+        groups = [Group(item, encode_prompt(peer.loaded.tokenizer, item),
+                        [Completion([1], [-0.1], "stop", reward=1.0), Completion([1], [-0.1], "stop", reward=0.0)],
+                        own=False) for item in ours + wrong]
+        kept = peer.gate(groups, seed=1)
         assert ours and [g.item for g in kept] == wrong
+        if mode == "greedy-baseline":  # our greedy reward (0 where we fail) is the kept groups' baseline
+            assert [g.baseline for g in kept] == [0.0] * len(wrong)
+        else:
+            assert all(g.baseline is None for g in kept)
     finally:
         peer.close()

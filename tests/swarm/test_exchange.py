@@ -349,6 +349,14 @@ def test_uninformative_received_groups_are_counted_not_trained_on():
     assert 0 < len(mixed) < 16  # both kinds were sent
     assert sorted(g.item.ref.index for g in used.groups) == sorted(g.item.ref.index for g in mixed)
     assert used.uninformative == 16 - len(mixed) and used.rejected == {}
+    # swarm.received_baseline = greedy: a group right everywhere can teach where our greedy answer fails (its
+    # baseline is ours, not its own), so only groups with nothing right are left out
+    baseline = peer(hub, "baseline", informative_only=True, received_baseline="greedy")
+    kept = gather(baseline, budget=100, sender_cap=1000)
+    useful = [g for g in plain.groups if max(g.rewards) > 0]
+    assert len(useful) > len(mixed)  # some groups were right everywhere
+    assert sorted(g.item.ref.index for g in kept.groups) == sorted(g.item.ref.index for g in useful)
+    assert kept.uninformative == 16 - len(useful)
 
 
 def test_groups_flow_between_peers_with_different_tokenizers():
