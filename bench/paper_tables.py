@@ -245,13 +245,14 @@ ABLATIONS = (  # (label, settings) on the expertise pair; g = 50 (sum) and C = 2
 
 
 def verdict_plan(seeds: int, steps: int, eval_every: int, pairs=tuple(VERDICT_PAIRS),
-                 secondary_seeds: int = 2) -> list[Run]:
-    """Section 0: every cell of the primary pair on `seeds` seeds; the secondary pairs Alone and F-TIS on fewer.
-    A model's Alone runs are shared by every pair it is in (same seed, same prompts)."""
+                 secondary_seeds: int = 2, labels=tuple(c[0] for c in VERDICT_CELLS)) -> list[Run]:
+    """Section 0: every cell of the primary pair on `seeds` seeds; the secondary pairs Alone and F-TIS on fewer;
+    `labels` keeps those cells only. A model's Alone runs are shared by every pair it is in (same seed, same
+    prompts)."""
     runs: dict[str, Run] = {}
     primary = next(iter(VERDICT_PAIRS))
     for name in pairs:
-        cells = [c for c in VERDICT_CELLS if name == primary or c[0] in SECONDARY_CELLS]
+        cells = [c for c in VERDICT_CELLS if (name == primary or c[0] in SECONDARY_CELLS) and c[0] in labels]
         for seed in range(seeds if name == primary else min(seeds, secondary_seeds)):
             for label, variant, settings in cells:
                 for models in ([(m,) for m in VERDICT_PAIRS[name]] if variant == "alone" else [VERDICT_PAIRS[name]]):
@@ -261,11 +262,12 @@ def verdict_plan(seeds: int, steps: int, eval_every: int, pairs=tuple(VERDICT_PA
 
 
 def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tuple(PAIRS),
-         variants=VARIANTS, mixed=("zoo",), verdict_pairs=tuple(VERDICT_PAIRS), smoke: bool = False) -> list[Run]:
+         variants=VARIANTS, mixed=("zoo",), verdict_pairs=tuple(VERDICT_PAIRS), smoke: bool = False,
+         verdict_cells=tuple(c[0] for c in VERDICT_CELLS)) -> list[Run]:
     """The experiments of the in-process sections; `smoke` keeps two ablations and two mixes (CI's time)."""
     runs: list[Run] = []
     if "verdict" in sections:
-        runs += verdict_plan(seeds, steps, eval_every, verdict_pairs)
+        runs += verdict_plan(seeds, steps, eval_every, verdict_pairs, labels=verdict_cells)
     if "ftis" in sections:
         for seed in range(seeds):
             if "alone" in variants:
@@ -1157,6 +1159,8 @@ def main(argv=None) -> int:
     parser.add_argument("--sagc-seeds", type=int, default=3, help="seeds of section 4 (at most --seeds)")
     parser.add_argument("--sagc-steps", type=int, default=60, help="steps of section 4's local swarms")
     parser.add_argument("--verdict-pairs", default=",".join(VERDICT_PAIRS), help="pairs of section 0 (digits)")
+    parser.add_argument("--verdict-cells", default=",".join(c[0] for c in VERDICT_CELLS),
+                        help="cells of section 0 (e.g. more seeds of a few: Alone,Alone-2x,F-TIS)")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="pairs of the F-TIS table")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="variants of the F-TIS table")
     parser.add_argument("--mixed", default="zoo", help="swarms of section 5: zoo and/or smollm2 (SmolLM2-135M, "
@@ -1182,8 +1186,12 @@ def main(argv=None) -> int:
     unknown = [m for m in mixed if m not in MIXED]
     if unknown:
         parser.error(f"--mixed {','.join(unknown)}: not one of {', '.join(MIXED)}")
+    cells = tuple(args.verdict_cells.split(","))
+    labels = [c[0] for c in VERDICT_CELLS]
+    if any(c not in labels for c in cells):
+        parser.error(f"--verdict-cells {args.verdict_cells}: each must be one of {', '.join(labels)}")
     runs = plan(args.seeds, args.steps, args.eval_every, sections, tuple(args.pairs.split(",")),
-                tuple(args.variants.split(",")), mixed, tuple(args.verdict_pairs.split(",")), args.smoke)
+                tuple(args.variants.split(",")), mixed, tuple(args.verdict_pairs.split(",")), args.smoke, cells)
     commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip() or "unknown"
     command = "python bench/paper_tables.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))

@@ -51,6 +51,9 @@ def test_verdict_plan_has_every_control_and_shares_alone_runs():
     assert {r.seed for r in runs if r.models == paper_tables.VERDICT_PAIRS["lora"]} == {0, 1}  # secondary: 2
     assert len({r.key for r in runs}) == len(runs)  # digit-add's and digit-sub's Alone runs serve every pair
     assert sum(r.models == ("digit-add",) and r.label == "Alone" for r in runs) == 8
+    few = paper_tables.plan(5, 150, 25, {"verdict"}, verdict_pairs=("complementary",),
+                            verdict_cells=("Alone", "F-TIS-gated"))
+    assert sorted({r.label for r in few}) == ["Alone", "F-TIS-gated"] and len(few) == 5 * 3
     double = next(r for r in runs if r.label == "Alone-2x")
     single = next(r for r in runs if r.label == "Alone" and r.models == double.models and r.seed == double.seed)
     assert double.cost == 2 * single.cost
