@@ -100,6 +100,8 @@ VERDICT_CELLS = (  # (label, variant, settings) of every peer of a pair; "x2": t
     ("F-TIS-seq", "f-tis", (("loss.received_weights", "sequence"),)),  # one weight per received row (a fix tried)
     ("F-TIS-gated", "f-tis", (("swarm.received_baseline", "greedy"), ("loss.received_floor", "1"))),  # a fix tried:
     # received groups against our greedy answer (right-everywhere groups teach), positives weigh >= 1
+    ("F-TIS+baseline", "f-tis", (("swarm.received_baseline", "greedy"),)),  # F-TIS-gated's two parts, one each
+    ("F-TIS+floor", "f-tis", (("loss.received_floor", "1"),)),
 )
 SECONDARY_CELLS = ("Alone", "F-TIS")  # the secondary pairs' cells (fewer seeds, said so)
 DIGITS_BASE = {  # SAGC on (the default policy): G from 4, 8, 12, 16 each step
@@ -456,7 +458,8 @@ SECTION_HEAD = (
     "per-token weights: loss.received_weights = sequence); F-TIS-gated (F-TIS, received groups scored against "
     "our own greedy answer's reward instead of their group's mean: swarm.received_baseline = greedy, so a "
     "partner's group right everywhere teaches where we fail, groups we already solve are left out; and received "
-    "right answers weigh at least 1: loss.received_floor = 1). "
+    "right answers weigh at least 1: loss.received_floor = 1); F-TIS+baseline and F-TIS+floor (each of those two "
+    "changes alone). "
     "The primary endpoint, fixed before the runs: ID AUC. Equal time compares both runs over the same span of "
     "own step seconds (the shorter run's), one experiment per core.")
 
@@ -567,8 +570,8 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
                   f"pass@1 over the evaluations after step 0), final ID and OOD (mean of the last {FINAL_POINTS} "
                   "evaluations); mechanisms, mean over steps: G (SAGC's group size), straggler rate (own groups "
                   "whose longest completion passed tau x their median), received groups trained on, filtered "
-                  "share (received and own rows the F- filter zeroed), gated (outcome: received groups left out "
-                  "because our greedy answer was right), own step seconds (median).", "",
+                  "share (received and own rows the F- filter zeroed), gated (outcome, F-TIS-gated: received groups "
+                  "left out because our greedy answer was right), own step seconds (median).", "",
                   "| peer | cell | seeds | ID AUC | final ID | final OOD | G | straggler rate | received / step | "
                   "filtered share | gated / step | step s |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for model in pair:
@@ -591,7 +594,8 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
                   "|---|---|---|---|---|---|---|"]
         comparisons = [("F-TIS", "Alone"), ("F-TIS", "Alone-2x"), ("F-TIS", "NoIS"), ("outcome", "Alone"),
                        ("NoIS", "Alone"), ("F-TIS-seq", "Alone"), ("F-TIS-seq", "Alone-2x"), ("F-TIS-seq", "F-TIS"),
-                       ("F-TIS-gated", "Alone"), ("F-TIS-gated", "Alone-2x"), ("F-TIS-gated", "outcome")]
+                       ("F-TIS-gated", "Alone"), ("F-TIS-gated", "Alone-2x"), ("F-TIS-gated", "outcome"),
+                       ("F-TIS-gated", "F-TIS"), ("F-TIS+baseline", "F-TIS"), ("F-TIS+floor", "F-TIS")]
         for model in pair:
             for a, b in comparisons:
                 if a not in cells or b not in cells:
@@ -1176,6 +1180,8 @@ def main(argv=None) -> int:
             args.variants = ",".join(SMOKE_VARIANTS)
         if args.verdict_pairs == ",".join(VERDICT_PAIRS):  # the BPE path runs in section 5 as well
             args.verdict_pairs = "complementary,lora"
+        if args.verdict_cells == ",".join(c[0] for c in VERDICT_CELLS):  # F-TIS-gated runs both parts' code
+            args.verdict_cells = ",".join(c[0] for c in VERDICT_CELLS if c[0] not in ("F-TIS+baseline", "F-TIS+floor"))
         if args.pairs == ",".join(PAIRS):  # the earlier testbed's table: one pair (sections 0 and 5 cover the rest)
             args.pairs = "expertise"
     scale = {"eval": {"prompts": 16}, "train": {"prompts_per_step": 4}} if args.smoke else {}

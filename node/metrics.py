@@ -47,7 +47,8 @@ class SwarmMetrics:
     groups_used: int = 0  # received groups trained on
     foreign_used: int = 0  # of which from peers with another tokenizer (re-tokenized; swarm.foreign_tokenizers)
     uninformative: int = 0  # valid received groups not trained on: equal rewards (swarm.informative_only)
-    gated: int = 0  # received groups left out by the outcome variant: our own greedy answer was already right
+    gated: int = 0  # received groups left out by the gate (outcome variant, swarm.received_baseline = greedy):
+    #                 our own greedy answer was right already (or as good as their best)
     senders_used: int = 0
     rejected: dict[str, int] = field(default_factory=dict)  # reason -> records
     bytes_in: int = 0

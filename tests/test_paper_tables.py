@@ -46,7 +46,8 @@ def test_verdict_plan_has_every_control_and_shares_alone_runs():
     primary = paper_tables.VERDICT_PAIRS["complementary"]
     cells = {(r.models, r.label) for r in runs if r.seed == 0 and set(r.models) <= set(primary)}
     assert cells == {((m,), "Alone") for m in primary} | {((m,), "Alone-2x") for m in primary} | {
-        (primary, label) for label in ("NoIS", "F-TIS", "outcome", "F-TIS-seq", "F-TIS-gated")}
+        (primary, label) for label in ("NoIS", "F-TIS", "outcome", "F-TIS-seq", "F-TIS-gated", "F-TIS+baseline",
+                                        "F-TIS+floor")}
     assert {r.seed for r in runs if r.models == primary} == set(range(8))  # the primary pair: every seed
     assert {r.seed for r in runs if r.models == paper_tables.VERDICT_PAIRS["lora"]} == {0, 1}  # secondary: 2
     assert len({r.key for r in runs}) == len(runs)  # digit-add's and digit-sub's Alone runs serve every pair
