@@ -266,9 +266,12 @@ def verdict_plan(seeds: int, steps: int, eval_every: int, pairs=tuple(VERDICT_PA
 def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tuple(PAIRS),
          variants=VARIANTS, mixed=("zoo",), verdict_pairs=tuple(VERDICT_PAIRS), smoke: bool = False,
          verdict_cells=tuple(c[0] for c in VERDICT_CELLS)) -> list[Run]:
-    """The experiments of the in-process sections; `smoke` keeps two ablations and two mixes (CI's time)."""
+    """The experiments of the in-process sections; `smoke` keeps two ablations, two mixes and the verdict's cells
+    but F-TIS-gated's two parts alone (CI's time)."""
     runs: list[Run] = []
     if "verdict" in sections:
+        if smoke:  # F-TIS-gated runs the code of both its parts
+            verdict_cells = tuple(c for c in verdict_cells if c not in ("F-TIS+baseline", "F-TIS+floor"))
         runs += verdict_plan(seeds, steps, eval_every, verdict_pairs, labels=verdict_cells)
     if "ftis" in sections:
         for seed in range(seeds):
@@ -1180,8 +1183,6 @@ def main(argv=None) -> int:
             args.variants = ",".join(SMOKE_VARIANTS)
         if args.verdict_pairs == ",".join(VERDICT_PAIRS):  # the BPE path runs in section 5 as well
             args.verdict_pairs = "complementary,lora"
-        if args.verdict_cells == ",".join(c[0] for c in VERDICT_CELLS):  # F-TIS-gated runs both parts' code
-            args.verdict_cells = ",".join(c[0] for c in VERDICT_CELLS if c[0] not in ("F-TIS+baseline", "F-TIS+floor"))
         if args.pairs == ",".join(PAIRS):  # the earlier testbed's table: one pair (sections 0 and 5 cover the rest)
             args.pairs = "expertise"
     scale = {"eval": {"prompts": 16}, "train": {"prompts_per_step": 4}} if args.smoke else {}
