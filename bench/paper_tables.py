@@ -343,7 +343,7 @@ def run_sagc(name: str, extra: tuple[str, ...], steps: int, seed: int, out: Path
                 curve.append((spent, r.eval["train/greedy"]))
         curves[peer] = curve
     result = {
-        "policy": name, "seed": seed, "wall": wall, "curves": curves,
+        "policy": name, "seed": seed, "wall": wall, "curves": curves, "eval_every": every,
         "train_seconds": statistics.median(sum(r.step_seconds for r in rs) for rs in rows.values()),
         "straggler_rate": statistics.mean(r.group.straggler_rate for rs in rows.values() for r in rs),
         "mean_g": statistics.mean(r.group_size for rs in rows.values() for r in rs),
@@ -1090,7 +1090,7 @@ def provenance(out: Path, results: dict) -> list[str]:
         row["seconds"] += seconds
         row["steps"].add(run.get("steps", sum(res.get("steps", [0])) // max(len(res.get("steps", [1])), 1)))
         row["seeds"].add(run.get("seed", res.get("seed", 0)))
-        row["every"].add(run.get("eval_every", max(max(res.get("steps", [2])) // 2, 1)))  # sagc: twice a run
+        row["every"].add(run.get("eval_every", res.get("eval_every", max(max(res.get("steps", [2])) // 2, 1))))
     lines = ["| section | experiments | steps | seeds | evaluated every | compute minutes | commit | command |",
              "|---|---|---|---|---|---|---|---|"]
     order = list(SECTION_TITLES)
