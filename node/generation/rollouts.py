@@ -46,6 +46,12 @@ class Group:
         return [c.reward for c in self.completions]
 
 
+def has_variance(rewards: list[float]) -> bool:
+    """Whether a group's rewards differ: a group scoring the same everywhere has zero group-relative advantage,
+    no signal, only learner time (DAPO drops such groups; the exchange counts them as uninformative)."""
+    return max(rewards) > min(rewards)
+
+
 def score_completion(task: Task, item: Item, completion: Completion) -> float:
     """The verifiable reward of one completion under this peer's verifier."""
     return task.score(item, completion.text, completion.finish_reason == "stop")

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import torch
 
-from node.generation.rollouts import Group
+from node.generation.rollouts import Group, has_variance
 
 
 def group_advantages(rewards: list[float], eps_std: float) -> list[float]:
@@ -27,11 +27,6 @@ def advantages_of(group: Group, eps_std: float) -> list[float]:
     if group.baseline is not None:
         return [r - group.baseline for r in group.rewards]
     return group_advantages(group.rewards, eps_std)
-
-
-def has_variance(rewards: list[float]) -> bool:
-    """DAPO drops groups whose rewards are all equal: they give no signal, only dilute the token mean."""
-    return max(rewards) > min(rewards)
 
 
 @dataclass

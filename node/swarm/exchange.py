@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 from node.config import SwarmConfig
 from node.errors import first_line
-from node.generation.rollouts import Completion, Group, score_completion
+from node.generation.rollouts import Completion, Group, has_variance, score_completion
 from node.models.loading import encode_prompt
 from node.tasks import Task, task_of_record
 from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW
@@ -519,7 +519,7 @@ class GroupExchange:
         """An accepted group is trained on unless it is uninformative (equal rewards everywhere: zero advantage;
         with swarm.received_baseline = greedy, a group right everywhere can still teach where we fail) and
         swarm.informative_only leaves those out; either way it counts for the sender's informative share."""
-        informative = len(set(group.rewards)) > 1 or (self.cfg.received_baseline == "greedy"
+        informative = has_variance(group.rewards) or (self.cfg.received_baseline == "greedy"
                                                       and max(group.rewards) > 0)
         outcome[sender][0] += 1
         outcome[sender][1] += informative
