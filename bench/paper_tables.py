@@ -103,6 +103,7 @@ VERDICT_CELLS = (  # (label, variant, settings) of every peer of a pair; "x2": t
     ("F-TIS+baseline", "f-tis", (("swarm.received_baseline", "greedy"),)),  # F-TIS-gated's two parts, one each
     ("F-TIS+floor", "f-tis", (("loss.received_floor", "1"),)),
 )
+VERDICT_LABELS = tuple(label for label, _, _ in VERDICT_CELLS)
 SECONDARY_CELLS = ("Alone", "F-TIS")  # the secondary pairs' cells (fewer seeds, said so)
 DIGITS_BASE = {  # SAGC on (the default policy): G from 4, 8, 12, 16 each step
     "task": {"name": "digits"},
@@ -247,7 +248,7 @@ ABLATIONS = (  # (label, settings) on the expertise pair; g = 50 (sum) and C = 2
 
 
 def verdict_plan(seeds: int, steps: int, eval_every: int, pairs=tuple(VERDICT_PAIRS),
-                 secondary_seeds: int = 2, labels=tuple(c[0] for c in VERDICT_CELLS)) -> list[Run]:
+                 secondary_seeds: int = 2, labels=VERDICT_LABELS) -> list[Run]:
     """Section 0: every cell of the primary pair on `seeds` seeds; the secondary pairs Alone and F-TIS on fewer;
     `labels` keeps those cells only. A model's Alone runs are shared by every pair it is in (same seed, same
     prompts)."""
@@ -265,7 +266,7 @@ def verdict_plan(seeds: int, steps: int, eval_every: int, pairs=tuple(VERDICT_PA
 
 def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tuple(PAIRS),
          variants=VARIANTS, mixed=("zoo",), verdict_pairs=tuple(VERDICT_PAIRS), smoke: bool = False,
-         verdict_cells=tuple(c[0] for c in VERDICT_CELLS)) -> list[Run]:
+         verdict_cells=VERDICT_LABELS) -> list[Run]:
     """The experiments of the in-process sections; `smoke` keeps two ablations, two mixes and the verdict's cells
     but F-TIS-gated's two parts alone (CI's time)."""
     runs: list[Run] = []
@@ -560,7 +561,7 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
     lines, figures, curves = [], {}, {}
     primary = next(iter(VERDICT_PAIRS))
     for pair_name, pair in VERDICT_PAIRS.items():
-        cells = {label: verdict_runs(results, pair, label) for label, _, _ in VERDICT_CELLS}
+        cells = {label: verdict_runs(results, pair, label) for label in VERDICT_LABELS}
         cells = {label: runs for label, runs in cells.items() if runs}
         if "F-TIS" not in cells or "Alone" not in cells:
             continue
@@ -1166,7 +1167,7 @@ def main(argv=None) -> int:
     parser.add_argument("--sagc-seeds", type=int, default=3, help="seeds of section 4 (at most --seeds)")
     parser.add_argument("--sagc-steps", type=int, default=60, help="steps of section 4's local swarms")
     parser.add_argument("--verdict-pairs", default=",".join(VERDICT_PAIRS), help="pairs of section 0 (digits)")
-    parser.add_argument("--verdict-cells", default=",".join(c[0] for c in VERDICT_CELLS),
+    parser.add_argument("--verdict-cells", default=",".join(VERDICT_LABELS),
                         help="cells of section 0 (e.g. more seeds of a few: Alone,Alone-2x,F-TIS)")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="pairs of the F-TIS table")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="variants of the F-TIS table")
@@ -1194,9 +1195,8 @@ def main(argv=None) -> int:
     if unknown:
         parser.error(f"--mixed {','.join(unknown)}: not one of {', '.join(MIXED)}")
     cells = tuple(args.verdict_cells.split(","))
-    labels = [c[0] for c in VERDICT_CELLS]
-    if any(c not in labels for c in cells):
-        parser.error(f"--verdict-cells {args.verdict_cells}: each must be one of {', '.join(labels)}")
+    if any(c not in VERDICT_LABELS for c in cells):
+        parser.error(f"--verdict-cells {args.verdict_cells}: each must be one of {', '.join(VERDICT_LABELS)}")
     runs = plan(args.seeds, args.steps, args.eval_every, sections, tuple(args.pairs.split(",")),
                 tuple(args.variants.split(",")), mixed, tuple(args.verdict_pairs.split(",")), args.smoke, cells)
     commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
