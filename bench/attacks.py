@@ -6,7 +6,9 @@ our wire format) publishing the attack every half second. The same swarm without
 it runs twice, so the table also shows what two clean runs differ by (the noise band). Per attack: what the
 honest peers refused (by reason) or dropped in the loss (implausible), their reward over the last 20 steps
 against the control's, their median and worst step time, and their peak memory. The summary-flood attack
-runs on tiny-count / count (where groups straggle) and reports the mean group size G instead.
+runs on tiny-count / count (where groups straggle) and reports the mean group size G instead. The made-up-work
+attacks run on the digits task (digit-add and digit-add-lora, 8 prompts and up to 8 received groups a step), whose
+verifier checks only the answer: against F-TIS-gated, whose floor lifts received right answers to weight 1.
 
     python bench/attacks.py [--steps 80] [--only poison-floor,clean] [--out bench/out/attacks]
 
@@ -33,12 +35,22 @@ from node.swarm import attacks
 
 HONEST = {"full": ("tiny-add", 0), "lora": ("tiny-add-lora", 1)}
 COUNTING = {"full": ("tiny-count", 0), "lora": ("tiny-count", 1)}
+DIGITS = {"full": ("digit-add", 0), "lora": ("digit-add-lora", 1)}  # carries experts that lack borrows
+GATED = ["loss.received_floor=1", "swarm.received_baseline=greedy"]  # F-TIS-gated (docs/VERDICT.md)
 PEER_ARGS = ["--set", "train.prompts_per_step=16", "--set", "swarm.received_groups=16"]
+DIGITS_ARGS = ["--set", "train.prompts_per_step=8", "--set", "swarm.received_groups=8"]  # the verdict's scale
 
 
 def poison(claims: str, pad: int = 0):
     def build(v, dht, step):
         return "groups", [attacks.padding_poison(v, i, dht.now(), claims=claims, pad=pad)
+                          for i in attacks.random_indices(step, 16)]
+    return build
+
+
+def made_up(work: str):
+    def build(v, dht, step):
+        return "groups", [attacks.made_up_work(v, i, dht.now(), work=work, seed=step)
                           for i in attacks.random_indices(step, 16)]
     return build
 
@@ -71,6 +83,16 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
     "poison-floor-hardened": ("poison-floor against loss.negative_c=1", poison("floor"),
                               {"peer_set": ["loss.negative_c=1"]}),
     "clean-hardened": ("control for loss.negative_c=1", None, {"peer_set": ["loss.negative_c=1"]}),
+    "clean-digits-gated": ("control for made-up work (digit-add, F-TIS-gated, task digits)", None,
+                           {"digits": True, "peer_set": GATED}),
+    "work-random": ("right answers after random work, digits, against F-TIS-gated", made_up("random"),
+                    {"digits": True, "peer_set": GATED}),
+    "work-random-uncapped": ("work-random with the floor on every row (received_floor_div=1e9)", made_up("random"),
+                             {"digits": True, "peer_set": [*GATED, "loss.received_floor_div=1e9"]}),
+    "work-other": ("right answers after another problem's work, against F-TIS-gated", made_up("other"),
+                   {"digits": True, "peer_set": GATED}),
+    "work-other-ftis": ("work-other against plain F-TIS (no floor)", made_up("other"), {"digits": True}),
+    "clean-digits": ("control for work-other-ftis (plain F-TIS, task digits)", None, {"digits": True}),
     "replay": ("honest bundles replayed and re-stamped", replays, {}),
     "future": ("groups stamped an hour ahead", lambda v, d, s: (
         "groups", [attacks.plain(v, s * 8 + i, created=d.now() + 3600) for i in range(8)]), {}),
@@ -99,9 +121,9 @@ def attacker_loop(build, victim, dht, stop: threading.Event, sent: list[int]) ->
 
 def run(name: str, steps: int, out: Path) -> dict:
     about, build, options = ATTACKS[name]
-    counting = options.get("counting", False)
-    peers = COUNTING if counting else HONEST
-    task = "count" if counting else "arith-add"
+    counting, digits = options.get("counting", False), options.get("digits", False)
+    peers = COUNTING if counting else DIGITS if digits else HONEST
+    task = "count" if counting else "digits" if digits else "arith-add"
     sp = SwarmProcesses(out / name)
     stop, sent, peak = threading.Event(), [0], {}
     attacker = None
@@ -111,9 +133,10 @@ def run(name: str, steps: int, out: Path) -> dict:
             counting_sets = ["generation.max_new_tokens=32", "sagc.tau=1.5", "sagc.delta=0.15"] if counting else []
             sets = [arg for s in options.get("peer_set", []) + counting_sets for arg in ("--set", s)]
             sp.start_peer(role, "--model", model, "--seed", str(seed), "--task", task, "--steps", str(steps),
-                          *PEER_ARGS, *sets)
+                          *(DIGITS_ARGS if digits else PEER_ARGS), *sets)
         if build is not None:
-            victim = attacks.victim_for("tiny-add", task, with_model=options.get("with_model", False))
+            victim = attacks.victim_for(peers["full"][0], task, max_new_tokens=64 if digits else 8,
+                                        with_model=options.get("with_model", False))
             attacker = attacks.HostileDHT(SwarmConfig(initial_peers=(sp.address,)), card=victim.card)
             threading.Thread(target=attacker_loop, args=(build, victim, attacker, stop, sent), daemon=True).start()
         while any(p.poll() is None for p in sp.peers.values()):
@@ -149,12 +172,17 @@ def run(name: str, steps: int, out: Path) -> dict:
 
 def table(results: dict) -> str:
     controls = {False: results.get("clean"), True: results.get("clean-counting")}
+    digit_controls = {True: results.get("clean-digits-gated"), False: results.get("clean-digits")}
     header = ("| attack | refused by the honest peers (full / LoRA) | reward, last 20 steps: attacked vs control "
               "(full; LoRA) | step s, median / max | peak RSS MB |")
     lines = [header, "|---|---|---|---|---|"]
     for name, res in results.items():
         counting = ATTACKS[name][2].get("counting", False)
-        control = results.get("clean-hardened") if "hardened" in name else controls[counting]
+        options = ATTACKS[name][2]
+        if options.get("digits"):
+            control = digit_controls["loss.received_floor=1" in options.get("peer_set", [])]
+        else:
+            control = results.get("clean-hardened") if "hardened" in name else controls[counting]
         cells = []
         for p in res["peers"].values():
             refused = ", ".join(f"{k} {v}" for k, v in sorted(p["rejected"].items())) or "none"

@@ -189,7 +189,7 @@ def execute(run: Run, scale: dict) -> dict:
              for model, name in zip(run.models, names, strict=True)]
     log = {name: {"model": p.cfg.model.name, "reward": [], "step_seconds": [], "learn_seconds": [],
                   "received": [], "foreign": [], "rejected": [], "received_reward": [], "filtered": [],
-                  "group_size": [], "straggler": [], "gated": [], "evals": [],
+                  "group_size": [], "straggler": [], "gated": [], "floored": [], "evals": [],
                   "settings": reference_settings(p.cfg)}  # what an Alone reference must share (node/report.py)
            for name, p in zip(names, peers, strict=True)}
     slow = run.cost / run.steps >= 20  # e.g. SmolLM2: a line now and then, so a long run shows progress
@@ -213,6 +213,7 @@ def execute(run: Run, scale: dict) -> dict:
                 entry["group_size"].append(r.group_size)
                 entry["straggler"].append(r.group.straggler_rate)
                 entry["gated"].append(r.swarm.gated)
+                entry["floored"].append(r.loss.floored)
                 if r.eval:
                     entry["evals"].append({"step": step + 1, "seconds": sum(entry["step_seconds"]), **r.eval})
     finally:

@@ -112,6 +112,10 @@ class LossConfig:
     received_floor: float = 0.0  # received completions with A > 0 weigh at least this (at most trunc_c; 0: off):
     #                              w = pi_theta / pi_gen is tiny on a partner's right text that we would not
     #                              write ourselves, which is what we would learn from it (docs/VERDICT.md)
+    received_floor_div: float = 4.0  # the floor lifts only rows whose per-token mean of log pi_gen - log pi_theta
+    #                                  is at most this: text we could nearly have written (a digit expert's right
+    #                                  completions: <= 1.2 / 3.4 nats a token to its partner; random work before
+    #                                  a right answer: 7.9-12), so made-up work is not learned at weight 1
 
     def __post_init__(self):
         _check(self.variant in VARIANTS, "loss.variant", f"must be one of {', '.join(VARIANTS)}", self.variant)
@@ -132,6 +136,7 @@ class LossConfig:
         _check(self.negative_c >= 0, "loss.negative_c", "must be >= 0 (0: trunc_c)", self.negative_c)
         _check(0 <= self.received_floor <= self.trunc_c, "loss.received_floor", "must be in [0, trunc_c]",
                self.received_floor)
+        _check(self.received_floor_div > 0, "loss.received_floor_div", "must be > 0", self.received_floor_div)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ class LossMetrics:
     dropped_tokens: int = 0  # tokens whose behaviour log-prob was impossible (non-finite or positive)
     implausible: int = 0  # received rows refused by the plausibility bounds
     filtered: int = 0  # rows whose advantage the F- filter zeroed
+    floored: int = 0  # received positive rows the floor applies to (loss.received_floor, within received_floor_div)
     kept: int = 0
     filtered_frac: float = 0.0
     mean_weight: float = 1.0  # mean importance weight w over tokens

@@ -36,7 +36,11 @@ near 0 and the right completion teaches almost nothing (mean 0.009 on the digit 
 docs/VERDICT.md). A floor f raises the weight of received rows with A > 0 to at least f (never above C): what a
 partner got right and we did not is learned like our own right answers, while its wrong ones keep F-TIS's
 weight and filter. The verifier scores every received completion itself, so a positive row is one our own
-reward calls better than its baseline.
+reward calls better than its baseline; but it checks only the answer, so the floor lifts only rows whose
+per-token mean divergence is at most `received_floor_div`: text we could nearly have written. Work made up
+before a right answer (random characters: 7.9-12 nats a token to a digit expert) keeps F-TIS's tiny w;
+plausible wrong work (another problem's steps: 1.8-6.8) is only partly kept out (docs/SECURITY.md measures
+both). Within that bound the floor gives a sender no more than claiming our own log-probs already does (w = 1).
 
 Plausibility (docs/SECURITY.md): a received completion's behaviour log-probs are the sender's claim, and they
 set both w and D. For completions y that an honest generator sampled from pi_gen, whatever our model,
@@ -160,9 +164,10 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
     if cfg.negative_c and cfg.variant not in _NO_WEIGHT:  # hardening: received negatives weigh at most this
         negative = ((advantages <= 0) & ~own.bool())[:, None]
         w = torch.where(negative, w.clamp(max=cfg.negative_c), w)
+    floored = torch.zeros_like(received)
     if cfg.received_floor and cfg.variant not in _NO_WEIGHT:  # a partner's right text is not muted below this
-        positive = ((advantages > 0) & ~own.bool())[:, None]
-        w = torch.where(positive, w.clamp(min=cfg.received_floor), w)
+        floored = (advantages > 0) & received & (d_mean <= cfg.received_floor_div)
+        w = torch.where(floored[:, None], w.clamp(min=cfg.received_floor), w)
     d = d_sum if cfg.divergence == "sum" else d_mean
     has_tokens = mask.any(dim=1)
     filtered = torch.zeros_like(has_tokens)
@@ -179,6 +184,7 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
         dropped_tokens=int(dropped.sum()),
         implausible=int(implausible.sum()),
         filtered=int(filtered.sum()),
+        floored=int((floored & mask.any(dim=1)).sum()),
         kept=int((has_tokens & ~filtered).sum()),
         filtered_frac=float(filtered.sum() / has_tokens.sum().clamp(min=1)),
         mean_weight=float((w * maskf).sum() / n_tok),

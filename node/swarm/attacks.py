@@ -163,6 +163,35 @@ def padding_poison(v: Victim, index: int, created: float, claims: str = "low", p
     return group_record(v, index, completions, claimed_logprobs(v, index, completions, claims), created)
 
 
+WORK = ("random", "other")  # made-up work: random characters; another problem's worked steps (plausible)
+
+
+def made_up_work(v: Victim, index: int, created: float, work: str = "random", g: int = 8,
+                 seed: int = 0) -> bytes:
+    """For tasks whose completions show their work and whose verifier checks only the answer (digits): the
+    right answer after work that does not lead to it (rewarded), and the right work with a wrong answer (not),
+    claimed at log-prob -0.1 a token (likelier to the sender than to any honest model, as a floor-seeking
+    sender claims). The group teaches 'write anything, then the answer'; what it costs a victim depends on the
+    weight its loss gives the rewarded rows (loss.received_floor lifts them unless they are implausible)."""
+    from node.tasks.digits import worked
+
+    item = v.task.item("train", index)
+    a, op, b = v.task.problem("train", index)
+    rng = random.Random(seed * 1_000_003 + index)
+    right_work = worked(a, op, b)[0].rsplit(";", 1)[0]
+    if work == "random":
+        made_up = "".join(rng.choice("0123456789+-=,") for _ in range(len(right_work)))
+    else:  # another problem of the same size, worked correctly: every step looks right
+        top = 10 ** len(str(a))
+        a2 = rng.randint(top // 10, top - 1)
+        b2 = rng.randint(1, a2)
+        made_up = worked(a2, op, b2)[0].rsplit(";", 1)[0]
+    rewarded = v.ids(f"{made_up};{item.answer}") + [v.eos_id]
+    wrong = v.ids(f"{right_work};{int(item.answer) + 1}") + [v.eos_id]
+    completions = [rewarded if i % 2 == 0 else wrong for i in range(g)]
+    return group_record(v, index, completions, [[-0.1] * len(c) for c in completions], created)
+
+
 def claimed_logprobs(v: Victim, index: int, completions: list[list[int]], claims: str) -> list[list[float]]:
     if claims == "low":
         return [[-30.0] * len(c) for c in completions]

@@ -434,3 +434,39 @@ def test_hostile_foreign_tokenizer_records_are_refused(record, reason):
     assert result.rejected == {reason: 1} and len(result.groups) == 1
     assert result.groups[0].foreign and result.groups[0].item.ref.index == 905
     assert victim.step(1).loss.sequences > 0  # and the peer trains on
+
+
+def test_the_floor_lifts_a_partners_right_work_but_not_made_up_work():
+    """F-TIS-gated's floor (loss.received_floor) against a sender of right answers after random work (the digits
+    verifier checks only the answer): its groups are used, their rewarded rows keep F-TIS's tiny weight; an
+    honest partner's right completions are lifted."""
+    hub = MemorySwarm()
+
+    def digits_peer(name: str, model: str, prompts: int) -> Peer:
+        cfg = build_config({"model": {"name": model}, "task": {"name": "digits"},
+                            "train": {"group_policy": "fixed", "group_size": 8, "prompts_per_step": prompts,
+                                      "seed": zlib.crc32(name.encode()) % 1000},
+                            "loss": {"received_floor": 1.0},
+                            "swarm": {"gather_deadline": 0.2, "shards_per_step": ANNOUNCE_SHARDS,
+                                      "received_baseline": "greedy"}})
+        return Peer(cfg, transport=hub.transport(name))
+
+    victim = digits_peer("victim", "digit-add", 2)
+    v = attacks.victim_for("digit-add", "digits", max_new_tokens=64)
+    differences = [i for i in range(100) if v.task.problem("train", i)[1] == "-"][:6]  # digit-add's greedy fails
+    made_up = [attacks.made_up_work(v, i, hub.clock(), work="random") for i in differences]
+    publish_bundles(hub, "mallory", groups=pack_bundle(made_up, 10**6)[0])
+    try:
+        r = victim.step(0)
+        assert r.swarm.groups_used >= 1 and r.swarm.rejected == {} and r.loss.implausible == 0
+        assert r.loss.floored == 0
+        hub.transport("mallory").withdraw()
+        partner = digits_peer("partner", "digit-sub", 8)
+        try:
+            partner.step(0)
+            r = victim.step(1)
+            assert r.swarm.groups_used >= 1 and r.loss.floored >= 1
+        finally:
+            partner.close()
+    finally:
+        victim.close()
