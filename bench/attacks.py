@@ -36,7 +36,7 @@ from node.swarm import attacks
 HONEST = {"full": ("tiny-add", 0), "lora": ("tiny-add-lora", 1)}
 COUNTING = {"full": ("tiny-count", 0), "lora": ("tiny-count", 1)}
 DIGITS = {"full": ("digit-add", 0), "lora": ("digit-add-lora", 1)}  # carries experts that lack borrows
-GATED = ["loss.received_floor=1", "swarm.received_baseline=greedy"]  # F-TIS-gated (docs/VERDICT.md)
+GATED = ["loss.received_floor=1", "swarm.received_baseline=greedy"]  # F-TIS-gated (docs/RESULTS.md)
 PEER_ARGS = ["--set", "train.prompts_per_step=16", "--set", "swarm.received_groups=16"]
 DIGITS_ARGS = ["--set", "train.prompts_per_step=8", "--set", "swarm.received_groups=8"]  # the verdict's scale
 

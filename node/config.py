@@ -97,7 +97,7 @@ class LossConfig:
     received_weights: str = "token"  # token: the paper's per-token w; sequence: one weight per received row,
     #                                  exp(mean log-ratio) truncated at C, as foreign-tokenizer rows take (a
     #                                  partner's skill lives in a few tokens we give ~0.1-0.6%: per-token w
-    #                                  mutes them, docs/VERDICT.md)
+    #                                  mutes them, docs/RESULTS.md)
     eps_std: float = 1e-4  # added to the group reward std in the advantage denominator
     max_log_ratio: float = 20.0  # log-ratios are clamped to +-this before exp (defensive)
     ratio_bound: float = 20.0  # b: a received group whose sum of log pi_theta - log pi_gen over all its tokens
@@ -111,7 +111,7 @@ class LossConfig:
     #                          own likely text (docs/SECURITY.md measures both)
     received_floor: float = 0.0  # received completions with A > 0 weigh at least this (at most trunc_c; 0: off):
     #                              w = pi_theta / pi_gen is tiny on a partner's right text that we would not
-    #                              write ourselves, which is what we would learn from it (docs/VERDICT.md)
+    #                              write ourselves, which is what we would learn from it (docs/RESULTS.md)
     received_floor_div: float = 4.0  # the floor lifts only rows whose per-token mean of log pi_gen - log pi_theta
     #                                  is at most this: text we could nearly have written (a digit expert's right
     #                                  completions: <= 1.2 / 3.4 nats a token to its partner; random work before

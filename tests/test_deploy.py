@@ -31,7 +31,9 @@ def test_every_service_command_parses_with_the_cli():
 def test_peers_are_heterogeneous_with_health_checks_and_volumes():
     svc = services()
     models = {name: s["command"][s["command"].index("--model") + 1] for name, s in svc.items() if name != "bootstrap"}
-    assert {"tiny-add", "tiny-sub", "tiny-add-lora"} <= set(models.values())
+    assert {"digit-add", "digit-sub", "digit-add-lora", "digit-sub-bpe"} <= set(models.values())
+    tasks = {s["command"][s["command"].index("--task") + 1] for name, s in svc.items() if name != "bootstrap"}
+    assert tasks == {"digits"}  # the testbed where sharing pays (docs/RESULTS.md)
     for name, s in svc.items():
         test = s["healthcheck"]["test"]
         assert test[1:3] == ["swarm", "status"] and "--health" in test, name

@@ -49,6 +49,10 @@ def test_verdict_plan_has_every_control_and_shares_alone_runs():
         (primary, label) for label in ("NoIS", "F-TIS", "outcome", "F-TIS-seq", "F-TIS-gated", "F-TIS+baseline",
                                         "F-TIS+floor")}
     assert {r.seed for r in runs if r.models == primary} == set(range(8))  # the primary pair: every seed
+    for label in ("NoIS", "F-TIS", "F-TIS-gated"):  # the endpoint's comparisons: every seed
+        assert {r.seed for r in runs if r.label == label} == set(range(8)), label
+    for label in paper_tables.ABLATION_CELLS:  # the fixes tried and their parts: 3
+        assert {r.seed for r in runs if r.label == label} == {0, 1, 2}, label
     assert {r.seed for r in runs if r.models == paper_tables.VERDICT_PAIRS["lora"]} == {0, 1}  # secondary: 2
     assert len({r.key for r in runs}) == len(runs)  # digit-add's and digit-sub's Alone runs serve every pair
     assert sum(r.models == ("digit-add",) and r.label == "Alone" for r in runs) == 8

@@ -33,7 +33,7 @@ rows, or a constant offset below log C): tests/rl/test_ftis.py checks that case.
 Received positives (`received_floor`, off by default): w is the receiver's own chance of writing a token
 relative to the sender's, so on the few tokens that carry a partner's skill (those we would not write) it is
 near 0 and the right completion teaches almost nothing (mean 0.009 on the digit experts' skill tokens,
-docs/VERDICT.md). A floor f raises the weight of received rows with A > 0 to at least f (never above C): what a
+docs/RESULTS.md). A floor f raises the weight of received rows with A > 0 to at least f (never above C): what a
 partner got right and we did not is learned like our own right answers, while its wrong ones keep F-TIS's
 weight and filter. The verifier scores every received completion itself, so a positive row is one our own
 reward calls better than its baseline; but it checks only the answer, so the floor lifts only rows whose
