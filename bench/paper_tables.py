@@ -618,6 +618,7 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
                              + f" | {mech[0]:.1f} | {mech[1]:.3f} | {mech[2]:.1f} | {mech[3]:.3f} | {mech[4]:.1f} "
                              f"| {floored} | {step_s:.2f} |")
                 curves.setdefault(pair_name, {}).setdefault(model, {})[label] = logs
+        lines += kind_table(pair, cells)
         lines += ["", f"Paired differences (same model, seed and prompts), mean ± 95% t interval; power = the "
                   f"chance a two-sided 5% test at this many seeds sees a true {EFFECT:+.2f}, from the observed spread "
                   "of the differences; 'seeds for 80%' = how many would give 80%.", "",
@@ -651,6 +652,25 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
                                     f"{sd:.3f} | {achieved:.2f} | {needed} |"))
         lines += ["", *verdict_goals(figures, pair_name, pair), ""]
     return lines, {"|".join(map(str, k)): v for k, v in figures.items()}, curves
+
+
+def kind_table(pair: tuple[str, str], cells: dict) -> list[str]:
+    """ID AUC per kind of problem (digits: sums, differences): a peer's own skill and its partner's, for the
+    cells whose runs recorded it (node/evaluation.py, since this table was added)."""
+    rows = []
+    for model in pair:
+        for label, runs in cells.items():
+            logs = [logs[model] for logs in runs.values()]
+            kinds = sorted({k.split(".", 1)[1] for log in logs for e in log["evals"] for k in e
+                            if k.startswith("train/greedy.")})
+            if not kinds or not all(f"train/greedy.{k}" in e for log in logs for e in log["evals"] for k in kinds):
+                continue
+            cell = [f"{k} " + fmt(*mean_std([auc(log["evals"], f"train/greedy.{k}") for log in logs])) for k in kinds]
+            rows.append(f"| {model} | {label} | {len(logs)} | {'; '.join(cell)} |")
+    if not rows:
+        return []
+    return ["", "ID AUC per kind of problem (mean ± std over seeds): a peer's own operator and its partner's.", "",
+            "| peer | cell | seeds | ID AUC per kind |", "|---|---|---|---|", *rows]
 
 
 def verdict_goals(figures: dict, pair_name: str, pair: tuple[str, str]) -> list[str]:

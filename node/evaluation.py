@@ -16,7 +16,7 @@ from node.config import EvalConfig
 from node.generation.rollouts import Completion, score_completion
 from node.models.loading import encode_prompt
 from node.tasks import Item, Task
-from node.tasks.base import HELD_OUT_START
+from node.tasks.base import HELD_OUT_START, item_kind
 
 EVAL_SEED = 7_777_777  # sampling seed of sampled pass@1 (the same for every evaluation of a run)
 
@@ -27,6 +27,7 @@ class SplitScore:
     prompts: int
     greedy: float  # greedy pass@1
     sampled: float  # sampled pass@1 (mean over samples and prompts)
+    greedy_by_kind: tuple[tuple[str, float], ...] = ()  # greedy pass@1 per kind of item, where the task has kinds
 
 
 def held_out_items(task: Task, split: str, n: int) -> list[Item]:
@@ -34,10 +35,27 @@ def held_out_items(task: Task, split: str, n: int) -> list[Item]:
     return [task.item(split, HELD_OUT_START + i) for i in range(n)]
 
 
+def item_scores(task: Task, items: list[Item], groups: list[list[Completion]]) -> list[float]:
+    """Each item's mean verifier score over its completions (a group per item)."""
+    return [sum(score_completion(task, item, c) for c in group) / max(len(group), 1)
+            for item, group in zip(items, groups, strict=True)]
+
+
 def pass_at_1(task: Task, items: list[Item], groups: list[list[Completion]]) -> float:
     """Mean verifier score over every completion of every item (a group per item)."""
     scores = [score_completion(task, item, c) for item, group in zip(items, groups, strict=True) for c in group]
     return sum(scores) / len(scores) if scores else 0.0
+
+
+def by_kind(task: Task, items: list[Item], scores: list[float]) -> tuple[tuple[str, float], ...]:
+    """(kind, mean score) for each kind of item, sorted by kind; () for a task without kinds."""
+    sums: dict[str, list[float]] = {}
+    for item, score in zip(items, scores, strict=True):
+        kind = item_kind(task, item)
+        if kind is None:
+            return ()
+        sums.setdefault(kind, []).append(score)
+    return tuple((kind, sum(v) / len(v)) for kind, v in sorted(sums.items()))
 
 
 def _complete(backend, prompts: list[list[int]], samples: int, greedy: bool, batch: int) -> list[list[Completion]]:
@@ -59,13 +77,17 @@ def evaluate(backend, tokenizer, task: Task, cfg: EvalConfig) -> tuple[list[Spli
             continue
         items = held_out_items(task, split, cfg.prompts)
         prompts = [encode_prompt(tokenizer, item) for item in items]
-        greedy = pass_at_1(task, items, _complete(backend, prompts, 1, True, cfg.batch))
+        greedy = item_scores(task, items, _complete(backend, prompts, 1, True, cfg.batch))
         sampled = pass_at_1(task, items, _complete(backend, prompts, cfg.samples, False, cfg.batch))
-        scores.append(SplitScore(split, len(items), greedy, sampled))
+        scores.append(SplitScore(split, len(items), sum(greedy) / max(len(greedy), 1), sampled,
+                                 by_kind(task, items, greedy)))
     return scores, time.perf_counter() - start
 
 
 def as_metrics(scores: list[SplitScore]) -> dict[str, float]:
-    """{"train/greedy": ..., "train/sampled": ..., "test/greedy": ...}: the metrics file's and status's form."""
-    return {f"{s.split}/{kind}": getattr(s, kind) for s in scores for kind in ("greedy", "sampled")}
+    """{"train/greedy": ..., "train/sampled": ..., "test/greedy": ..., "train/greedy.sum": ...}: the metrics
+    file's and status's form (per kind: greedy pass@1 on that kind's items, where the task has kinds)."""
+    out = {f"{s.split}/{kind}": getattr(s, kind) for s in scores for kind in ("greedy", "sampled")}
+    out.update({f"{s.split}/greedy.{kind}": value for s in scores for kind, value in s.greedy_by_kind})
+    return out
 

@@ -183,13 +183,19 @@ def alone_reference(model: str, settings: dict, path: Path | None = None) -> dic
 
 
 def accuracy_change(start: dict[str, float], end: dict[str, float], kind: str = "greedy") -> str:
-    """'ID (train) 0.234 -> 0.412, OOD (test) 0.012 -> 0.020' (greedy pass@1; start may be empty)."""
+    """'ID (train) 0.234 -> 0.412, OOD (test) 0.012 -> 0.020' (greedy pass@1; start may be empty), with each
+    kind of item in brackets where the task has kinds: 'ID (train) 0.234 -> 0.412 (difference 0.000 -> 0.281,
+    sum 0.468 -> 0.543)'."""
     names = {"train": "ID (train)", "test": "OOD (test)"}
+
+    def change(key: str) -> str:
+        return (f"{start[key]:.3f} -> " if key in start else "") + f"{end.get(key, 0.0):.3f}"
+
     parts = []
     for split in dict.fromkeys(k.split("/")[0] for k in end):
-        key = f"{split}/{kind}"
-        before = f"{start[key]:.3f} -> " if key in start else ""
-        parts.append(f"{names.get(split, split)} {before}{end.get(key, 0.0):.3f}")
+        kinds = [k for k in end if k.startswith(f"{split}/{kind}.")]
+        detail = ", ".join(f"{k.split('.', 1)[1]} {change(k)}" for k in kinds)
+        parts.append(f"{names.get(split, split)} {change(f'{split}/{kind}')}" + (f" ({detail})" if detail else ""))
     return ", ".join(parts) + f" ({kind} pass@1)" if parts else "not evaluated"
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 
 from node.config import EvalConfig, build_config
-from node.evaluation import HELD_OUT_START, evaluate, held_out_items, pass_at_1
+from node.evaluation import HELD_OUT_START, SplitScore, as_metrics, by_kind, evaluate, held_out_items, pass_at_1
 from node.generation.rollouts import Completion
 from node.metrics import StepResult
 from node.models.loading import encode_prompt
@@ -17,6 +17,7 @@ from node.report import accuracy_change
 from node.runner import update_status
 from node.swarm.control import NodeStatus
 from node.tasks import get_task
+from node.tasks.base import item_kind
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -102,6 +103,22 @@ def test_accuracy_change_reads_like_a_sentence():
     end = {"train/greedy": 0.5, "train/sampled": 0.4, "test/greedy": 0.0625}
     assert accuracy_change(start, end) == "ID (train) 0.250 -> 0.500, OOD (test) 0.000 -> 0.062 (greedy pass@1)"
     assert accuracy_change({}, {}) == "not evaluated"
+    start["train/greedy.sum"], end["train/greedy.sum"], end["train/greedy.difference"] = 0.5, 0.75, 0.25
+    assert accuracy_change(start, end) == ("ID (train) 0.250 -> 0.500 (sum 0.500 -> 0.750, difference 0.250), "
+                                           "OOD (test) 0.000 -> 0.062 (greedy pass@1)")
+
+
+def test_digits_accuracy_is_split_by_operator():
+    task = get_task("digits")
+    items = held_out_items(task, "train", 40)
+    kinds = [item_kind(task, item) for item in items]
+    assert set(kinds) == {"sum", "difference"}
+    assert all((k == "difference") == ("-" in item.prompt) for k, item in zip(kinds, items, strict=True))
+    scores = [1.0 if k == "sum" else 0.0 for k in kinds]  # right on every sum, wrong on every difference
+    assert by_kind(task, items, scores) == (("difference", 0.0), ("sum", 1.0))
+    metrics = as_metrics([SplitScore("train", 40, sum(scores) / 40, 0.5, by_kind(task, items, scores))])
+    assert metrics["train/greedy.sum"] == 1.0 and metrics["train/greedy.difference"] == 0.0
+    assert by_kind(get_task("arith-add"), held_out_items(get_task("arith-add"), "train", 4), [1.0] * 4) == ()
 
 
 def test_swarm_eval_command(tiny):

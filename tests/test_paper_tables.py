@@ -127,7 +127,8 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
     text = results.read_text()
     for heading in ("## 0. The verdict: does joining pay? (task `digits`)", "| digit-add | Alone-2x | 1 |",
-                    "| digit-sub | F-TIS − Alone-2x | ID AUC, equal time |", "## 1. F-TIS table",
+                    "| digit-sub | F-TIS − Alone-2x | ID AUC, equal time |", "ID AUC per kind of problem",
+                    "## The earlier testbed (task `arith`)", "## 1. F-TIS table",
                     "### The claims, checked", "## 2. Ablations", "## 3. SAPO's mix",
                     "## 4. SAGC in a real local swarm", "## 5. Mixed tokenizers",
                     "| 5. Mixed tokenizers | 6 | 3 | 1 |"):

@@ -35,7 +35,8 @@ class Task(Protocol):
 
     def item(self, split: str, index: int) -> Item: ...
 
-    # optional: max_new_tokens, the completion cap the task's answers need (completion_cap)
+    # optional: max_new_tokens, the completion cap the task's answers need (completion_cap); kind(item), the
+    # item's sort (e.g. digits: "sum" or "difference"), for held-out accuracy per kind (item_kind)
 
     def score(self, item: Item, completion: str, finished: bool) -> float:
         """Verifiable reward in [0, 1] of a decoded completion; `finished` is False for a length cut-off."""
@@ -49,6 +50,12 @@ def completion_cap(task: Task) -> int:
     """The completion length a task's answers need (its `max_new_tokens`, e.g. digits' worked columns), else
     DEFAULT_MAX_NEW_TOKENS; what generation.max_new_tokens = 0 stands for."""
     return int(getattr(task, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
+
+
+def item_kind(task: Task, item: Item) -> str | None:
+    """The item's kind where the task sorts its items (an optional `kind` method), else None."""
+    kind = getattr(task, "kind", None)
+    return kind(item) if kind is not None else None
 
 
 def item_seed(*parts) -> int:

@@ -140,6 +140,11 @@ class DigitsTask:
                     question=f"What is {a} {word} {b}? Give the final answer after a semicolon.",
                     answer=str(answer))
 
+    @staticmethod
+    def kind(item: Item) -> str:
+        """"sum" or "difference": a peer's own operator and its partner's are scored apart (node/evaluation.py)."""
+        return "difference" if "-" in item.prompt[1:] else "sum"
+
     def score(self, item: Item, completion: str, finished: bool) -> float:
         """1.0 when the completion ended by itself and its answer is right: the number after the last ";"
         (the zoo's work format), else the last integer (a chat model's sentence)."""
