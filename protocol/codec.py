@@ -349,7 +349,7 @@ def bundle_chunks(bundle: bytes, signature: bytes = b"", chunk: int = MAX_CHUNK)
 
 class BundleAssembler:
     """Joins a pulled stream, refusing it as soon as it breaks a rule: a total above `max_bytes`, a total or
-    digest that changes, more data than announced, a signature that `verify(digest, signature)` refuses (the
+    digest that changes, more data than announced, an empty chunk, a signature that `verify(digest, signature)` refuses (the
     owner's, whoever relays the stream), or (at the end) bytes that do not hash to the digest asked for (or,
     asking for the latest with an empty digest, to the digest the sender names and signs)."""
 
@@ -376,6 +376,8 @@ class BundleAssembler:
         if (chunk.total != self.total or bytes(chunk.digest) != self.digest or len(chunk.data) > MAX_CHUNK
                 or self.size + len(chunk.data) > self.total):
             raise RecordError("malformed", "bundle chunks disagree with the announced size")
+        if not chunk.data:  # every chunk of a bundle carries data: empty ones would hold a pull for nothing
+            raise RecordError("malformed", "an empty bundle chunk")
         self.parts.append(chunk.data)
         self.size += len(chunk.data)
         return self.size == self.total

@@ -25,6 +25,7 @@ routing table then), so the swarm heals after any single process restarts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import threading
@@ -35,6 +36,7 @@ from node.config import SwarmConfig
 from node.errors import IdentityCorrupt, IdentityInUse, Stopped, SwarmUnreachable, first_line
 from node.process import IdentityLock, ensure_port_free, kill_pids, own_children
 from node.swarm import ServedBundles
+from node.swarm.intake import IntakeRefused, StreamLimits, frame, read_request
 from protocol import (
     ANNOUNCE_SHARDS,
     CLOCK_SKEW,
@@ -59,7 +61,11 @@ ALONE_FIRST_RETRY = 2.0  # seconds before the first re-bootstrap once a node see
 DHT_COPYING = {"num_replicas": 5, "cache_locally": False, "cache_nearest": 0, "cache_on_store": False}
 RELAY_STREAMS = 8  # pulls a reachable peer relays at once to peers behind NAT (more are answered "not served")
 RELAY_BYTES = 4 << 20  # bytes one relayed pull may carry (a receiver's own limit is lower)
-RELAY_TIMEOUT = 30.0  # seconds one relayed pull may take
+RELAY_TIMEOUT = 30.0  # seconds one relayed pull may take, as a whole (an owner that accepts and never answers too)
+RELAY_PER_REQUESTER = 2  # relay slots one requester may hold at once (a client-mode peer names two relays)
+MAX_REQUEST_BYTES = 512  # a BundleRequest: version, kind, 16-byte digest, a peer id (~60 bytes in practice)
+REQUEST_TIMEOUT = 5.0  # seconds a stream may take to send its request (then it is dropped)
+SERVE_TIMEOUT = 60.0  # seconds one answer may take as a whole (a reader that stops reading is dropped)
 
 
 def signature_check(kind: str, signer: bytes):
@@ -207,6 +213,8 @@ class SwarmDHT:
         self._thread.start()
         self._served = ServedBundles(sign=signing_key.sign)  # bundles signed with our announcement's key
         self._relays = asyncio.Semaphore(RELAY_STREAMS)
+        self._relaying: dict[str, int] = {}  # requester -> relay slots it holds now
+        self.intake = StreamLimits()  # open streams and request rate per remote peer (node/swarm/intake.py)
         self._node = self._start(stop)
         self._published: dict[str, float] = {}  # kind -> expiration of our latest record
         self.peers_seen = -1  # announcements of other peers at the last read that found any, or read all
@@ -284,8 +292,7 @@ class SwarmDHT:
         node = await DHTNode.create(initial_peers=list(s.initial_peers), record_validator=self.record_validator,
                                     **kwargs)
         if self.bundles:
-            await node.p2p.add_protobuf_handler(bundle_handler(s.name), self._serve_bundle, pb.BundleRequest,
-                                                stream_output=True)
+            await node.p2p.add_binary_stream_handler(bundle_handler(s.name), self._handle_bundle_stream)
         return node
 
     def _call(self, coro, timeout: float):
@@ -385,11 +392,42 @@ class SwarmDHT:
         it names."""
         return self._served.add(kind, bundle)
 
-    async def _serve_bundle(self, request, context):
-        """The pull handler: the named bundle in chunks (the first with our signature), a relayed pull of
+    async def _handle_bundle_stream(self, stream_info, reader, writer) -> None:
+        """The pull handler's stream: admitted under the per-peer limits, its request read under size and time
+        limits before it is parsed (node/swarm/intake.py), the answer written in hivemind's framing within
+        SERVE_TIMEOUT. What is refused is counted in `intake.refused` by reason."""
+        peer = str(stream_info.peer_id)
+        with contextlib.closing(writer):
+            try:
+                self.intake.admit(peer)
+            except IntakeRefused as err:
+                log.debug("bundle stream from %s refused: %s", peer, err)
+                return
+            try:
+                request = pb.BundleRequest.FromString(await read_request(reader, MAX_REQUEST_BYTES, REQUEST_TIMEOUT))
+                async with asyncio.timeout(SERVE_TIMEOUT), contextlib.aclosing(
+                        self._serve_bundle(request, peer)) as chunks:
+                    async for chunk in chunks:
+                        writer.write(frame(chunk.SerializeToString()))
+                        await writer.drain()
+            except IntakeRefused as err:
+                self.intake.refused[err.reason] += 1
+                log.debug("bundle request from %s refused: %s", peer, err)
+            except TimeoutError:
+                self.intake.refused["serve-time"] += 1
+            except (ConnectionError, asyncio.IncompleteReadError):  # the requester went away
+                pass
+            except Exception as err:  # noqa: BLE001 (a request that does not parse, or a stream that broke)
+                self.intake.refused["malformed"] += 1
+                log.debug("bundle request from %s: %s", peer, first_line(err))
+            finally:
+                self.intake.release(peer)
+
+    async def _serve_bundle(self, request, requester: str = ""):
+        """The answer to a pull: the named bundle in chunks (the first with our signature), a relayed pull of
         another peer's bundle, or one chunk of total 0 when it is not served here."""
         if request.version == PROTOCOL_VERSION and request.owner and request.owner != self.peer_id:
-            async for chunk in self._relay(request):
+            async for chunk in self._relay(request, requester):
                 yield chunk
             return
         found = self._served.get(request.kind, bytes(request.digest)) if request.version == PROTOCOL_VERSION \
@@ -397,34 +435,47 @@ class SwarmDHT:
         for chunk in bundle_chunks(*found) if found is not None else [NOT_SERVED]:
             yield chunk
 
-    async def _relay(self, request):
+    async def _relay(self, request, requester: str = ""):
         """Passes a pull on to `request.owner`, a peer that cannot accept connections but opened one to us
-        (libp2p streams go both ways on it); at most RELAY_STREAMS at once, RELAY_BYTES and RELAY_TIMEOUT each.
-        We check nothing: the receiver checks the owner's signature and the digest, so we cannot alter it."""
+        (libp2p streams go both ways on it); at most RELAY_STREAMS at once and RELAY_PER_REQUESTER for one
+        requester, RELAY_BYTES and RELAY_TIMEOUT each, the time counted whether chunks come or not. We check
+        nothing: the receiver checks the owner's signature and the digest, so we cannot alter it."""
         from hivemind.p2p import PeerID
 
-        if self.settings.client_mode or self._relays.locked():
+        held = self._relaying.get(requester, 0)
+        if self.settings.client_mode or self._relays.locked() or held >= RELAY_PER_REQUESTER:
             yield NOT_SERVED
             return
-        async with self._relays:
-            forwarded = pb.BundleRequest(version=PROTOCOL_VERSION, kind=request.kind, digest=request.digest)
-            try:
-                stream = await asyncio.wait_for(self._node.p2p.iterate_protobuf_handler(
-                    PeerID.from_base58(request.owner), bundle_handler(self.settings.name), forwarded,
-                    pb.BundleChunk), RELAY_TIMEOUT)
-            except Exception as err:  # noqa: BLE001 (an owner we cannot reach: nothing to relay)
-                log.debug("relaying to %s: %s", request.owner, first_line(err))
-                yield NOT_SERVED
-                return
-            sent, deadline = 0, time.monotonic() + RELAY_TIMEOUT
-            try:
-                async for chunk in stream:
-                    sent += len(chunk.data)
-                    if sent > RELAY_BYTES or time.monotonic() > deadline:
-                        break
-                    yield chunk
-            finally:
-                await stream.aclose()
+        self._relaying[requester] = held + 1
+        try:
+            async with self._relays:
+                deadline = time.monotonic() + RELAY_TIMEOUT
+                forwarded = pb.BundleRequest(version=PROTOCOL_VERSION, kind=request.kind, digest=request.digest)
+                try:
+                    stream = await asyncio.wait_for(self._node.p2p.iterate_protobuf_handler(
+                        PeerID.from_base58(request.owner), bundle_handler(self.settings.name), forwarded,
+                        pb.BundleChunk), RELAY_TIMEOUT)
+                except Exception as err:  # noqa: BLE001 (an owner we cannot reach: nothing to relay)
+                    log.debug("relaying to %s: %s", request.owner, first_line(err))
+                    yield NOT_SERVED
+                    return
+                sent = 0
+                try:
+                    while (left := deadline - time.monotonic()) > 0:
+                        try:
+                            chunk = await asyncio.wait_for(anext(stream), left)
+                        except (StopAsyncIteration, TimeoutError):
+                            break
+                        sent += len(chunk.data)
+                        if sent > RELAY_BYTES:
+                            break
+                        yield chunk
+                finally:
+                    await stream.aclose()
+        finally:
+            self._relaying[requester] -= 1
+            if not self._relaying[requester]:
+                del self._relaying[requester]
 
     def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float,
                    maddrs: tuple[str, ...] = (), signer: bytes = b"", via: str = ""):

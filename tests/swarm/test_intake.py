@@ -1,0 +1,185 @@
+"""Bounded intake of the pull handler (node/swarm/intake.py, issue 23 points 1, 2, 5-7): a request is refused by
+size at its header, by time when it stalls, by count and rate per stranger; then the same through real hivemind
+nodes on loopback, where a stream announcing 16 GiB must cost the victim no memory and honest pulls go on."""
+import asyncio
+import os
+
+import pytest
+
+from node.config import SwarmConfig
+from node.process import rss_mb
+from node.swarm import dht as dht_module
+from node.swarm.dht import SwarmDHT, bundle_handler
+from node.swarm.intake import IntakeRefused, StreamLimits, frame, read_request
+from protocol import PROTOCOL_VERSION
+from protocol import swarm_pb2 as pb
+from protocol.codec import BundleAssembler, RecordError, bundle_chunks, pack_bundle
+
+
+def fed(data: bytes, eof: bool = True) -> asyncio.StreamReader:
+    reader = asyncio.StreamReader()
+    reader.feed_data(data)
+    if eof:
+        reader.feed_eof()
+    return reader
+
+
+def refusal(data: bytes, eof: bool = True, max_bytes: int = 64, timeout: float = 0.2) -> tuple[str, int]:
+    """The reason a request is refused for, and how many bytes the reader had left unread."""
+    async def go():
+        reader = fed(data, eof)
+        with pytest.raises(IntakeRefused) as err:
+            await read_request(reader, max_bytes, timeout)
+        return err.value.reason, len(reader._buffer)
+    return asyncio.run(go())
+
+
+def test_a_request_is_read_under_its_limits():
+    request = pb.BundleRequest(version=PROTOCOL_VERSION, kind="groups", digest=b"d" * 16).SerializeToString()
+    assert asyncio.run(read_request(fed(frame(request) + b"trailing"), 64, 1.0)) == request
+
+    async def with_end_mark():  # what hivemind's callers send: the request, then an empty error message
+        reader = fed(frame(request) + b"\x01" + bytes(8), eof=False)
+        got = await read_request(reader, 64, 1.0)
+        return got, len(reader._buffer)
+    assert asyncio.run(with_end_mark()) == (request, 0)  # both read: closing our side cuts nothing short
+    huge = b"\x00" + (16 << 30).to_bytes(8, "big") + b"x" * 1000  # 16 GiB announced
+    assert refusal(huge) == ("size", 1000)  # refused at the header: nothing of the body was read
+    assert refusal(b"\x00\x00\x00")[0] == "frame"  # the stream ended inside the header
+    assert refusal(b"\x00\x00\x00", eof=False)[0] == "time"  # and one that stops sending is dropped
+    assert refusal(frame(b"ok")[:-1], eof=False)[0] == "time"  # the body too
+    assert refusal(b"\x01" + frame(b"error")[1:])[0] == "frame"  # not a message
+
+
+def test_streams_are_bounded_per_peer_in_all_and_in_rate():
+    now = [0.0]
+    limits = StreamLimits(per_peer=2, total=3, rate=1.0, burst=3.0, peers=2, clock=lambda: now[0])
+    limits.admit("a")
+    limits.admit("a")
+    with pytest.raises(IntakeRefused, match="streams"):
+        limits.admit("a")  # a third open stream of one peer
+    limits.admit("b")
+    with pytest.raises(IntakeRefused, match="streams"):
+        limits.admit("c")  # a fourth in all
+    assert limits.open_streams() == 3 and limits.open_streams("a") == 2
+    limits.release("a")
+    limits.release("a")
+    limits.admit("a")  # its third request: the bucket (3 deep) is now empty
+    limits.release("a")
+    with pytest.raises(IntakeRefused, match="rate"):
+        limits.admit("a")
+    now[0] = 1.0  # a second later: one more request
+    limits.admit("a")
+    limits.release("a")
+    assert limits.refused == {"streams": 2, "rate": 1}
+    limits.release("b")
+    for i in range(10):  # a crowd of identities: at most `peers` remembered when idle
+        limits.admit(f"x{i}")
+        limits.release(f"x{i}")
+    assert len(limits._buckets) <= 2 and limits.open_streams() == 0
+    limits.release("nobody")  # releasing what was never admitted changes nothing
+    assert limits.open_streams() == 0
+
+
+def test_an_empty_chunk_is_refused_by_the_receiver():
+    bundle = b"x" * 100
+    first = bundle_chunks(bundle)[0]
+    empty = pb.BundleChunk(version=PROTOCOL_VERSION, total=first.total, digest=first.digest)
+    assembler = BundleAssembler(b"", 1000)
+    with pytest.raises(RecordError) as err:
+        assembler.add(empty)
+    assert err.value.reason == "malformed"
+
+
+@pytest.fixture
+def victim_and_stranger():
+    victim = SwarmDHT(SwarmConfig(name="t"))
+    stranger = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(victim.visible_maddrs())), bundles=False)
+    yield victim, stranger
+    for node in (stranger, victim):
+        node.shutdown()
+
+
+def raw_stream(stranger: SwarmDHT, victim: SwarmDHT, head: bytes, hold: float, body_mib: int = 0) -> bool:
+    """Opens a bundle stream from `stranger` to `victim`, writes `head` and then `body_mib` MiB of zeros (one
+    buffer, written again and again) and waits up to `hold` seconds; True when the victim closed the stream
+    (end of stream, or a write refused), False when it was still open after `hold`."""
+    from hivemind.p2p import PeerID
+
+    async def go() -> bool:
+        _, reader, writer = await stranger._node.p2p.call_binary_stream_handler(
+            PeerID.from_base58(victim.peer_id), bundle_handler("t"))
+        zeros = bytes(1 << 20)
+        try:
+            writer.write(head)
+            for _ in range(body_mib):
+                writer.write(zeros)
+                await writer.drain()
+            return await asyncio.wait_for(reader.read(1), hold) == b""
+        except ConnectionError:
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            writer.close()
+
+    return stranger._call(go(), timeout=hold + 120)
+
+
+def test_a_stranger_cannot_make_the_pull_handler_buffer_or_hold_streams(victim_and_stranger, monkeypatch):
+    victim, stranger = victim_and_stranger
+    monkeypatch.setattr(dht_module, "REQUEST_TIMEOUT", 1.0)
+    digest = victim.serve("groups", pack_bundle([b"honest"], 1 << 20)[0])
+
+    def honest_pull() -> bytes:
+        return stranger.pull_async(victim.peer_id, "groups", digest, 1 << 20, timeout=60,
+                                   maddrs=tuple(victim.visible_maddrs())).result(70)
+
+    assert honest_pull() == pack_bundle([b"honest"], 1 << 20)[0]  # (and every lazy import done before measuring)
+    before = rss_mb(os.getpid())
+    # 16 GiB announced, 64 MiB sent: refused at the header, the rest never buffered by the victim
+    assert raw_stream(stranger, victim, b"\x00" + (16 << 30).to_bytes(8, "big"), hold=30, body_mib=64)
+    assert victim.intake.refused["size"] == 1
+    assert rss_mb(os.getpid()) - before < 32
+    # a request that stops after 3 bytes is dropped after REQUEST_TIMEOUT, its stream released
+    assert raw_stream(stranger, victim, b"\x00\x00\x00", hold=30)
+    assert victim.intake.refused["time"] == 1 and victim.intake.open_streams() == 0
+    # and an honest pull from the same node still gets the bundle
+    assert honest_pull() == pack_bundle([b"honest"], 1 << 20)[0]
+    assert victim.intake.open_streams() == 0 and set(victim.intake.refused) == {"size", "time"}
+
+
+def test_a_relayed_pull_to_an_owner_that_never_answers_ends_and_frees_its_slot(monkeypatch):
+    """An owner that accepts the relayed stream and never answers (issue 23 point 2) held a relay slot for
+    ever; now each relayed pull ends within RELAY_TIMEOUT, chunks or not, and one requester holds at most
+    RELAY_PER_REQUESTER slots."""
+    import time
+
+    monkeypatch.setattr(dht_module, "RELAY_TIMEOUT", 2.0)
+    relay = SwarmDHT(SwarmConfig(name="t"))
+    owner = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(relay.visible_maddrs())), bundles=False)
+    requester = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(relay.visible_maddrs())), bundles=False)
+
+    async def silent(stream_info, reader, writer):  # accepts, reads nothing, answers nothing
+        await asyncio.sleep(3600)
+
+    try:
+        owner._call(owner._node.p2p.add_binary_stream_handler(bundle_handler("t"), silent), timeout=30)
+
+        def pull():
+            return requester.pull_async(owner.peer_id, "groups", b"", 1 << 20, timeout=60,
+                                        maddrs=tuple(relay.visible_maddrs()), via=relay.peer_id)
+
+        start = time.monotonic()
+        held = [pull(), pull()]
+        time.sleep(0.5)  # both relayed pulls are in the relay now
+        with pytest.raises(RecordError) as third:  # a third of the same requester is not served at once
+            pull().result(30)
+        assert third.value.reason == "missing" and time.monotonic() - start < 2.0
+        for future in held:  # the held ones end at the relay's deadline, not at the requester's 60 s
+            with pytest.raises((ConnectionError, RecordError)):
+                future.result(30)
+        assert time.monotonic() - start < 10 and relay._relaying == {}
+    finally:
+        for node in (requester, owner, relay):
+            node.shutdown()
