@@ -292,13 +292,16 @@ def cmd_status(args) -> int:
                      f"{accuracy_change({}, dict(reply.accuracy))}")
     lines += [f"address {m}" for m in reply.maddrs]
     if reply.peer_list:
-        lines.append(f"known peers ({len(reply.peer_list)}{', newest first' if len(reply.peer_list) > 1 else ''}):")
-        for p in reply.peer_list:
+        from node.display import MAX_STEP, safe_count, safe_params, safe_text
+
+        order = ", the latest read first" if len(reply.peer_list) > 1 else ""
+        lines.append(f"known peers ({len(reply.peer_list)}{order}; model, size and step as each peer claims):")
+        for p in reply.peer_list:  # what peers claim is shown so it cannot disguise itself
             trust = ("" if reply.role == "bootstrap" else
                      ", established" if p.established else ", newcomer")
-            lines.append(f"  {p.peer_id}  {p.family} {p.params / 1e6:.2f}M{' LoRA' if p.lora else ''}, step {p.step}, "
-                         f"announced {p.age:.0f} s ago{trust}"
-                         + (f", {p.failures} failed pulls" if p.failures else ""))
+            lines.append(f"  {safe_text(p.peer_id, 64)}  {safe_text(p.family, 24)} {safe_params(p.params)}"
+                         f"{' LoRA' if p.lora else ''}, step {safe_count(p.step, MAX_STEP)}, "
+                         f"read {p.age:.0f} s ago{trust}" + (f", {p.failures} failed pulls" if p.failures else ""))
     print("\n".join(lines))
     return 0
 

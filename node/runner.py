@@ -92,6 +92,7 @@ class SwarmWatch:
         self.window = window
         self.seen: dict[bytes, str] = {}  # subkey -> digest of its last announcement
         self.announcements: dict = {}  # subkey -> its last decoded announcement
+        self.read_at: dict[bytes, float] = {}  # subkey -> our time when its last announcement was first read
         self.events: collections.deque = collections.deque()  # (time, groups in a new bundle)
 
     def observe(self, records: dict, now: float) -> None:
@@ -106,18 +107,21 @@ class SwarmWatch:
                 except RecordError:
                     self.announcements.pop(subkey, None)
                     continue
+                self.read_at[subkey] = now
                 self.events.append((now, self.announcements[subkey].groups.records))
         while self.events and self.events[0][0] < now - self.window:
             self.events.popleft()
         for subkey in [k for k in self.seen if k not in records]:
             del self.seen[subkey]
             self.announcements.pop(subkey, None)
+            self.read_at.pop(subkey, None)
 
     def peer_list(self, now: float) -> list[dict]:
-        """The publishing peers (wall-clock `now`, as announcements are stamped), newest first."""
+        """The publishing peers, the one whose announcement we read last first (our clock, not their stamps)."""
         from .swarm.control import peer_info
 
-        return [peer_info(a, now) for a in sorted(self.announcements.values(), key=lambda a: -a.created)]
+        order = sorted(self.announcements, key=lambda k: -self.read_at.get(k, 0.0))
+        return [peer_info(self.announcements[k], now - self.read_at.get(k, now)) for k in order]
 
     def groups_per_minute(self) -> float:
         return sum(n for _, n in self.events) * 60.0 / self.window

@@ -349,9 +349,10 @@ def bundle_chunks(bundle: bytes, signature: bytes = b"", chunk: int = MAX_CHUNK)
 
 class BundleAssembler:
     """Joins a pulled stream, refusing it as soon as it breaks a rule: a total above `max_bytes`, a total or
-    digest that changes, more data than announced, an empty chunk, a signature that `verify(digest, signature)` refuses (the
-    owner's, whoever relays the stream), or (at the end) bytes that do not hash to the digest asked for (or,
-    asking for the latest with an empty digest, to the digest the sender names and signs)."""
+    digest that changes, more data than announced, an empty chunk, a signature that `verify(digest,
+    signature)` refuses (the owner's, whoever relays the stream), or (at the end) bytes that do not hash to the
+    digest asked for (or, asking for the latest with an empty digest, to the digest the sender names and
+    signs)."""
 
     def __init__(self, digest: bytes, max_bytes: int, verify: Callable[[bytes, bytes], bool] | None = None):
         self.digest, self.max_bytes, self.verify = digest, max_bytes, verify

@@ -19,12 +19,12 @@ from protocol import control_pb2, control_pb2_grpc
 MAX_LISTED = 64  # peers listed in a status reply at most
 
 
-def peer_info(announcement, now: float, established: bool = False, failures: int = 0) -> dict:
-    """A PeerInfo's fields from another peer's announcement (protocol.codec.Announcement)."""
+def peer_info(announcement, age: float, established: bool = False, failures: int = 0) -> dict:
+    """A PeerInfo's fields from another peer's announcement (protocol.codec.Announcement); `age`: seconds since
+    we read it (our clock: a peer's own stamp is its claim)."""
     card = announcement.card
     return {"peer_id": announcement.peer_id, "family": card.family, "params": card.n_params, "lora": card.lora,
-            "step": announcement.step, "age": max(now - announcement.created, 0.0), "established": established,
-            "failures": failures}
+            "step": announcement.step, "age": max(age, 0.0), "established": established, "failures": failures}
 
 
 @dataclass
@@ -46,7 +46,7 @@ class NodeStatus:
     groups_per_minute: float = 0.0
     accuracy: dict[str, float] = field(default_factory=dict)  # latest held-out pass@1 (node/evaluation.py)
     accuracy_step: int = 0
-    peer_list: list[dict] = field(default_factory=list)  # control_pb2.PeerInfo fields, newest first
+    peer_list: list[dict] = field(default_factory=list)  # control_pb2.PeerInfo fields, the latest read first
     started: float = field(default_factory=time.monotonic)
 
     def to_reply(self) -> control_pb2.StatusReply:

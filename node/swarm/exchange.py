@@ -251,13 +251,14 @@ class GroupExchange:
         return f"{where} is not ours and cannot be built here"
 
     def known_peers(self) -> list[dict]:
-        """The other peers this one knows from their live announcements (for `swarm status`), newest first."""
+        """The other peers this one knows from their live announcements (for `swarm status`), the one whose
+        newest announcement we read last first (our clock, never what a peer claims)."""
         from .control import peer_info
 
         now = self.transport.now()
         live = [self.senders.known[k] for k in self.senders.live(now)]
-        return [peer_info(s.announcement, now, s.established, s.failures)
-                for s in sorted(live, key=lambda s: -s.announcement.created)]
+        return [peer_info(s.announcement, now - s.seen, s.established, s.failures)
+                for s in sorted(live, key=lambda s: -s.seen)]
 
     # ---- publishing -------------------------------------------------------------------------------------
     def publish(self, groups: list[Group], summaries: list[LengthSummary], step: int) -> PublishResult:
@@ -394,7 +395,7 @@ class GroupExchange:
             elif announcement.created > now + CLOCK_SKEW:
                 self._reject(result, sender, "future", "announcement from the future")
             elif now - announcement.created <= self.cfg.max_age:
-                self.senders.learn(sender, announcement, expires)
+                self.senders.learn(sender, announcement, expires, seen=now)
 
     def _start_pulls(self) -> None:
         """Starts pulling the latest bundles of newly chosen senders, up to swarm.pull_peers in flight."""

@@ -36,6 +36,7 @@ class SenderState:
     retry_step: int = 0  # not pulled before this step
     score: float = 0.5  # moving average of the informative share of its accepted groups
     informative_pulls: int = 0  # pulls whose accepted groups included informative ones
+    seen: float = 0.0  # our clock when we first read its newest announcement (what `swarm status` orders by)
 
     @property
     def established(self) -> bool:
@@ -52,15 +53,16 @@ class Senders:
         self.capacity, self.rng = capacity, rng
         self.known: OrderedDict[bytes, SenderState] = OrderedDict()
 
-    def learn(self, subkey: bytes, announcement: Announcement, expires: float) -> None:
-        """Remembers a sender's newest announcement (its health is kept across announcements)."""
+    def learn(self, subkey: bytes, announcement: Announcement, expires: float, seen: float = 0.0) -> None:
+        """Remembers a sender's newest announcement (its health is kept across announcements), read at our
+        time `seen`."""
         state = self.known.get(subkey)
         if state is None:
-            self.known[subkey] = SenderState(announcement, expires)
+            self.known[subkey] = SenderState(announcement, expires, seen=seen)
             while len(self.known) > self.capacity:
                 self.known.popitem(last=False)
         elif announcement.created >= state.announcement.created:
-            state.announcement, state.expires = announcement, expires
+            state.announcement, state.expires, state.seen = announcement, expires, seen
         self.known.move_to_end(subkey)
 
     def forget_absent(self, shards: set[int], found: dict) -> None:
