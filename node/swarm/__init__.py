@@ -10,7 +10,15 @@ from typing import Protocol
 
 from protocol.codec import bundle_digest, bundle_statement
 
-Records = dict[bytes, tuple[bytes, float]]  # sender's subkey -> (value, expiration)
+
+class Records(dict):
+    """A read of announcements: {sender's subkey: (value, expiration)} of the live ones, and `withdrawn`, the
+    subkeys whose record was a tombstone in this read (their owner withdrew: the only evidence, besides
+    expiry, on which a reader forgets a sender; an empty or late read is not)."""
+
+    def __init__(self, values=(), withdrawn=()):
+        super().__init__(values)
+        self.withdrawn = frozenset(withdrawn)
 SERVED_BUNDLES = 2  # bundles of a kind a peer keeps serving (its latest, and the one before for late readers)
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import re
 import threading
@@ -35,7 +36,7 @@ from pathlib import Path
 from node.config import SwarmConfig
 from node.errors import IdentityCorrupt, IdentityInUse, Stopped, SwarmUnreachable, first_line
 from node.process import IdentityLock, ensure_port_free, kill_pids, own_children
-from node.swarm import ServedBundles
+from node.swarm import Records, ServedBundles
 from node.swarm.intake import IntakeRefused, StreamLimits, frame, read_request
 from protocol import (
     ANNOUNCE_SHARDS,
@@ -145,6 +146,27 @@ def _schema_validator(swarm: str, held=lambda key: None):
             return 0  # after the signature validator has checked and stripped the signature
 
     return SwarmSchemaValidator()
+
+
+def keep_valid_subrecords(protocol, key_bytes: bytes, dictionary) -> bool:
+    """Validates a dictionary value sub-record by sub-record, dropping the invalid ones and keeping the rest
+    (installed on our node's DHTProtocol in place of `_validate_dictionary`, hivemind 1.1.12). hivemind's own
+    drops the whole value when one sub-record fails: one key ground into a shard and stored at the holders'
+    expiration limit made a reader whose clock was 3 s behind see none of the shard's announcements (issue 23).
+    Always True: what is left of the value is valid (a holder stores it, a reader reads it)."""
+    from hivemind.dht.validation import DHTRecord
+
+    if protocol.record_validator is None:
+        return True
+    invalid = []
+    with dictionary.freeze():
+        for subkey, (value_bytes, expiration_time) in dictionary.items():
+            record = DHTRecord(key_bytes, protocol.serializer.dumps(subkey), value_bytes, expiration_time)
+            if not protocol.record_validator.validate(record):
+                invalid.append(subkey)
+    for subkey in invalid:
+        del dictionary[subkey]
+    return True
 
 
 def check_identity_file(path: str) -> None:
@@ -291,6 +313,7 @@ class SwarmDHT:
             kwargs.update(client_mode=True, force_reachability="private")
         node = await DHTNode.create(initial_peers=list(s.initial_peers), record_validator=self.record_validator,
                                     **kwargs)
+        node.protocol._validate_dictionary = functools.partial(keep_valid_subrecords, node.protocol)
         if self.bundles:
             await node.p2p.add_binary_stream_handler(bundle_handler(s.name), self._handle_bundle_stream)
         return node
@@ -376,12 +399,14 @@ class SwarmDHT:
         async def fetch_all():  # one multi-key search: each node is asked once for all the shards it holds
             keys = [record_key(self.settings.name, announcement_kind(i)) for i in shards]
             found: dict = {}
+            withdrawn: set = set()
             for got in (await self._node.get_many(keys, sufficient_expiration_time=float("inf"))).values():
                 if got is not None and isinstance(got.value, dict):
                     found.update(live_values(got.value, self.own_subkey))
+                    withdrawn.update(k for k, item in got.value.items() if item.value == b"")
             if found or len(shards) == ANNOUNCE_SHARDS:  # healing watches whether anyone else is out there
                 self.peers_seen = len(found)
-            return found
+            return Records(found, withdrawn - set(found))
 
         return asyncio.run_coroutine_threadsafe(fetch_all(), self._loop)
 

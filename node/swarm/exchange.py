@@ -332,7 +332,7 @@ class GroupExchange:
         deadline = self.transport.now() + self.cfg.gather_deadline  #                    rejected
         read = self._announcements(result, max(deadline - self.transport.now(), 0.0))
         if read is not None:
-            self.senders.forget_absent(self.reading, read)  # withdrawn or expired since we learned them
+            self.senders.forget(getattr(read, "withdrawn", ()))  # withdrawn since we learned them
             self._learn(read, result)
         self._start_pulls()  # senders learned just now
         result.peers = len(self.senders.live(self.transport.now()))

@@ -58,8 +58,9 @@ class MemoryTransport:
 
     def fetch_shards_async(self, shards) -> Future[Records]:
         now = self.now()
-        return _done({k: v for i in shards for k, v in self.hub.announcements[i].items()
-                      if k != self.own_subkey and v[1] > now and v[0]})
+        items = [(k, v) for i in shards for k, v in self.hub.announcements[i].items()
+                 if k != self.own_subkey and v[1] > now]
+        return _done(Records({k: v for k, v in items if v[0]}, {k for k, v in items if not v[0]}))
 
     def serve(self, kind: str, bundle: bytes) -> bytes:
         return self.hub.served.setdefault(self.peer_id, ServedBundles()).add(kind, bundle)
@@ -80,6 +81,7 @@ class MemoryTransport:
         except RecordError as err:
             return _failed(err)
 
-    def withdraw(self) -> None:
-        self.hub.announcements[self.shard].pop(self.own_subkey, None)
+    def withdraw(self, ttl: float = 60.0) -> None:
+        """Replaces our announcement with a tombstone (as the DHT's withdraw does)."""
+        self.hub.announcements[self.shard][self.own_subkey] = (b"", self.now() + ttl)
         self.hub.served.pop(self.peer_id, None)

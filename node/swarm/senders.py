@@ -21,7 +21,7 @@ import random
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from protocol.codec import Announcement, announcement_shard
+from protocol.codec import Announcement
 
 EXPLORE = 0.1  # weight floor of every eligible sender (exploration)
 MAX_BACKOFF = 10  # at most 2^10 steps between tries of a failing sender
@@ -65,10 +65,12 @@ class Senders:
             state.announcement, state.expires, state.seen = announcement, expires, seen
         self.known.move_to_end(subkey)
 
-    def forget_absent(self, shards: set[int], found: dict) -> None:
-        """Forgets the senders of the shards just read that are no longer there (withdrawn or expired)."""
-        for subkey in [k for k in self.known if k not in found and announcement_shard(k) in shards]:
-            del self.known[subkey]
+    def forget(self, withdrawn) -> None:
+        """Forgets senders that withdrew (a tombstone read in their place). A sender missing from a read is
+        kept until its announcement expires: a read can come back empty because of someone else's record or
+        a slow holder (issue 23's shard blackout), which says nothing about the sender."""
+        for subkey in withdrawn:
+            self.known.pop(subkey, None)
 
     def live(self, now: float) -> list[bytes]:
         """Senders whose announcement has not expired (expired ones are forgotten)."""

@@ -183,3 +183,31 @@ def test_a_relayed_pull_to_an_owner_that_never_answers_ends_and_frees_its_slot(m
     finally:
         for node in (requester, owner, relay):
             node.shutdown()
+
+
+def test_one_invalid_subrecord_no_longer_hides_the_rest_of_its_shard():
+    """hivemind drops a whole dictionary value when one sub-record fails validation (issue 23's shard
+    blackout); our node keeps the valid ones."""
+    from types import SimpleNamespace
+
+    from hivemind.dht.protocol import DHTProtocol
+    from hivemind.dht.storage import DictionaryDHTValue
+    from hivemind.utils.timed_storage import get_dht_time
+
+    from node.swarm.dht import keep_valid_subrecords
+
+    class OnlyHonest:
+        def validate(self, record) -> bool:
+            return DHTProtocol.serializer.loads(record.subkey) != b"ground-key"
+
+    value = DictionaryDHTValue()
+    for subkey in (b"honest-1", b"ground-key", b"honest-2"):
+        value.store(subkey, b"announcement", get_dht_time() + 60)
+    protocol = SimpleNamespace(record_validator=OnlyHonest(), serializer=DHTProtocol.serializer)
+    assert keep_valid_subrecords(protocol, b"shard", value)
+    assert sorted(k for k, _ in value.items()) == [b"honest-1", b"honest-2"]
+    node = SwarmDHT(SwarmConfig(name="t"), bundles=False)
+    try:  # installed on our node in place of hivemind's
+        assert node._node.protocol._validate_dictionary.func is keep_valid_subrecords
+    finally:
+        node.shutdown()

@@ -2,7 +2,7 @@
 import random
 
 from node.swarm.senders import ESTABLISHED_AFTER, EXPLORE, Senders, backoff_steps
-from protocol.codec import Announcement, BundleRef, WireCard, announcement_shard, bundle_digest
+from protocol.codec import Announcement, BundleRef, WireCard, bundle_digest
 
 CARD = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0")
 
@@ -47,7 +47,9 @@ def test_memory_is_bounded_and_follows_the_dht():
     senders.learn(b"c", announcement("c", created=50.0), expires=500.0)
     senders.learn(b"c", announcement("c-old", created=1.0), expires=900.0)  # an older announcement: ignored
     assert senders.known[b"c"].announcement.peer_id == "c"
-    senders.forget_absent({announcement_shard(b"c")}, found={})  # its shard read, and it is gone: withdrawn
+    senders.forget(withdrawn=())  # a read that came back without it (empty, late, blacked out): still known
+    assert senders.live(now=0.0) == [b"c"]
+    senders.forget(withdrawn={b"c"})  # a tombstone in its place: it withdrew
     assert senders.live(now=0.0) == []
 
 

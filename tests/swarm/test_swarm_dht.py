@@ -87,7 +87,8 @@ def test_withdrawal_and_size_budget(pair):
     assert a.announce_async(b"x" * 100, ttl=30).result(10)
     assert a.own_subkey in b.fetch_shards_async([a.shard]).result(10)
     a.withdraw()
-    assert b.fetch_shards_async([a.shard]).result(10) == {}
+    read = b.fetch_shards_async([a.shard]).result(10)
+    assert read == {} and read.withdrawn == {a.own_subkey}  # the tombstone: the evidence a reader forgets on
     with pytest.raises(ValueError, match="exceeds the limit"):
         a.announce_async(b"x" * (MAX_ANNOUNCEMENT + 1), ttl=30)
 
