@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import functools
 import logging
+import math
 import re
 import threading
 import time
@@ -67,6 +68,7 @@ RELAY_PER_REQUESTER = 2  # relay slots one requester may hold at once (a client-
 MAX_REQUEST_BYTES = 512  # a BundleRequest: version, kind, 16-byte digest, a peer id (~60 bytes in practice)
 REQUEST_TIMEOUT = 5.0  # seconds a stream may take to send its request (then it is dropped)
 SERVE_TIMEOUT = 60.0  # seconds one answer may take as a whole (a reader that stops reading is dropped)
+DIAL_AGAIN_AFTER = 300.0  # seconds before we dial a peer's announced addresses again (connected or not)
 
 
 def signature_check(kind: str, signer: bytes):
@@ -236,6 +238,7 @@ class SwarmDHT:
         self._served = ServedBundles(sign=signing_key.sign)  # bundles signed with our announcement's key
         self._relays = asyncio.Semaphore(RELAY_STREAMS)
         self._relaying: dict[str, int] = {}  # requester -> relay slots it holds now
+        self._dialled: dict[tuple, float] = {}  # (peer id, addresses) -> when we last dialled them
         self.intake = StreamLimits()  # open streams and request rate per remote peer (node/swarm/intake.py)
         self._node = self._start(stop)
         self._published: dict[str, float] = {}  # kind -> expiration of our latest record
@@ -518,9 +521,10 @@ class SwarmDHT:
         from hivemind.utils.multiaddr import Multiaddr
 
         target = PeerID.from_base58(via or peer_id)
-        if maddrs:  # a peer we may not be connected to yet: its announced addresses
+        addresses = dialable(maddrs, str(target))
+        if addresses and self._may_dial((str(target), *addresses)):  # a peer we may not be connected to yet
             try:
-                await self._node.p2p._client.connect(target, [Multiaddr(m) for m in maddrs])
+                await self._node.p2p._client.connect(target, [Multiaddr(m) for m in addresses])
             except Exception as err:  # noqa: BLE001 (the daemon may still reach it another way)
                 log.debug("connecting to %s: %s", target, first_line(err))
         request = pb.BundleRequest(version=PROTOCOL_VERSION, kind=kind, digest=digest, owner=peer_id if via else "")
@@ -536,6 +540,19 @@ class SwarmDHT:
         if not assembler.complete:  # the connection ended (the sender stopped, the network failed): not a record
             raise ConnectionError(f"the stream ended after {assembler.size} of {assembler.total} bytes")
         return assembler.bundle()
+
+    def _may_dial(self, target: tuple) -> bool:
+        """Whether to dial (peer id, its addresses) now: once per DIAL_AGAIN_AFTER seconds at most (a peer
+        that moves announces new addresses, dialled at once), so an announcement naming someone else's
+        listener draws one connection attempt, not one per pull."""
+        now = time.monotonic()
+        if now - self._dialled.get(target, -math.inf) < DIAL_AGAIN_AFTER:
+            return False
+        if len(self._dialled) >= 4096:  # bounded: the oldest entries go first
+            for old in sorted(self._dialled, key=self._dialled.get)[:1024]:
+                del self._dialled[old]
+        self._dialled[target] = now
+        return True
 
     def withdraw(self, timeout: float = 5.0) -> None:
         """Replaces each of our records with an empty tombstone (a later expiration wins in hivemind); waits at
@@ -585,6 +602,19 @@ class SwarmDHT:
 
 
 NOT_SERVED = pb.BundleChunk(version=PROTOCOL_VERSION, total=0)
+
+
+def dialable(maddrs, peer_id: str) -> list[str]:
+    """The announced addresses we dial for `peer_id`, each bound to it: an address naming another peer
+    (/p2p/<other>) is dropped, a bare one gets /p2p/<peer_id>, so the dial authenticates the announced
+    identity (an announcement cannot aim our connections at another peer)."""
+    out = []
+    for m in maddrs:
+        named = m.rsplit("/p2p/", 1)
+        if len(named) == 2 and named[1] != peer_id:
+            continue
+        out.append(m if len(named) == 2 else f"{m.rstrip('/')}/p2p/{peer_id}")
+    return out
 
 
 def live_values(items: dict, own: bytes) -> dict[bytes, tuple[bytes, float]]:

@@ -90,8 +90,8 @@ class StreamLimits:
 
     per_peer: int = 4
     total: int = 64
-    rate: float = 10.0  # requests a second per peer, on average
-    burst: float = 20.0  # requests one peer may make at once
+    rate: float = 20.0  # requests a second per peer, on average (an honest receiver: 2 a step, a few a second)
+    burst: float = 60.0  # requests one peer may make at once
     peers: int = 4096
     clock: Callable[[], float] = time.monotonic
     _buckets: collections.OrderedDict = field(default_factory=collections.OrderedDict)

@@ -211,3 +211,18 @@ def test_one_invalid_subrecord_no_longer_hides_the_rest_of_its_shard():
         assert node._node.protocol._validate_dictionary.func is keep_valid_subrecords
     finally:
         node.shutdown()
+
+
+def test_announced_addresses_are_dialled_bound_to_the_announced_peer_and_not_once_per_pull():
+    from node.swarm.dht import dialable
+
+    me = "QmAnnounced"
+    assert dialable(["/ip4/10.0.0.1/tcp/80", f"/ip4/10.0.0.2/tcp/81/p2p/{me}", "/ip4/10.0.0.3/tcp/82/p2p/QmOther"],
+                    me) == [f"/ip4/10.0.0.1/tcp/80/p2p/{me}", f"/ip4/10.0.0.2/tcp/81/p2p/{me}"]
+    node = SwarmDHT(SwarmConfig(name="t"), bundles=False)
+    try:
+        target = (me, f"/ip4/10.0.0.1/tcp/80/p2p/{me}")
+        assert node._may_dial(target) and not node._may_dial(target)  # a second pull: no second dial
+        assert node._may_dial((me, f"/ip4/10.0.0.9/tcp/80/p2p/{me}"))  # new addresses: dialled at once
+    finally:
+        node.shutdown()
