@@ -21,7 +21,8 @@ hand each peer a fresh bundle only every other step) and share through the in-pr
 re-score); a peer's time is its own step time (generate, share, learn), as on its own machine. Alone runs are
 one peer without a swarm, keyed by model and seed, so every pair's peers are compared with the same Alone runs
 (same model, seed and prompts). Results are one JSON file per run under --out: a rerun skips what is done;
---report-only rebuilds the report from them (docs/results/runs holds the page's own).
+--report-only rebuilds the report from them (docs/results/runs holds the page's own; a NOTES.md there, what
+the runs' operator noted about them, e.g. the machine's load, goes on the page under the provenance table).
 
     python bench/paper_tables.py                  # the page: ~3 h on 2 cores (section 0 ~2.7 h, SAGC ~11 min)
     python bench/paper_tables.py --report-only --out docs/results/runs   # the page from its committed runs
@@ -1179,6 +1180,7 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
         "one JSON file per experiment under its --out folder, and "
         "`--report-only` rebuilds this page from them). The experiments of each section:", "",
         *provenance(out, results),
+        *([(out / "NOTES.md").read_text().strip(), ""] if (out / "NOTES.md").exists() else []),
         *([SECTION_HEAD, "", *verdict_lines_, *[f"![{p.stem}]({rel(p)})" for p in verdict_plots], ""]
           if verdict_lines_ else []),
         *sagc_table(out),
