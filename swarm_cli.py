@@ -292,7 +292,7 @@ def cmd_status(args) -> int:
                      f"{accuracy_change({}, dict(reply.accuracy))}")
     lines += [f"address {m}" for m in reply.maddrs]
     if reply.peer_list:
-        from node.display import MAX_STEP, safe_count, safe_params, safe_text
+        from node.swarm.display import MAX_STEP, safe_count, safe_params, safe_text
 
         order = ", the latest read first" if len(reply.peer_list) > 1 else ""
         lines.append(f"known peers ({len(reply.peer_list)}{order}; model, size and step as each peer claims):")

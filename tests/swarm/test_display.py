@@ -1,6 +1,6 @@
-"""What a node prints of other peers' claims (node/display.py): nothing invisible or reordering gets through,
+"""What a node prints of other peers' claims (node/swarm/display.py): nothing invisible or reordering gets through,
 absurd numbers are marked."""
-from node.display import MAX_STEP, safe_count, safe_params, safe_text
+from node.swarm.display import MAX_STEP, safe_count, safe_params, safe_text
 
 
 def test_invisible_and_reordering_characters_are_written_out():
