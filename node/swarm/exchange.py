@@ -217,7 +217,6 @@ class GroupExchange:
         self.pulls: dict[tuple[bytes, str], Future] = {}  # (sender, kind) -> pull in flight
         self.senders = Senders(KNOWN_SENDERS, self.rng)
         self.shard_cursor = self.rng.randrange(ANNOUNCE_SHARDS)
-        self.reading: set[int] = set()  # the shards of the read in flight
         self.maddrs = tuple(transport.visible_maddrs()[:MAX_MADDRS])
         self.reachable: collections.OrderedDict[str, None] = collections.OrderedDict()  # peer ids we pulled
         #                                                  from directly, latest last (our relays in client mode)
@@ -315,7 +314,7 @@ class GroupExchange:
                      else self.cfg.shards_per_step)
             shards = [(self.shard_cursor + i) % ANNOUNCE_SHARDS for i in range(count)]
             self.shard_cursor = (self.shard_cursor + count) % ANNOUNCE_SHARDS
-            self.prefetched, self.reading = self.transport.fetch_shards_async(shards), set(shards)
+            self.prefetched = self.transport.fetch_shards_async(shards)
         self._start_pulls()
 
     def work_budget(self) -> WorkBudget:
