@@ -39,6 +39,7 @@ DIGITS = {"full": ("digit-add", 0), "lora": ("digit-add-lora", 1)}  # carries ex
 GATED = ["loss.received_floor=1", "swarm.received_baseline=greedy"]  # F-TIS-gated (docs/RESULTS.md)
 PEER_ARGS = ["--set", "train.prompts_per_step=16", "--set", "swarm.received_groups=16"]
 DIGITS_ARGS = ["--set", "train.prompts_per_step=8", "--set", "swarm.received_groups=8"]  # the verdict's scale
+BEHAVE = 12  # behave-then-poison: the honest full peer's step at which the identities switch (issue 23, 4)
 
 
 def poison(claims: str, pad: int = 0):
@@ -93,6 +94,17 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
                    {"digits": True, "peer_set": GATED}),
     "work-other-ftis": ("work-other against plain F-TIS (no floor)", made_up("other"), {"digits": True}),
     "clean-digits": ("control for work-other-ftis (plain F-TIS, task digits)", None, {"digits": True}),
+    **{f"behave-{claims}-k{k}": (
+        f"{k} identit{'y' if k == 1 else 'ies'} serve sampled groups (honest) until step {BEHAVE}, then "
+        f"poison-{claims}", poison(claims), {"behave": BEHAVE, "identities": k, "with_model": True})
+       for claims in ("floor", "matched") for k in (1, 4, 8)},
+    "behave-low-k4": (f"4 identities honest until step {BEHAVE}, then poison-low", poison("low"),
+                      {"behave": BEHAVE, "identities": 4, "with_model": True}),
+    "behave-published-k4": (f"4 identities honest until step {BEHAVE}, then poison-published",
+                            poison("low", pad=30), {"behave": BEHAVE, "identities": 4, "with_model": True}),
+    "behave-only-k4": ("4 identities serving sampled groups (honest) throughout (control: what the "
+                       "established identities' groups do)", None, {"behave": 10**9, "identities": 4,
+                                                                    "with_model": True}),
     "replay": ("honest bundles replayed and re-stamped", replays, {}),
     "future": ("groups stamped an hour ahead", lambda v, d, s: (
         "groups", [attacks.plain(v, s * 8 + i, created=d.now() + 3600) for i in range(8)]), {}),
@@ -103,14 +115,23 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
 }
 
 
-def attacker_loop(build, victim, dht, stop: threading.Event, sent: list[int]) -> None:
+def attacker_loop(build, victim, dht, stop: threading.Event, sent: list[int], behaving=None,
+                  identity: int = 0) -> None:
+    """Publishes the attack every half second; behaving() True: sampled groups instead (honest behaviour)."""
     step = 0
     while not stop.wait(0.5):
         if build == "raw":
             attacks.unsigned_stores(dht)
             sent[0] += 9
         else:
-            kind, records = build(victim, dht, step)
+            if behaving is not None and behaving():
+                seed = 7919 * identity + step
+                kind, records = "groups", attacks.sampled_groups(victim, attacks.random_indices(seed, 4), dht.now(),
+                                                                 seed=seed)
+            elif build is None:
+                kind, records = "groups", []
+            else:
+                kind, records = build(victim, dht, step + 1000 * identity)
             try:
                 if dht.publish_records(kind, records):
                     sent[0] += len(records)
@@ -126,7 +147,7 @@ def run(name: str, steps: int, out: Path) -> dict:
     task = "count" if counting else "digits" if digits else "arith-add"
     sp = SwarmProcesses(out / name)
     stop, sent, peak = threading.Event(), [0], {}
-    attacker = None
+    hostile = []
     try:
         sp.start_bootstrap()
         for role, (model, seed) in peers.items():
@@ -134,11 +155,17 @@ def run(name: str, steps: int, out: Path) -> dict:
             sets = [arg for s in options.get("peer_set", []) + counting_sets for arg in ("--set", s)]
             sp.start_peer(role, "--model", model, "--seed", str(seed), "--task", task, "--steps", str(steps),
                           *(DIGITS_ARGS if digits else PEER_ARGS), *sets)
-        if build is not None:
+        if build is not None or "behave" in options:
             victim = attacks.victim_for(peers["full"][0], task, max_new_tokens=64 if digits else 8,
                                         with_model=options.get("with_model", False))
-            attacker = attacks.HostileDHT(SwarmConfig(initial_peers=(sp.address,)), card=victim.card)
-            threading.Thread(target=attacker_loop, args=(build, victim, attacker, stop, sent), daemon=True).start()
+            behaving = None
+            if "behave" in options:  # until the honest full peer's step `behave`
+                behaving = lambda: len(sp.metrics("full")) < options["behave"]  # noqa: E731
+            for identity in range(options.get("identities", 1)):
+                attacker = attacks.HostileDHT(SwarmConfig(initial_peers=(sp.address,)), card=victim.card)
+                hostile.append(attacker)
+                threading.Thread(target=attacker_loop, args=(build, victim, attacker, stop, sent, behaving, identity),
+                                 daemon=True).start()
         while any(p.poll() is None for p in sp.peers.values()):
             for role, proc in sp.peers.items():
                 with contextlib.suppress(OSError, IndexError):  # a process that just ended
@@ -147,7 +174,7 @@ def run(name: str, steps: int, out: Path) -> dict:
         bootstrap_alive = sp.bootstrap.poll() is None
     finally:
         stop.set()
-        if attacker is not None:
+        for attacker in hostile:
             attacker.shutdown()
         sp.stop()
     result = {"attack": name, "about": about, "sent": sent[0], "bootstrap_alive": bootstrap_alive, "peers": {}}
@@ -161,6 +188,9 @@ def run(name: str, steps: int, out: Path) -> dict:
         result["peers"][role] = {
             "steps": len(rows), "exit": sp.peers[role].returncode, "rejected": rejected,
             "implausible": sum(r.loss.implausible for r in rows),
+            "distrusted_rows": sum(r.loss.distrusted for r in rows),
+            "distrusted_steps": [r.step for r in rows if r.swarm.distrusted for _ in range(r.swarm.distrusted)],
+            "max_evidence_clean": max((r.swarm.evidence for r in rows[: options.get("behave", 0)]), default=0.0),
             "reward_last20": statistics.mean(r.reward for r in rows[-20:]) if rows else 0.0,
             "mean_G": statistics.mean(r.group_size for r in rows) if rows else 0.0,
             "straggler_rate": statistics.mean(r.group.straggler_rate for r in rows) if rows else 0.0,
@@ -188,6 +218,10 @@ def table(results: dict) -> str:
             refused = ", ".join(f"{k} {v}" for k, v in sorted(p["rejected"].items())) or "none"
             if p["implausible"]:
                 refused += f"; implausible rows {p['implausible']}"
+            if p.get("distrusted_rows") or p.get("distrusted_steps"):
+                steps_at = p.get("distrusted_steps", [])
+                refused += (f"; distrusted {len(steps_at)} sender(s) at step(s) "
+                            f"{','.join(str(x) for x in sorted(set(steps_at))) or '-'}, rows {p['distrusted_rows']}")
             cells.append(refused)
         metric = "mean_G" if counting else "reward_last20"
         effect = "; ".join(

@@ -197,7 +197,8 @@ def execute(run: Run, scale: dict) -> dict:
              for model, name in zip(run.models, names, strict=True)]
     log = {name: {"model": p.cfg.model.name, "reward": [], "step_seconds": [], "learn_seconds": [],
                   "received": [], "foreign": [], "rejected": [], "received_reward": [], "filtered": [],
-                  "group_size": [], "straggler": [], "gated": [], "floored": [], "evals": [],
+                  "group_size": [], "straggler": [], "gated": [], "floored": [], "distrusted": [], "evidence": [],
+                  "evals": [],
                   "settings": reference_settings(p.cfg)}  # what an Alone reference must share (node/report.py)
            for name, p in zip(names, peers, strict=True)}
     slow = run.cost / run.steps >= 20  # e.g. SmolLM2: a line now and then, so a long run shows progress
@@ -222,6 +223,8 @@ def execute(run: Run, scale: dict) -> dict:
                 entry["straggler"].append(r.group.straggler_rate)
                 entry["gated"].append(r.swarm.gated)
                 entry["floored"].append(r.loss.floored)
+                entry["distrusted"].append(r.loss.distrusted)  # honest partners: never (node/rl/evidence.py)
+                entry["evidence"].append(r.swarm.evidence)
                 if r.eval:
                     entry["evals"].append({"step": step + 1, "seconds": sum(entry["step_seconds"]), **r.eval})
     finally:

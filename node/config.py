@@ -116,6 +116,10 @@ class LossConfig:
     #                                  is at most this: text we could nearly have written (a digit expert's right
     #                                  completions: <= 1.2 / 3.4 nats a token to its partner; random work before
     #                                  a right answer: 7.9-12), so made-up work is not learned at weight 1
+    sender_bound: float = 20.0  # b: a sender whose evidence (node/rl/evidence.py: an e-detector on its claimed
+    #                             log-probs) reaches b is distrusted for good, its rows dropped from that step on;
+    #                             an honest sender gets there once in e^b steps on average (0: off)
+    sender_bet: float = 0.5  # lambda in (0, 1): each received completion's bet (1 - lambda) + lambda * r
 
     def __post_init__(self):
         _check(self.variant in VARIANTS, "loss.variant", f"must be one of {', '.join(VARIANTS)}", self.variant)
@@ -137,6 +141,8 @@ class LossConfig:
         _check(0 <= self.received_floor <= self.trunc_c, "loss.received_floor", "must be in [0, trunc_c]",
                self.received_floor)
         _check(self.received_floor_div > 0, "loss.received_floor_div", "must be > 0", self.received_floor_div)
+        _check(self.sender_bound >= 0, "loss.sender_bound", "must be >= 0 (0: off)", self.sender_bound)
+        _check(0 < self.sender_bet < 1, "loss.sender_bet", "must be in (0, 1)", self.sender_bet)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ class LossMetrics:
     tokens: int = 0
     dropped_tokens: int = 0  # tokens whose behaviour log-prob was impossible (non-finite or positive)
     implausible: int = 0  # received rows refused by the plausibility bounds
+    distrusted: int = 0  # received rows of senders whose evidence reached loss.sender_bound (node/rl/evidence.py)
     filtered: int = 0  # rows whose advantage the F- filter zeroed
     floored: int = 0  # received positive rows the floor applies to (loss.received_floor, within received_floor_div)
     kept: int = 0
@@ -60,6 +61,8 @@ class SwarmMetrics:
     budget_hit: str = ""  # the per-step work budget that ended processing, if any
     late_fetches: int = 0  # DHT fetches not finished by the gather deadline (the step went on without them)
     pull_failures: int = 0  # pulls that found the sender gone or unreachable (backed off; not rejections)
+    distrusted: int = 0  # senders distrusted after this step (their evidence reached loss.sender_bound)
+    evidence: float = 0.0  # the largest evidence against one of this step's senders after it (honest: < 0 mostly)
     received_reward: float = 0.0  # mean reward (our verifier) of the received completions used
 
 

@@ -102,6 +102,10 @@ class Peer:
             swarm_metrics.gated = len(received.groups) - len(taken)
         start = time.perf_counter()
         loss_metrics = self.learner.step(local + taken)
+        if self.exchange is not None:
+            swarm_metrics.distrusted = self.exchange.observe_evidence(self.learner.evidence,
+                                                                      self.cfg.loss.sender_bound)
+            swarm_metrics.evidence = max(self.learner.evidence.values(), default=0.0)
         self.backend.sync(self.loaded.model)  # the next step samples from the updated weights
         learn_seconds = time.perf_counter() - start
         group_metrics = self.policy.after_step(own_summaries, received.summaries, self.family)

@@ -36,6 +36,8 @@ class Group:
     #                        sender's total spread over our tokens, and the loss weighs it as one sequence
     baseline: float | None = None  # the reward advantages are taken against (r - baseline, swarm.received_baseline
     #                                = greedy); None: GRPO's group-relative advantages
+    sender: bytes | None = None  # a received group's sender (its announcement subkey); None for our own
+    evidence: float = 0.0  # the sender's evidence statistic before this step (node/rl/evidence.py)
 
     @property
     def lengths(self) -> list[int]:

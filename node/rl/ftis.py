@@ -52,6 +52,10 @@ than our model finds them: exactly how a sender would pin w at C on text of its 
 no gradient (its rows are counted as `implausible`). The other side: a received completion whose per-token
 mean of log pi_gen - log pi_theta exceeds `div_ceiling` is one our model finds implausibly unlikely (w already
 shrinks it; this guards the variants that ignore w). Own completions are never checked.
+
+Senders (`sender`, `prior`): the same inequality, bet on row by row and accumulated per sender across steps
+(node/rl/evidence.py), distrusts a sender whose claims keep making our weights larger than sampling would;
+its rows give no gradient from the step its evidence reaches `sender_bound` on (counted as `distrusted`).
 """
 from __future__ import annotations
 
@@ -61,6 +65,8 @@ import torch
 
 from node.config import LossConfig
 from node.metrics import LossMetrics
+
+from .evidence import row_log_evidence, sender_statistics
 
 _NO_WEIGHT = ("alone", "nois", "f-nois", "outcome")
 _UNTRUNCATED = ("vis", "f-vis")
@@ -76,6 +82,8 @@ class LossInputs:
     own: torch.Tensor  # [N] bool, True for completions this peer generated
     group: torch.Tensor | None = None  # [N] long, the row's group (None: each row is a group of its own)
     sequence: torch.Tensor | None = None  # [N] bool, rows re-tokenized from a foreign tokenizer (None: none)
+    sender: torch.Tensor | None = None  # [N] long, the row's sender index (-1: own); None: no evidence kept
+    prior: torch.Tensor | None = None  # [S] float, each sender's evidence before the step (node/rl/evidence.py)
 
 
 def spread_logprob(total: float, n_tokens: int) -> list[float]:
@@ -128,13 +136,28 @@ class LossPlan:
     weight: torch.Tensor  # [N, T] w of the variant, truncated (and capped by negative_c for received negatives)
     advantages: torch.Tensor  # [N] advantages, zeroed for filtered rows
     metrics: LossMetrics  # everything but loss, clip_frac and grad_norm
+    evidence: torch.Tensor | None = None  # [S] each sender's evidence after this step (None: not kept)
+
+
+def distrusted_rows(d_sum: torch.Tensor, tokens: torch.Tensor, received: torch.Tensor, sender: torch.Tensor,
+                    prior: torch.Tensor, cfg: LossConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """([N] bool rows of senders whose evidence reaches sender_bound this step, [S] the senders' evidence)."""
+    sender = torch.where(received, sender.to(d_sum.device), torch.full_like(sender.to(d_sum.device), -1))
+    row_e = row_log_evidence(-d_sum, tokens, cfg.ratio_bound_per_token, cfg.sender_bet)
+    evidence = sender_statistics(row_e, sender, prior.to(d_sum.device, d_sum.dtype))
+    if not cfg.sender_bound:
+        return torch.zeros_like(received), evidence
+    over = torch.cat([evidence >= cfg.sender_bound, torch.zeros(1, dtype=torch.bool, device=d_sum.device)])
+    return over[sender], evidence  # index -1 reads the appended False
 
 
 def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor,
               own: torch.Tensor, group: torch.Tensor | None, cfg: LossConfig,
-              sequence: torch.Tensor | None = None) -> LossPlan:
+              sequence: torch.Tensor | None = None, sender: torch.Tensor | None = None,
+              prior: torch.Tensor | None = None) -> LossPlan:
     """logp_ref: the learner's log-probs before the update (detached) for w and D; sequence: rows that take
-    one sequence-level weight (foreign tokenizers)."""
+    one sequence-level weight (foreign tokenizers); sender, prior: the rows' senders and their evidence before
+    the step (node/rl/evidence.py; None: not kept)."""
     logp_ref = logp_ref.detach()
     mask = mask.bool()
     valid_gen = torch.isfinite(logp_gen) & (logp_gen <= 0)
@@ -150,9 +173,13 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
     received = ~own.bool() & mask.any(dim=1)
     group = None if group is None else group.to(d_sum.device)
     implausible = implausible_rows(d_sum, d_mean, maskf.sum(dim=1), received, group, cfg)
+    distrusted, evidence = torch.zeros_like(received), None
+    if sender is not None and prior is not None:
+        distrusted, evidence = distrusted_rows(d_sum, maskf.sum(dim=1), received, sender, prior, cfg)
+        implausible = implausible & ~distrusted  # counted once, as distrusted
     if cfg.received_weights == "sequence":  # every received row takes one sequence-level weight
         sequence = received if sequence is None else (sequence.bool() | received)
-    mask = mask & ~implausible[:, None]
+    mask = mask & ~(implausible | distrusted)[:, None]
     maskf = mask.to(logp_ref.dtype)
     w = importance_weights(logp_ref, logp_gen, cfg)
     raw_log_w = logp_ref - logp_gen
@@ -183,6 +210,7 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
         tokens=int(mask.sum()),
         dropped_tokens=int(dropped.sum()),
         implausible=int(implausible.sum()),
+        distrusted=int(distrusted.sum()),
         filtered=int(filtered.sum()),
         floored=int((floored & mask.any(dim=1)).sum()),
         kept=int((has_tokens & ~filtered).sum()),
@@ -193,7 +221,7 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
         div_sum_max=float(d_sum[has_tokens].max()) if has_tokens.any() else 0.0,
         div_tok_mean=float(d_mean[has_tokens].mean()) if has_tokens.any() else 0.0,
     )
-    return LossPlan(mask, w, adv, metrics)
+    return LossPlan(mask, w, adv, metrics, evidence)
 
 
 def surrogate(logp: torch.Tensor, logp_old: torch.Tensor, weight: torch.Tensor, advantages: torch.Tensor,
@@ -220,9 +248,16 @@ def aggregate(per_token: torch.Tensor, mask: torch.Tensor, cfg: LossConfig, rows
 
 def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, LossMetrics]:
     """The whole batch's loss in one piece (w and D from the current log-probs, detached)."""
-    plan = plan_loss(inp.logp, inp.logp_gen, inp.mask, inp.advantages, inp.own, inp.group, cfg, inp.sequence)
+    loss, plan = ftis_objective(inp, cfg)
+    return loss, plan.metrics
+
+
+def ftis_objective(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, LossPlan]:
+    """ftis_loss with its whole plan (the senders' evidence included)."""
+    plan = plan_loss(inp.logp, inp.logp_gen, inp.mask, inp.advantages, inp.own, inp.group, cfg, inp.sequence,
+                     inp.sender, inp.prior)
     per_token, clipped = surrogate(inp.logp, inp.logp_old, plan.weight, plan.advantages, plan.mask, cfg)
     loss = -aggregate(per_token, plan.mask, cfg, plan.metrics.sequences, plan.metrics.tokens)
     plan.metrics.loss = loss.item()
     plan.metrics.clip_frac = float(clipped.sum() / plan.mask.sum().clamp(min=1))
-    return loss, plan.metrics
+    return loss, plan

@@ -19,8 +19,8 @@ from node.config import LossConfig, TrainConfig
 from node.generation.rollouts import Group
 from node.metrics import LossMetrics
 
-from .batching import Batch, build_batch, micro_batches, mini_batches, take_rows
-from .ftis import LossInputs, aggregate, ftis_loss, plan_loss, surrogate
+from .batching import Batch, build_batch, micro_batches, mini_batches, senders_of, take_rows
+from .ftis import LossInputs, aggregate, ftis_objective, plan_loss, surrogate
 
 
 def sequence_logprobs(model, batch: Batch, temperature: float) -> torch.Tensor:
@@ -50,6 +50,7 @@ class Learner:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=lr, weight_decay=train.weight_decay)
+        self.evidence: dict[bytes, float] = {}  # the last step's senders -> their evidence after it (evidence.py)
 
     def _autocast(self):
         if self.autocast == "bf16":
@@ -57,34 +58,44 @@ class Learner:
         return contextlib.nullcontext()
 
     def step(self, groups: list[Group]) -> LossMetrics:
-        """Optimiser update(s) on own and received groups; returns the loss metrics."""
+        """Optimiser update(s) on own and received groups; returns the loss metrics and keeps the received
+        groups' senders' evidence after the step in `self.evidence`."""
+        self.evidence = {}
         batch = build_batch(groups, self.pad_id, self.loss_cfg.eps_std,
                             drop_zero_variance=self.loss_cfg.aggregation == "dapo")
         if batch is None:
             return LossMetrics(skipped=True)
         batch = batch.to(self.model.device)
+        senders = senders_of(groups)
+        prior = torch.tensor([g.evidence for g in senders], dtype=torch.float32, device=self.model.device)
         widths = batch.attention.sum(dim=1).tolist()
         updates, pieces = mini_batches(len(widths), self.updates), micro_batches(widths, self.budget)
         self.model.train()
         try:
             if len(updates) == 1 and len(pieces) == 1:
-                return self._whole(batch)
-            return self._in_pieces(batch, widths, pieces, updates)
+                metrics, evidence = self._whole(batch, prior)
+            else:
+                metrics, evidence = self._in_pieces(batch, prior, widths, pieces, updates)
         finally:
             self.model.eval()
+        if evidence is not None:
+            self.evidence = {g.sender: float(e) for g, e in zip(senders, evidence.tolist(), strict=True)}
+        return metrics
 
-    def _whole(self, batch: Batch) -> LossMetrics:
+    def _whole(self, batch: Batch, prior: torch.Tensor) -> tuple[LossMetrics, torch.Tensor | None]:
         """One update in one forward pass."""
         with self._autocast():
             logp = sequence_logprobs(self.model, batch, self.temperature)
         inputs = LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=batch.logp_gen, mask=batch.mask,
-                            advantages=batch.advantages, own=batch.own, group=batch.group, sequence=batch.sequence)
-        loss, metrics = ftis_loss(inputs, self.loss_cfg)
+                            advantages=batch.advantages, own=batch.own, group=batch.group, sequence=batch.sequence,
+                            sender=batch.sender, prior=prior)
+        loss, plan = ftis_objective(inputs, self.loss_cfg)
+        metrics = plan.metrics
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         metrics.grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm))
         self.optimizer.step()
-        return metrics
+        return metrics, plan.evidence
 
     @torch.no_grad()
     def _logprobs_before(self, batch: Batch, pieces: list[list[int]]) -> torch.Tensor:
@@ -97,12 +108,12 @@ class Learner:
                 out[rows, : part.mask.shape[1]] = sequence_logprobs(self.model, part, self.temperature)
         return out
 
-    def _in_pieces(self, batch: Batch, widths: list[int], pieces: list[list[int]],
-                   updates: list[list[int]]) -> LossMetrics:
+    def _in_pieces(self, batch: Batch, prior: torch.Tensor, widths: list[int], pieces: list[list[int]],
+                   updates: list[list[int]]) -> tuple[LossMetrics, torch.Tensor | None]:
         cfg = self.loss_cfg
         logp_old = self._logprobs_before(batch, pieces)
         plan = plan_loss(logp_old, batch.logp_gen, batch.mask, batch.advantages, batch.own, batch.group, cfg,
-                         batch.sequence)
+                         batch.sequence, batch.sender, prior)
         losses, norms, clipped, counted = [], [], 0, 0
         for update in updates:
             rows = torch.tensor(update, device=batch.mask.device)
@@ -132,4 +143,4 @@ class Learner:
         metrics.loss = statistics.fmean(losses) if losses else 0.0
         metrics.grad_norm = statistics.fmean(norms) if norms else 0.0
         metrics.clip_frac = clipped / max(counted, 1)
-        return metrics
+        return metrics, plan.evidence

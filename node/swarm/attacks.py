@@ -163,6 +163,35 @@ def padding_poison(v: Victim, index: int, created: float, claims: str = "low", p
     return group_record(v, index, completions, claimed_logprobs(v, index, completions, claims), created)
 
 
+def sampled_groups(v: Victim, indices: list[int], created: float, g: int = 8, seed: int = 0) -> list[bytes]:
+    """What an honest peer running the victims' zoo model untrained would publish: g completions per prompt
+    sampled at temperature 1, with the sampler's own log-probs (the informative groups only). A hostile peer
+    serves these to become established before it switches (issue 23: behave, then poison)."""
+    import torch
+
+    from node.generation.rollouts import Completion, Group, has_variance, score_group
+
+    records = []
+    torch.manual_seed(seed)
+    for index in indices:
+        prompt = v.prompt(index)
+        with torch.no_grad():
+            out = v.model.generate(torch.tensor([prompt]), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                                   num_return_sequences=g, max_new_tokens=v.max_new_tokens,
+                                   pad_token_id=v.eos_id, eos_token_id=v.eos_id)
+        completions = []
+        for row in out[:, len(prompt):].tolist():
+            end = row.index(v.eos_id) + 1 if v.eos_id in row else len(row)
+            completions.append(row[:end])
+        group = Group(v.task.item("train", index), prompt,
+                      [Completion(c, [0.0] * len(c), "stop" if c[-1:] == [v.eos_id] else "length",
+                                  v.tokenizer.decode(c, skip_special_tokens=True)) for c in completions])
+        score_group(v.task, group)
+        if has_variance(group.rewards):
+            records.append(group_record(v, index, completions, model_logprobs(v, prompt, completions), created))
+    return records
+
+
 WORK = ("random", "other")  # made-up work: random characters; another problem's worked steps (plausible)
 
 

@@ -356,8 +356,20 @@ class GroupExchange:
             if accepted:
                 self.senders.succeeded(sender, informative / accepted)
             elif rejected:
-                self.senders.failed(sender, self.step)
+                self.senders.failed(sender, self.step, refused=True)
         return result
+
+    def observe_evidence(self, evidence: dict[bytes, float], bound: float) -> int:
+        """Feeds the learner's evidence on this step's senders back (node/rl/evidence.py); returns how many
+        senders it has just made us distrust (each logged once)."""
+        newly = 0
+        for sender, value in evidence.items():
+            if self.senders.observe(sender, value, bound):
+                newly += 1
+                peer_id = self.senders.known[sender].announcement.peer_id
+                log.warning("distrusting peer %s for good: the log-probs it claims make our importance weights "
+                            "larger than any honest sampler's (evidence %.1f >= %g)", peer_id, value, bound)
+        return newly
 
     def _announcements(self, result: GatherResult, wait: float) -> dict | None:
         """The announcements read this step (None: no read finished), waiting at most `wait` seconds: a read
@@ -524,6 +536,8 @@ class GroupExchange:
         outcome[sender][0] += 1
         outcome[sender][1] += informative
         if informative or not self.cfg.informative_only:
+            state = self.senders.known.get(sender)
+            group.sender, group.evidence = sender, state.evidence if state is not None else 0.0
             result.groups.append(group)
             taken[sender] += len(group.completions)
         else:

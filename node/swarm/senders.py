@@ -14,6 +14,11 @@ and the exchange caps what all newcomers together contribute to a step (swarm.ex
 cap), however many of them there are.
 Announcements naming the same peer id count as one sender (a pull goes to the peer id, and its bundle must
 carry the signature of the announcing identity, so only one of them can be its owner).
+
+Establishment can be lost. A sender whose records are all refused (they broke the protocol) is a newcomer
+again. A sender whose evidence (node/rl/evidence.py: its claimed log-probs tested against our own model, fed
+back by the learner each step) reaches loss.sender_bound is distrusted for good, with its peer id: never
+pulled again, whatever identity names that peer id (an honest sender gets there once in e^20 steps).
 """
 from __future__ import annotations
 
@@ -37,6 +42,7 @@ class SenderState:
     score: float = 0.5  # moving average of the informative share of its accepted groups
     informative_pulls: int = 0  # pulls whose accepted groups included informative ones
     seen: float = 0.0  # our clock when we first read its newest announcement (what `swarm status` orders by)
+    evidence: float = 0.0  # e-detector statistic against its claims (node/rl/evidence.py), fed by the learner
 
     @property
     def established(self) -> bool:
@@ -52,6 +58,7 @@ class Senders:
     def __init__(self, capacity: int, rng: random.Random):
         self.capacity, self.rng = capacity, rng
         self.known: OrderedDict[bytes, SenderState] = OrderedDict()
+        self.distrusted: OrderedDict[str, None] = OrderedDict()  # peer ids whose evidence reached the bound
 
     def learn(self, subkey: bytes, announcement: Announcement, expires: float, seen: float = 0.0) -> None:
         """Remembers a sender's newest announcement (its health is kept across announcements), read at our
@@ -85,7 +92,8 @@ class Senders:
         score."""
         busy_peers = {self.known[s].announcement.peer_id for s in busy if s in self.known}
         pool = [s for s in self.live(now) if s not in busy and self.known[s].retry_step <= step
-                and self.known[s].announcement.peer_id not in busy_peers]
+                and self.known[s].announcement.peer_id not in busy_peers
+                and self.known[s].announcement.peer_id not in self.distrusted]
         newcomers = [s for s in pool if not self.known[s].established]
         chosen = self._draw([s for s in pool if self.known[s].established], k - min(explore, len(newcomers)), set())
         taken = {self.known[s].announcement.peer_id for s in chosen}
@@ -106,11 +114,31 @@ class Senders:
         state = self.known.get(subkey)
         return state is None or not state.established
 
-    def failed(self, subkey: bytes, step: int) -> None:
+    def failed(self, subkey: bytes, step: int, refused: bool = False) -> None:
+        """A pull that failed, backed off; refused: it brought only records we refused, which also makes the
+        sender a newcomer again (its place was earned by valid groups)."""
         state = self.known.get(subkey)
         if state is not None:
             state.failures += 1
             state.retry_step = step + backoff_steps(state.failures)
+            if refused:
+                state.informative_pulls = 0
+
+    def observe(self, subkey: bytes, evidence: float, bound: float) -> bool:
+        """Records a sender's evidence after a step; True when it has just reached `bound` (> 0) and the
+        sender's peer id is distrusted from now on."""
+        state = self.known.get(subkey)
+        if state is None:
+            return False
+        state.evidence = evidence
+        peer_id = state.announcement.peer_id
+        if not bound or evidence < bound or peer_id in self.distrusted:
+            return False
+        self.distrusted[peer_id] = None
+        while len(self.distrusted) > 4 * self.capacity:
+            self.distrusted.popitem(last=False)
+        state.informative_pulls, state.score = 0, 0.0
+        return True
 
     def succeeded(self, subkey: bytes, informative_share: float) -> None:
         state = self.known.get(subkey)

@@ -70,3 +70,54 @@ def test_the_published_poisoning_attack_is_refused_and_honest_learning_is_unchan
         last_clean, last_attacked = statistics.mean(c[-20:]), statistics.mean(a[-20:])
         assert abs(last_attacked - last_clean) <= BAND, (last_clean, last_attacked)
         assert last_attacked >= statistics.mean(a[:5]) + 0.05  # and they keep learning
+
+
+BEHAVE, AFTER = 12, 10  # identities behave for BEHAVE steps; they must be distrusted within AFTER steps
+
+
+def test_identities_that_behave_then_poison_lose_their_place_and_never_reach_the_gradient_again():
+    """Issue 23, 4: four identities serve honestly sampled groups of the zoo model (its true log-probs) until
+    they are established, then switch to poison-floor (padding, claims just inside the codec's bound). Each
+    honest peer must distrust all four within AFTER steps of the switch (and nobody honest), drop their rows
+    from the gradient from then on, and keep learning."""
+    boot = SwarmDHT(SwarmConfig())
+    initial = tuple(boot.visible_maddrs())
+    dhts = [SwarmDHT(SwarmConfig(initial_peers=initial)) for _ in range(2)]
+    victim = attacks.victim_for("tiny-add", "arith-add", with_model=True)
+    hostile = [attacks.HostileDHT(SwarmConfig(initial_peers=initial), card=victim.card) for _ in range(4)]
+    peers = [Peer(honest_config("tiny-add", 0), transport=dhts[0]),
+             Peer(honest_config("tiny-add-lora", 1), transport=dhts[1])]
+    hostile_ids = {h.peer_id for h in hostile}
+    rewards, distrusted_rows, established_at_switch, all_distrusted_at = [[], []], [[], []], [0, 0], [None, None]
+    try:
+        for step in range(BEHAVE + AFTER + 4):
+            for j, h in enumerate(hostile):
+                seed = 7919 * j + step
+                if step < BEHAVE:
+                    records = attacks.sampled_groups(victim, attacks.random_indices(seed, 4), h.now(), seed=seed)
+                else:
+                    records = [attacks.padding_poison(victim, i, h.now(), claims="floor")
+                               for i in attacks.random_indices(10_000 + seed, 8)]
+                assert h.publish_records("groups", records)
+            for i, peer in enumerate(peers):
+                result = peer.step(step)
+                rewards[i].append(result.reward)
+                distrusted_rows[i].append(result.loss.distrusted)
+                if all_distrusted_at[i] is None and hostile_ids <= set(peer.exchange.senders.distrusted):
+                    all_distrusted_at[i] = step
+                if step == BEHAVE - 1:
+                    established_at_switch[i] = sum(s.established for s in peer.exchange.senders.known.values()
+                                                   if s.announcement.peer_id in hostile_ids)
+        for i, peer in enumerate(peers):
+            assert established_at_switch[i] >= 2, "the attack needs established identities to mean anything"
+            assert set(peer.exchange.senders.distrusted) == hostile_ids  # all four, nobody honest
+            assert all_distrusted_at[i] is not None and all_distrusted_at[i] < BEHAVE + AFTER
+            assert sum(distrusted_rows[i][:BEHAVE]) == 0 and sum(distrusted_rows[i][BEHAVE:]) > 0
+            # nothing of theirs is pulled once distrusted: the last steps train on no distrusted row
+            assert sum(distrusted_rows[i][BEHAVE + AFTER:]) == 0
+            assert statistics.mean(rewards[i][-6:]) >= statistics.mean(rewards[i][:6]) - 0.02
+    finally:
+        for peer in peers:
+            peer.close()
+        for dht in [*dhts, boot, *hostile]:
+            dht.shutdown()

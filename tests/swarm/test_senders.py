@@ -95,3 +95,23 @@ def test_identities_naming_one_peer_id_are_pulled_as_one():
         chosen = senders.choose(now=0.0, step=1, k=8, busy=set(), explore=8)
         assert len(chosen) == 2 and b"other" in chosen
     assert senders.choose(now=0.0, step=1, k=8, busy={b"alias-3"}, explore=8) == [b"other"]
+
+
+def test_establishment_is_lost_to_refused_records_and_for_good_to_evidence():
+    senders = Senders(capacity=10, rng=random.Random(0))
+    for name, peer in (("a", "A"), ("b", "B"), ("b2", "B")):  # b2: a second identity naming b's peer id
+        senders.learn(name.encode(), announcement(name, peer_id=peer), expires=1000.0)
+        senders.known[name.encode()].informative_pulls = ESTABLISHED_AFTER
+    senders.failed(b"a", step=0)  # a pull that failed: backed off, still established
+    assert not senders.is_newcomer(b"a")
+    senders.failed(b"a", step=1, refused=True)  # only refused records: a newcomer again
+    assert senders.is_newcomer(b"a")
+    assert not senders.observe(b"b", 19.9, bound=20.0) and senders.known[b"b"].evidence == 19.9
+    assert not senders.observe(b"b", 25.0, bound=0.0)  # bound 0: the detector is off
+    assert senders.observe(b"b", 20.0, bound=20.0)  # just reached: distrusted, with its peer id
+    assert not senders.observe(b"b", 30.0, bound=20.0)  # told once
+    assert list(senders.distrusted) == ["B"] and senders.is_newcomer(b"b")
+    for step in range(2000, 2050):  # whoever names peer id B is never pulled again
+        chosen = senders.choose(now=0.0, step=step, k=3, busy=set(), explore=3)
+        assert chosen == [b"a"]
+    assert not senders.observe(b"unknown", 50.0, bound=20.0)
