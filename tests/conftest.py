@@ -1,13 +1,35 @@
 import pytest
 import torch
 
+# Seconds each heavy file takes on one worker of this 2-core machine (`pytest -n 2 --durations=60`, sums per file,
+# rounded): the README's command hands whole files to its two workers (--dist loadfile, pyproject.toml) heaviest
+# first, so that a module's shared swarm starts once and no long file starts last. A file not listed costs little.
+FILE_SECONDS = {
+    "tests/swarm/test_hostile_process.py": 300, "tests/generation/test_vllm_backend.py": 260,
+    "tests/test_swarm_loopback.py": 200, "tests/test_checkpoint.py": 220, "tests/test_paper_tables.py": 200,
+    "tests/swarm/test_hostile_swarm.py": 180, "tests/test_cli_network.py": 170, "tests/test_peer_learns.py": 170,
+    "tests/test_cli.py": 170, "tests/swarm/test_hostile_poison.py": 150, "tests/swarm/test_nat.py": 120,
+    "tests/swarm/test_sybil.py": 90, "tests/swarm/test_intake.py": 60, "tests/models/test_real_model.py": 40,
+}
+
+
+def by_file_cost(items: list) -> list:
+    """Items with whole files in descending FILE_SECONDS (stable: collection order within and among the rest)."""
+    order = {}
+    for item in items:
+        order.setdefault(item.nodeid.split("::")[0], len(order))
+    return sorted(items, key=lambda item: (-FILE_SECONDS.get(item.nodeid.split("::")[0], 0),
+                                           order[item.nodeid.split("::")[0]]))
+
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked pins_zoo assert what the shipped zoo's weights do; against another zoo (SWARM_ZOO_DIR, e.g.
-    `swarm zoo build --out DIR --seed-offset 100`: what another machine's build might be) they are skipped,
-    saying why. Every other test constructs what it asserts on and passes on any zoo."""
+    """Heaviest files first (FILE_SECONDS). Tests marked pins_zoo assert what the shipped zoo's weights do;
+    against another zoo (SWARM_ZOO_DIR, e.g. `swarm zoo build --out DIR --seed-offset 100`: what another
+    machine's build might be) they are skipped, saying why. Every other test constructs what it asserts on and
+    passes on any zoo."""
     from node.models.zoo_store import active_zoo, is_shipped
 
+    items[:] = by_file_cost(items)
     zoo = active_zoo()
     if is_shipped(zoo):
         return

@@ -5,9 +5,10 @@ expert, learns addition too slowly to show a clear rise within a test's budget: 
 
 What is asserted is what holds run after run here: every peer publishes, trains on the others' groups and
 rejects nothing; the 3M peer and the LoRA peer learn (the last 25 steps against the first 3, before the policy
-has moved much: +0.23 to +0.34 and +0.22 to +0.25 in the seven runs measured); the full-model tiny peer does
-not lose reward. Its rise is not reliable within a test's budget in a swarm: +0.05 to +0.23 at 150 steps in
-six runs, +0.04 in one at 250, while the groups it received scored 0.49-0.59 (measured before issue 12
+has moved much: +0.23 to +0.34 and +0.22 to +0.25 at step 150 in the seven runs measured; at step 100, where
+the test stops since CI's time ran short, +0.17 / +0.20 and +0.21 / +0.21 in the two runs of 2026-12-02); the
+full-model tiny peer does not lose reward (+0.16 / +0.16 at step 100). Its rise is not reliable within a
+test's budget in a swarm: +0.05 to +0.23 at 150 steps in six runs, +0.04 in one at 250, while the groups it received scored 0.49-0.59 (measured before issue 12
 lowered the zoo's learning rates). Whether a peer gains from the swarm is measured on held-out accuracy, with
 seeds and Alone runs, by bench/paper_tables.py (docs/RESULTS.md), not here.
 """
@@ -22,7 +23,7 @@ import pytest
 from node.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[1]
-STEPS = 150
+STEPS = 100
 LEARNERS = ("peer1-small-add", "peer2-tiny-add-lora")
 
 
@@ -41,7 +42,7 @@ def test_three_heterogeneous_peers_share_and_learn(tmp_path):
         assert s["steps"] == STEPS, name
         assert s["max_peers_seen"] == 2, (name, s)  # every other peer published
         # trained on others' groups (the tiny peers finish first and withdraw, so the 3M peer, ~4x slower
-        # per step, overlaps them for only ~30 of its steps)
+        # per step, overlaps them for only ~20-30 of its steps)
         assert s["steps_with_received"] >= 10 and s["groups_received"] > 0, (name, s)
         assert s["rejected"] == {}, (name, s)  # honest peers reject nothing
         # held-out accuracy (every 25 steps and after the last): before training and at the end, both splits

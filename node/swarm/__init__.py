@@ -60,6 +60,8 @@ class SwarmTransport(Protocol):
     """The seam between the exchange and the network: small signed announcements in sharded DHT keys, and
     bundles served and pulled peer to peer (docs/PROTOCOL.md); asynchronous."""
 
+    relay_owners: frozenset[str] | None  # the peers whose pulls this node relays (None: any); the exchange sets it
+
     @property
     def own_subkey(self) -> bytes:
         """This peer's subkey (its records are stored under it; its own are never fetched back)."""

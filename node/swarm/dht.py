@@ -38,7 +38,7 @@ from node.config import SwarmConfig
 from node.errors import IdentityCorrupt, IdentityInUse, Stopped, SwarmUnreachable, first_line
 from node.process import IdentityLock, ensure_port_free, kill_pids, own_children
 from node.swarm import Records, ServedBundles
-from node.swarm.intake import IntakeRefused, StreamLimits, frame, read_request
+from node.swarm.intake import IntakeRefused, StreamLimits, frame, parse_request, read_request
 from protocol import (
     ANNOUNCE_SHARDS,
     CLOCK_SKEW,
@@ -240,6 +240,7 @@ class SwarmDHT:
         self._relaying: dict[str, int] = {}  # requester -> relay slots it holds now
         self._dialled: dict[tuple, float] = {}  # (peer id, addresses) -> when we last dialled them
         self.intake = StreamLimits()  # open streams and request rate per remote peer (node/swarm/intake.py)
+        self.relay_owners: frozenset[str] | None = None  # peer ids we relay for (None: any; the exchange sets it)
         self._node = self._start(stop)
         self._published: dict[str, float] = {}  # kind -> expiration of our latest record
         self.peers_seen = -1  # announcements of other peers at the last read that found any, or read all
@@ -432,7 +433,7 @@ class SwarmDHT:
                 log.debug("bundle stream from %s refused: %s", peer, err)
                 return
             try:
-                request = pb.BundleRequest.FromString(await read_request(reader, MAX_REQUEST_BYTES, REQUEST_TIMEOUT))
+                request = parse_request(await read_request(reader, MAX_REQUEST_BYTES, REQUEST_TIMEOUT))
                 async with asyncio.timeout(SERVE_TIMEOUT), contextlib.aclosing(
                         self._serve_bundle(request, peer)) as chunks:
                     async for chunk in chunks:
@@ -467,10 +468,16 @@ class SwarmDHT:
         """Passes a pull on to `request.owner`, a peer that cannot accept connections but opened one to us
         (libp2p streams go both ways on it); at most RELAY_STREAMS at once and RELAY_PER_REQUESTER for one
         requester, RELAY_BYTES and RELAY_TIMEOUT each, the time counted whether chunks come or not. We check
-        nothing: the receiver checks the owner's signature and the digest, so we cannot alter it."""
+        nothing: the receiver checks the owner's signature and the digest, so we cannot alter it. With
+        `relay_owners` set (a peer's exchange sets it each step), only for owners whose live announcement names
+        us as their relay."""
         from hivemind.p2p import PeerID
 
         held = self._relaying.get(requester, 0)
+        if self.relay_owners is not None and request.owner not in self.relay_owners:
+            self.intake.refused["relay-owner"] += 1  # not an owner whose live announcement names us
+            yield NOT_SERVED
+            return
         if self.settings.client_mode or self._relays.locked() or held >= RELAY_PER_REQUESTER:
             yield NOT_SERVED
             return

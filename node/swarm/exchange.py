@@ -333,6 +333,7 @@ class GroupExchange:
         if read is not None:
             self.senders.forget(getattr(read, "withdrawn", ()))  # withdrawn since we learned them
             self._learn(read, result)
+            self.transport.relay_owners = self.relay_owners()
         self._start_pulls()  # senders learned just now
         result.peers = len(self.senders.live(self.transport.now()))
         interval = 0.05
@@ -358,6 +359,12 @@ class GroupExchange:
             elif rejected:
                 self.senders.failed(sender, self.step, refused=True)
         return result
+
+    def relay_owners(self) -> frozenset[str]:
+        """Peer ids whose live announcement names us as a relay: the only owners our node relays pulls for."""
+        me, now = self.transport.peer_id, self.transport.now()
+        return frozenset(s.announcement.peer_id for s in self.senders.known.values()
+                         if me in s.announcement.relays and s.expires > now)
 
     def observe_evidence(self, evidence: dict[bytes, float], bound: float) -> int:
         """Feeds the learner's evidence on this step's senders back (node/rl/evidence.py); returns how many

@@ -18,9 +18,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from google.protobuf.message import DecodeError
+
+from protocol import swarm_pb2 as pb
 
 MESSAGE_MARKER = b"\x00"  # hivemind's P2P.MESSAGE_MARKER: a message follows
 ERROR_MARKER = b"\x01"  # hivemind's P2P.ERROR_MARKER: an error follows (its callers' end-of-stream mark too)
@@ -68,6 +73,25 @@ async def read_request(reader: asyncio.StreamReader, max_bytes: int, timeout: fl
     if left > 0:
         with contextlib.suppress(IntakeRefused):  # a caller that sends no end mark: answered all the same
             await read_frame(reader, max_bytes, left)
+    return request
+
+
+REQUEST_KINDS = ("groups", "summaries")
+PEER_ID = re.compile(r"[1-9A-HJ-NP-Za-km-z]{1,128}")  # base58, as libp2p writes peer ids
+
+
+def parse_request(data: bytes) -> pb.BundleRequest:
+    """A `BundleRequest` whose fields are what a pull can name (IntakeRefused "request" otherwise): a kind we
+    serve, a digest empty (the latest) or of 16 bytes, an owner empty or a base58 peer id. Its version is
+    answered by the handler (another version gets "not served")."""
+    try:
+        request = pb.BundleRequest.FromString(data)
+    except DecodeError as err:
+        raise IntakeRefused("request", f"does not parse: {err}") from None
+    if request.kind not in REQUEST_KINDS or len(request.digest) not in (0, 16) or (
+            request.owner and not PEER_ID.fullmatch(request.owner)):
+        raise IntakeRefused("request", f"kind {request.kind[:16]!r}, {len(request.digest)}-byte digest, "
+                                       f"owner {request.owner[:16]!r}")
     return request
 
 

@@ -41,6 +41,7 @@ class MemorySwarm:
 class MemoryTransport:
     def __init__(self, hub: MemorySwarm, name: str):
         self.hub, self.peer_id, self.own_subkey = hub, name, name.encode()
+        self.relay_owners: frozenset[str] | None = None  # (nothing is relayed in memory)
 
     @property
     def shard(self) -> int:

@@ -470,3 +470,21 @@ def test_the_floor_lifts_a_partners_right_work_but_not_made_up_work():
             partner.close()
     finally:
         victim.close()
+
+
+def test_a_peer_relays_only_for_owners_whose_live_announcement_names_it():
+    hub = MemorySwarm()
+    p = lone_peer(hub, "relay")
+    t = hub.transport("natted")
+    for kind in ("groups", "summaries"):
+        t.serve(kind, msgpack.packb([]))
+    refs = {kind: BundleRef(hub.served["natted"].latest(kind)[0], 1, 1) for kind in ("groups", "summaries")}
+    for name, relays in (("natted", ("relay",)), ("elsewhere", ("someone-else",))):
+        hub.transport(name).announce_async(encode_announcement(
+            Announcement(name, (), 0, hub.clock(), zoo_card(), relays=relays, **refs)), 60)
+    try:
+        assert p.exchange.transport.relay_owners is None  # nothing read yet: the transport's default
+        gather(p, budget=4, sender_cap=8)
+        assert p.exchange.transport.relay_owners == frozenset({"natted"})
+    finally:
+        p.close()
