@@ -9,8 +9,9 @@ has moved much: +0.23 to +0.34 and +0.22 to +0.25 at step 150 in the seven runs 
 the test stops since CI's time ran short, +0.17 / +0.20 and +0.21 / +0.21 in the two runs of 2026-12-02); the
 full-model tiny peer does not lose reward (+0.16 / +0.16 at step 100). Its rise is not reliable within a
 test's budget in a swarm: +0.05 to +0.23 at 150 steps in six runs, +0.04 in one at 250, while the groups it
-received scored 0.49-0.59 (measured before issue 12 lowered the zoo's learning rates). Whether a peer gains from the swarm is measured on held-out accuracy, with
-seeds and Alone runs, by bench/paper_tables.py (docs/RESULTS.md), not here.
+received scored 0.49-0.59 (measured before issue 12 lowered the zoo's learning rates). Whether a peer gains
+from the swarm is measured on held-out accuracy, with seeds and Alone runs, by bench/paper_tables.py
+(docs/RESULTS.md), not here.
 """
 import json
 import statistics
