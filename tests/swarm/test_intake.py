@@ -11,7 +11,7 @@ from node.config import SwarmConfig
 from node.process import rss_mb
 from node.swarm import dht as dht_module
 from node.swarm.dht import SwarmDHT, bundle_handler
-from node.swarm.intake import IntakeRefused, StreamLimits, frame, read_request
+from node.swarm.intake import IntakeRefused, StreamLimits, frame, parse_request, read_request
 from protocol import PROTOCOL_VERSION
 from protocol import swarm_pb2 as pb
 from protocol.codec import BundleAssembler, RecordError, bundle_chunks, pack_bundle
@@ -50,6 +50,20 @@ def test_a_request_is_read_under_its_limits():
     assert refusal(b"\x00\x00\x00", eof=False)[0] == "time"  # and one that stops sending is dropped
     assert refusal(frame(b"ok")[:-1], eof=False)[0] == "time"  # the body too
     assert refusal(b"\x01" + frame(b"error")[1:])[0] == "frame"  # not a message
+
+
+def test_a_request_names_only_what_a_pull_can_name():
+    def request(**fields) -> bytes:
+        return pb.BundleRequest(**{"version": PROTOCOL_VERSION, "kind": "groups", **fields}).SerializeToString()
+
+    owner = "QmNNwC7J513fsLNqpsWkFAeFVxe9oWrCZWvciWam8T6BhA"
+    for ok in (request(), request(digest=b"d" * 16), request(kind="summaries", owner=owner), request(version=99)):
+        assert parse_request(ok).SerializeToString() == ok  # (another version is answered "not served")
+    for bad in (request(kind="weights"), request(digest=b"d" * 15), request(owner="../../etc"),
+                request(owner="Qm" + "z" * 200), request(owner="Qm0OIl"), b"\xff\xff\xff"):
+        with pytest.raises(IntakeRefused) as err:
+            parse_request(bad)
+        assert err.value.reason == "request"
 
 
 def test_streams_are_bounded_per_peer_in_all_and_in_rate():
