@@ -78,7 +78,8 @@ MIXED_SCALE = {  # per set: settings that keep its cost within reach of a CPU (S
                 ("smollm2-135m/train.micro_batch_tokens", "1024")),  # its 49k-wide logits: ~10 GB a batch without
 }
 TOKENIZER_OF = {"tiny-add-bpe": "BPE, zoo, 160 tokens", "smollm2-135m": "BPE, SmolLM2, 49k"}  # others: char, zoo
-RUN_SECTIONS = ("verdict", "ftis", "ablation", "mix", "mixed")  # the in-process experiments (one JSON file each)
+EARLIER_SECTIONS = ("ftis", "ablation", "mix", "mixed")  # the earlier testbed (task arith)
+RUN_SECTIONS = ("verdict", *EARLIER_SECTIONS)  # the in-process experiments (one JSON file each)
 SECTION_TITLES = {"verdict": "0. Verdict (digits)", "ftis": "1. F-TIS table", "ablation": "2. Ablations",
                   "mix": "3. SAPO's mix", "sagc": "4. SAGC", "mixed": "5. Mixed tokenizers"}
 SWARM_VARIANTS = tuple(v for v in VARIANTS if v not in ("alone", "outcome"))  # (the F-TIS paper's variants)
@@ -1176,7 +1177,7 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
         f"{BASE['eval']['prompts']} prompts of each split at item indices training never draws; accuracy is greedy "
         "pass@1 (evaluated as the table above says). The paper's MATH-500 table has the same shape: "
         "Alone vs F-TIS for each peer of a pair (docs: ../shared ALGORITHMS.md, section 1).", ""]
-    earlier = ran & {"ftis", "ablation", "mix", "mixed"}
+    earlier = ran & set(EARLIER_SECTIONS)
     lines = [
         "# Results: does joining the swarm pay?", "",
         f"Every figure below comes from bench/paper_tables.py on {meta['machine']} (one core per experiment; "
