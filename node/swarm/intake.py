@@ -120,7 +120,9 @@ class StreamLimits:
     clock: Callable[[], float] = time.monotonic
     _buckets: collections.OrderedDict = field(default_factory=collections.OrderedDict)
     _open: int = 0
-    refused: collections.Counter = field(default_factory=collections.Counter)  # reason -> streams refused
+    # reason -> streams refused: `admit` counts its own (streams, rate); the handler that reads and serves the
+    # stream adds the rest (size, time, frame, request, relay-owner, serve-time, malformed)
+    refused: collections.Counter = field(default_factory=collections.Counter)
 
     def admit(self, peer: str) -> None:
         """Counts a new stream of `peer` in, or raises IntakeRefused (streams, rate); `release` it when done."""
