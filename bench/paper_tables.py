@@ -122,6 +122,7 @@ DIGITS_BASE = {  # SAGC on (the default policy): G from 4, 8, 12, 16 each step
     "eval": {"prompts": 256, "samples": 1},
 }
 EFFECT = 0.05  # the effect the verdict must be able to see (issue 22): power is printed for it
+SMOKE_CELLS = ("Alone", "Alone-2x", "F-TIS", "F-TIS-gated")  # the verdict's cells in smoke mode
 SMOKE_VARIANTS = ("alone", "nois", "f-tis")  # section 1 in smoke mode (CI's time; the other variants are the
 #                                             same loss code with other switches, tested in tests/rl)
 FINAL_POINTS = 3  # evaluations averaged into a run's final accuracy
@@ -282,12 +283,12 @@ def verdict_plan(seeds: int, steps: int, eval_every: int, pairs=tuple(VERDICT_PA
 def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tuple(PAIRS),
          variants=VARIANTS, mixed=("zoo",), verdict_pairs=tuple(VERDICT_PAIRS), smoke: bool = False,
          verdict_cells=VERDICT_LABELS) -> list[Run]:
-    """The experiments of the in-process sections; `smoke` keeps two ablations, two mixes and the verdict's cells
-    but F-TIS-gated's two parts alone (CI's time)."""
+    """The experiments of the in-process sections; `smoke` keeps two ablations, two mixes and the verdict's four
+    deciding cells (CI's time: the other cells are the same harness with other loss settings, tested in tests/rl)."""
     runs: list[Run] = []
     if "verdict" in sections:
-        if smoke:  # F-TIS-gated runs the code of both its parts
-            verdict_cells = tuple(c for c in verdict_cells if c not in ("F-TIS+baseline", "F-TIS+floor"))
+        if smoke:
+            verdict_cells = tuple(c for c in verdict_cells if c in SMOKE_CELLS)
         runs += verdict_plan(seeds, steps, eval_every, verdict_pairs, labels=verdict_cells)
     if "ftis" in sections:
         for seed in range(seeds):

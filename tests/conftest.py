@@ -6,9 +6,9 @@ import torch
 # first, so that a module's shared swarm starts once and no long file starts last. A file not listed costs little.
 FILE_SECONDS = {
     "tests/swarm/test_hostile_process.py": 300, "tests/generation/test_vllm_backend.py": 260,
-    "tests/test_swarm_loopback.py": 200, "tests/test_checkpoint.py": 220, "tests/test_paper_tables.py": 200,
-    "tests/swarm/test_hostile_swarm.py": 180, "tests/test_cli_network.py": 170, "tests/test_peer_learns.py": 170,
-    "tests/test_cli.py": 170, "tests/swarm/test_hostile_poison.py": 150, "tests/swarm/test_nat.py": 120,
+    "tests/test_swarm_loopback.py": 180, "tests/test_checkpoint.py": 220, "tests/test_paper_tables.py": 130,
+    "tests/swarm/test_hostile_swarm.py": 180, "tests/test_cli_network.py": 170, "tests/test_peer_learns.py": 150,
+    "tests/test_cli.py": 170, "tests/swarm/test_hostile_poison.py": 120, "tests/swarm/test_nat.py": 120,
     "tests/swarm/test_sybil.py": 90, "tests/swarm/test_intake.py": 60, "tests/models/test_real_model.py": 40,
 }
 

@@ -4,8 +4,9 @@ Measured against the run's own start and against the control from the same weigh
 figures of particular weights: any zoo the recipe builds (labels 30% right: the model's habit is the slip)
 starts with room to learn. Sampled reward, first 5 -> last 25 of 250 steps, full / LoRA: shipped zoo 0.42 ->
 0.64 / 0.36 -> 0.63, zoos rebuilt with seeds +100 0.42 -> 0.61 / 0.44 -> 0.62 and +200 0.55 -> 0.84 / 0.46 ->
-0.78; a step's mean over 256 completions moves by about 0.03 from noise alone. The shuffled control at step
-150 (last 25): 0.15, 0.06, 0.24, against 0.60, 0.56, 0.77 for the real run.
+0.78; a step's mean over 256 completions moves by about 0.03 from noise alone. The tests stop at 150 steps (CI's
+time): shipped zoo 0.418 -> 0.597 (full) and 0.363 -> 0.561 (LoRA) there, measured 2026-12-02; the full run on
+the three zoos reached 0.60, 0.56, 0.77 by then. The shuffled control at step 150 (last 25): 0.15, 0.06, 0.24.
 """
 import pytest
 
@@ -24,15 +25,18 @@ def mean(xs):
     return sum(xs) / len(xs)
 
 
+STEPS = 150
+
+
 @pytest.fixture(scope="module")
 def full_run():
-    return run(250)
+    return run(STEPS)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lora", [False, True], ids=["full", "lora"])
 def test_sampled_reward_rises(lora, full_run):
-    rewards = run(250, lora=True) if lora else full_run
+    rewards = run(STEPS, lora=True) if lora else full_run
     # the first steps sample 32 x 8 completions each from (nearly) the pre-trained policy
     first, last = mean(rewards[:5]), mean(rewards[-25:])
     assert last >= first + 0.1, (first, last)
@@ -42,6 +46,6 @@ def test_sampled_reward_rises(lora, full_run):
 def test_shuffled_rewards_do_not_rise(full_run):
     """Rewards permuted within each step (their link to the text cut): from the same weights and seed, the
     control ends far below the real run at the same step."""
-    rewards = run(150, shuffle=True)
-    control, real = mean(rewards[-25:]), mean(full_run[125:150])
+    rewards = run(STEPS, shuffle=True)
+    control, real = mean(rewards[-25:]), mean(full_run[-25:])
     assert control <= real - 0.2, (control, real)

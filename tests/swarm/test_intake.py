@@ -251,3 +251,35 @@ def test_announced_addresses_are_dialled_bound_to_the_announced_peer_and_not_onc
         assert node._may_dial((me, f"/ip4/10.0.0.9/tcp/80/p2p/{me}"))  # new addresses: dialled at once
     finally:
         node.shutdown()
+
+
+def test_a_stranger_cannot_store_faster_than_the_per_peer_rate():
+    """Issue 23 point 10: a DHT node's store handler answers a stranger beyond STORE_RATE / STORE_BURST
+    "not stored" before decoding anything; another peer's stores go on, and the wire is unchanged (the stranger
+    is a plain hivemind node calling DHTProtocol.rpc_store)."""
+    from hivemind.dht.routing import DHTID
+    from hivemind.p2p import PeerID
+
+    victim = SwarmDHT(SwarmConfig(name="t"), bundles=False)
+    stranger = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(victim.visible_maddrs())), bundles=False)
+    other = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(victim.visible_maddrs())), bundles=False)
+    key = DHTID.generate(source=b"not one of the swarm's keys")
+
+    def stores(node, n: int) -> list:
+        async def go():
+            peer = PeerID.from_base58(victim.peer_id)
+            return await asyncio.gather(*(node._node.protocol.call_store(
+                peer, [key], [b"x"], [time.time() + 60]) for _ in range(n)))
+        return node._call(go(), timeout=120)
+
+    try:
+        answers = stores(stranger, 200)
+        assert all(a == [False] for a in answers)  # (not our schema: refused either way)
+        limited = victim.stores.refused["rate"]
+        assert 200 - dht_module.STORE_BURST - 40 <= limited < 200  # the burst and what the rate refills passed
+        stores(other, 5)  # another peer is not limited by the stranger's rate
+        assert victim.stores.refused["rate"] == limited
+        assert victim.stores.open_streams() == 0
+    finally:
+        for node in (other, stranger, victim):
+            node.shutdown()
