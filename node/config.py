@@ -120,6 +120,10 @@ class LossConfig:
     #                             log-probs) reaches b is distrusted for good, its rows dropped from that step on;
     #                             an honest sender gets there once in e^b steps on average (0: off)
     sender_bet: float = 0.5  # lambda in (0, 1): each received completion's bet (1 - lambda) + lambda * r
+    harm_bound: float = 5.0  # a sender whose harm statistic (node/rl/alignment.py: how often its groups' gradient
+    #                          points against our own groups', as a sign test) reaches this is demoted for
+    #                          swarm.demote_steps; a sender neutral to us gets there once in ~e^5 steps (0: off)
+    harm_bet: float = 0.5  # lambda in (0, 1): each step's bet 1 + lambda * sign(-cosine)
 
     def __post_init__(self):
         _check(self.variant in VARIANTS, "loss.variant", f"must be one of {', '.join(VARIANTS)}", self.variant)
@@ -143,6 +147,8 @@ class LossConfig:
         _check(self.received_floor_div > 0, "loss.received_floor_div", "must be > 0", self.received_floor_div)
         _check(self.sender_bound >= 0, "loss.sender_bound", "must be >= 0 (0: off)", self.sender_bound)
         _check(0 < self.sender_bet < 1, "loss.sender_bet", "must be in (0, 1)", self.sender_bet)
+        _check(self.harm_bound >= 0, "loss.harm_bound", "must be >= 0 (0: off)", self.harm_bound)
+        _check(0 < self.harm_bet < 1, "loss.harm_bet", "must be in (0, 1)", self.harm_bet)
 
 
 @dataclass(frozen=True)
@@ -280,6 +286,8 @@ class SwarmConfig:
     max_receive_cpu: float = 2.0  # CPU seconds per step spent on received records (decode, rebuild, score)
     reannounce_every: float = 30.0  # seconds between re-announcements to the initial peers (a restarted
     #                                 bootstrap relearns the swarm); while alone, sooner, with back-off
+    demote_steps: int = 50  # steps a demoted sender is not pulled from (its groups pulled against our own:
+    #                         loss.harm_bound); then it is tried afresh, as a newcomer
 
     def __post_init__(self):
         _check(bool(self.name) and "/" not in self.name, "swarm.name", "must be non-empty without '/'", self.name)
@@ -304,6 +312,7 @@ class SwarmConfig:
         _check(self.max_bytes_per_step >= 1, "swarm.max_bytes_per_step", "must be >= 1", self.max_bytes_per_step)
         _check(self.max_receive_cpu > 0, "swarm.max_receive_cpu", "must be > 0", self.max_receive_cpu)
         _check(self.reannounce_every > 0, "swarm.reannounce_every", "must be > 0", self.reannounce_every)
+        _check(self.demote_steps >= 1, "swarm.demote_steps", "must be >= 1", self.demote_steps)
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,9 @@ class SwarmMetrics:
     pull_failures: int = 0  # pulls that found the sender gone or unreachable (backed off; not rejections)
     distrusted: int = 0  # senders distrusted after this step (their evidence reached loss.sender_bound)
     evidence: float = 0.0  # the largest evidence against one of this step's senders after it (honest: < 0 mostly)
+    demoted: int = 0  # senders demoted after this step (their harm reached loss.harm_bound: node/rl/alignment.py)
+    harm: float = 0.0  # the largest harm statistic of one of this step's senders after it
+    alignment: float = 0.0  # mean over this step's senders of the cosine of their head gradient with our own's
     received_reward: float = 0.0  # mean reward (our verifier) of the received completions used
 
 

@@ -106,6 +106,11 @@ class Peer:
             swarm_metrics.distrusted = self.exchange.observe_evidence(self.learner.evidence,
                                                                       self.cfg.loss.sender_bound)
             swarm_metrics.evidence = max(self.learner.evidence.values(), default=0.0)
+            swarm_metrics.demoted = self.exchange.observe_harm(self.learner.harm, self.learner.alignment,
+                                                               self.cfg.loss.harm_bound)
+            swarm_metrics.harm = max(self.learner.harm.values(), default=0.0)
+            swarm_metrics.alignment = (sum(self.learner.alignment.values()) / len(self.learner.alignment)
+                                       if self.learner.alignment else 0.0)
         self.backend.sync(self.loaded.model)  # the next step samples from the updated weights
         learn_seconds = time.perf_counter() - start
         group_metrics = self.policy.after_step(own_summaries, received.summaries, self.family)

@@ -38,6 +38,7 @@ class Group:
     #                                = greedy); None: GRPO's group-relative advantages
     sender: bytes | None = None  # a received group's sender (its announcement subkey); None for our own
     evidence: float = 0.0  # the sender's evidence statistic before this step (node/rl/evidence.py)
+    harm: float = 0.0  # the sender's harm statistic before this step (node/rl/alignment.py)
 
     @property
     def lengths(self) -> list[int]:

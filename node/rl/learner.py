@@ -19,18 +19,31 @@ from node.config import LossConfig, TrainConfig
 from node.generation.rollouts import Group
 from node.metrics import LossMetrics
 
+from .alignment import HeadGradients, harm_statistics
 from .batching import Batch, build_batch, micro_batches, mini_batches, senders_of, take_rows
 from .ftis import LossInputs, aggregate, ftis_objective, plan_loss, surrogate
 
 
-def sequence_logprobs(model, batch: Batch, temperature: float) -> torch.Tensor:
+def sequence_logprobs(model, batch: Batch, temperature: float, heads: HeadGradients | None = None) -> torch.Tensor:
     """[N, T] log pi_theta of each completion token, from the logits one position earlier.
 
     Logits are divided by the sampling temperature so that on-policy data has w = 1 (the behaviour
-    distribution is the tempered one)."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention).logits  # [N, L, V]
+    distribution is the tempered one). heads: collects each party's head gradient in the backward pass
+    (node/rl/alignment.py), from the head's input captured in this forward pass."""
+    hidden = []
+    hook = (model.get_output_embeddings().register_forward_hook(lambda _m, args, _out: hidden.append(args[0]))
+            if heads is not None else None)
+    try:
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention).logits  # [N, L, V]
+    finally:
+        if hook is not None:
+            hook.remove()
     before = (batch.positions - 1).clamp(min=0)  # [N, T] position whose logits predict each token
     picked = logits.gather(1, before[..., None].expand(-1, -1, logits.shape[-1]))  # [N, T, V]
+    if heads is not None and hidden:
+        h = hidden[0].gather(1, before[..., None].expand(-1, -1, hidden[0].shape[-1]))
+        own = torch.where(batch.own, heads.own, -1)  # received rows without a sender belong to no party
+        heads.watch(picked, h, torch.where(batch.sender >= 0, batch.sender, own))
     logp = torch.log_softmax(picked.float() / temperature, dim=-1)
     tokens = batch.input_ids.gather(1, batch.positions)  # [N, T]
     return logp.gather(2, tokens[..., None]).squeeze(-1)
@@ -51,6 +64,8 @@ class Learner:
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=lr, weight_decay=train.weight_decay)
         self.evidence: dict[bytes, float] = {}  # the last step's senders -> their evidence after it (evidence.py)
+        self.harm: dict[bytes, float] = {}  # the last step's senders -> their harm statistic after it (alignment.py)
+        self.alignment: dict[bytes, float] = {}  # the last step's senders -> cosine with our own head gradient
 
     def _autocast(self):
         if self.autocast == "bf16":
@@ -59,8 +74,9 @@ class Learner:
 
     def step(self, groups: list[Group]) -> LossMetrics:
         """Optimiser update(s) on own and received groups; returns the loss metrics and keeps the received
-        groups' senders' evidence after the step in `self.evidence`."""
-        self.evidence = {}
+        groups' senders' evidence, alignment and harm after the step in `self.evidence`, `self.alignment` and
+        `self.harm`."""
+        self.evidence, self.alignment, self.harm = {}, {}, {}
         batch = build_batch(groups, self.pad_id, self.loss_cfg.eps_std,
                             drop_zero_variance=self.loss_cfg.aggregation == "dapo")
         if batch is None:
@@ -68,24 +84,31 @@ class Learner:
         batch = batch.to(self.model.device)
         senders = senders_of(groups)
         prior = torch.tensor([g.evidence for g in senders], dtype=torch.float32, device=self.model.device)
+        heads = HeadGradients(len(senders)) if senders and self.loss_cfg.harm_bound else None
         widths = batch.attention.sum(dim=1).tolist()
         updates, pieces = mini_batches(len(widths), self.updates), micro_batches(widths, self.budget)
         self.model.train()
         try:
             if len(updates) == 1 and len(pieces) == 1:
-                metrics, evidence = self._whole(batch, prior)
+                metrics, evidence = self._whole(batch, prior, heads)
             else:
-                metrics, evidence = self._in_pieces(batch, prior, widths, pieces, updates)
+                metrics, evidence = self._in_pieces(batch, prior, widths, pieces, updates, heads)
         finally:
             self.model.eval()
         if evidence is not None:
             self.evidence = {g.sender: float(e) for g, e in zip(senders, evidence.tolist(), strict=True)}
+        if heads is not None:
+            cos = heads.cosines()
+            harm = harm_statistics(cos, torch.tensor([g.harm for g in senders]), self.loss_cfg.harm_bet)
+            self.alignment = {g.sender: float(c) for g, c in zip(senders, cos.tolist(), strict=True)}
+            self.harm = {g.sender: float(h) for g, h in zip(senders, harm.tolist(), strict=True)}
         return metrics
 
-    def _whole(self, batch: Batch, prior: torch.Tensor) -> tuple[LossMetrics, torch.Tensor | None]:
+    def _whole(self, batch: Batch, prior: torch.Tensor,
+               heads: HeadGradients | None) -> tuple[LossMetrics, torch.Tensor | None]:
         """One update in one forward pass."""
         with self._autocast():
-            logp = sequence_logprobs(self.model, batch, self.temperature)
+            logp = sequence_logprobs(self.model, batch, self.temperature, heads)
         inputs = LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=batch.logp_gen, mask=batch.mask,
                             advantages=batch.advantages, own=batch.own, group=batch.group, sequence=batch.sequence,
                             sender=batch.sender, prior=prior)
@@ -109,7 +132,7 @@ class Learner:
         return out
 
     def _in_pieces(self, batch: Batch, prior: torch.Tensor, widths: list[int], pieces: list[list[int]],
-                   updates: list[list[int]]) -> tuple[LossMetrics, torch.Tensor | None]:
+                   updates: list[list[int]], heads: HeadGradients | None) -> tuple[LossMetrics, torch.Tensor | None]:
         cfg = self.loss_cfg
         logp_old = self._logprobs_before(batch, pieces)
         plan = plan_loss(logp_old, batch.logp_gen, batch.mask, batch.advantages, batch.own, batch.group, cfg,
@@ -127,7 +150,7 @@ class Learner:
                 part = take_rows(batch, idx)
                 t = part.mask.shape[1]
                 with self._autocast():
-                    logp = sequence_logprobs(self.model, part, self.temperature)
+                    logp = sequence_logprobs(self.model, part, self.temperature, heads)
                 per_token, was_clipped = surrogate(logp, logp_old[idx, :t], plan.weight[idx, :t],
                                                    plan.advantages[idx], plan.mask[idx, :t], cfg)
                 loss = -aggregate(per_token, plan.mask[idx, :t], cfg, n_rows, n_tokens)

@@ -378,6 +378,19 @@ class GroupExchange:
                             "larger than any honest sampler's (evidence %.1f >= %g)", peer_id, value, bound)
         return newly
 
+    def observe_harm(self, harm: dict[bytes, float], alignment: dict[bytes, float], bound: float) -> int:
+        """Feeds the learner's harm statistics on this step's senders back (node/rl/alignment.py); returns how
+        many senders it has just demoted (each logged) for swarm.demote_steps."""
+        newly = 0
+        for sender, value in harm.items():
+            if self.senders.observe_harm(sender, value, bound, self.step, self.cfg.demote_steps):
+                newly += 1
+                peer_id = self.senders.known[sender].announcement.peer_id
+                log.info("demoting peer %s for %d steps: its groups keep pulling our model against our own groups "
+                         "(harm %.1f >= %g; alignment this step %+.2f)", peer_id, self.cfg.demote_steps, value,
+                         bound, alignment.get(sender, 0.0))
+        return newly
+
     def _announcements(self, result: GatherResult, wait: float) -> dict | None:
         """The announcements read this step (None: no read finished), waiting at most `wait` seconds: a read
         still running then is kept for the next step."""
@@ -544,7 +557,8 @@ class GroupExchange:
         outcome[sender][1] += informative
         if informative or not self.cfg.informative_only:
             state = self.senders.known.get(sender)
-            group.sender, group.evidence = sender, state.evidence if state is not None else 0.0
+            group.sender = sender
+            group.evidence, group.harm = (state.evidence, state.harm) if state is not None else (0.0, 0.0)
             result.groups.append(group)
             taken[sender] += len(group.completions)
         else:

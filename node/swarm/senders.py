@@ -18,7 +18,10 @@ carry the signature of the announcing identity, so only one of them can be its o
 Establishment can be lost. A sender whose records are all refused (they broke the protocol) is a newcomer
 again. A sender whose evidence (node/rl/evidence.py: its claimed log-probs tested against our own model, fed
 back by the learner each step) reaches loss.sender_bound is distrusted for good, with its peer id: never
-pulled again, whatever identity names that peer id (an honest sender gets there once in e^20 steps).
+pulled again, whatever identity names that peer id (an honest sender gets there once in e^20 steps). A sender
+whose harm statistic (node/rl/alignment.py: its groups' gradient keeps pointing against our own groups') reaches
+loss.harm_bound is demoted: its peer id is not pulled from for swarm.demote_steps steps, then it is tried
+afresh as a newcomer (what hurt us then may not later, and a peer neutral to us loses nothing that helped).
 """
 from __future__ import annotations
 
@@ -43,6 +46,7 @@ class SenderState:
     informative_pulls: int = 0  # pulls whose accepted groups included informative ones
     seen: float = 0.0  # our clock when we first read its newest announcement (what `swarm status` orders by)
     evidence: float = 0.0  # e-detector statistic against its claims (node/rl/evidence.py), fed by the learner
+    harm: float = 0.0  # harm statistic of its groups against ours (node/rl/alignment.py), fed by the learner
 
     @property
     def established(self) -> bool:
@@ -59,6 +63,7 @@ class Senders:
         self.capacity, self.rng = capacity, rng
         self.known: OrderedDict[bytes, SenderState] = OrderedDict()
         self.distrusted: OrderedDict[str, None] = OrderedDict()  # peer ids whose evidence reached the bound
+        self.demoted: dict[str, int] = {}  # peer id -> the step from which it may be pulled again
 
     def learn(self, subkey: bytes, announcement: Announcement, expires: float, seen: float = 0.0) -> None:
         """Remembers a sender's newest announcement (its health is kept across announcements), read at our
@@ -93,7 +98,8 @@ class Senders:
         busy_peers = {self.known[s].announcement.peer_id for s in busy if s in self.known}
         pool = [s for s in self.live(now) if s not in busy and self.known[s].retry_step <= step
                 and self.known[s].announcement.peer_id not in busy_peers
-                and self.known[s].announcement.peer_id not in self.distrusted]
+                and self.known[s].announcement.peer_id not in self.distrusted
+                and self.demoted.get(self.known[s].announcement.peer_id, 0) <= step]
         newcomers = [s for s in pool if not self.known[s].established]
         chosen = self._draw([s for s in pool if self.known[s].established], k - min(explore, len(newcomers)), set())
         taken = {self.known[s].announcement.peer_id for s in chosen}
@@ -138,6 +144,22 @@ class Senders:
         while len(self.distrusted) > 4 * self.capacity:
             self.distrusted.popitem(last=False)
         state.informative_pulls, state.score = 0, 0.0
+        return True
+
+    def observe_harm(self, subkey: bytes, harm: float, bound: float, step: int, rest: int) -> bool:
+        """Records a sender's harm statistic after step `step`; True when it has just reached `bound` (> 0): its
+        peer id is demoted until step + 1 + rest, and then starts afresh (harm 0, a newcomer)."""
+        state = self.known.get(subkey)
+        if state is None:
+            return False
+        peer_id = state.announcement.peer_id
+        if not bound or harm < bound or self.demoted.get(peer_id, 0) > step:
+            state.harm = harm
+            return False
+        for peer in [p for p, until in self.demoted.items() if until <= step]:
+            del self.demoted[peer]  # (bounded: only peers demoted in the last `rest` steps are kept)
+        self.demoted[peer_id] = step + 1 + rest
+        state.harm, state.informative_pulls = 0.0, 0
         return True
 
     def succeeded(self, subkey: bytes, informative_share: float) -> None:

@@ -115,3 +115,21 @@ def test_establishment_is_lost_to_refused_records_and_for_good_to_evidence():
         chosen = senders.choose(now=0.0, step=step, k=3, busy=set(), explore=3)
         assert chosen == [b"a"]
     assert not senders.observe(b"unknown", 50.0, bound=20.0)
+
+
+def test_a_harmful_sender_is_demoted_for_a_while_then_tried_afresh():
+    senders = Senders(capacity=10, rng=random.Random(0))
+    for name, peer in (("a", "A"), ("b", "B"), ("b2", "B")):  # b2: a second identity naming b's peer id
+        senders.learn(name.encode(), announcement(name, peer_id=peer), expires=1000.0)
+        senders.known[name.encode()].informative_pulls = ESTABLISHED_AFTER
+    assert not senders.observe_harm(b"b", 4.9, bound=5.0, step=10, rest=50) and senders.known[b"b"].harm == 4.9
+    assert not senders.observe_harm(b"b", 9.0, bound=0.0, step=10, rest=50)  # bound 0: the detector is off
+    assert senders.observe_harm(b"b", 5.0, bound=5.0, step=11, rest=50)  # demoted: starts afresh, a newcomer
+    assert senders.known[b"b"].harm == 0.0 and senders.is_newcomer(b"b") and senders.demoted == {"B": 62}
+    assert not senders.observe_harm(b"b2", 7.0, bound=5.0, step=12, rest=50)  # already demoted: told once
+    for step in range(12, 62):  # neither identity of peer B is pulled while it is demoted
+        assert senders.choose(now=0.0, step=step, k=3, busy=set(), explore=3) == [b"a"]
+    chosen = set(senders.choose(now=0.0, step=62, k=3, busy=set(), explore=3))  # back, under one identity
+    assert b"a" in chosen and len(chosen & {b"b", b"b2"}) == 1
+    assert senders.observe_harm(b"b", 6.0, bound=5.0, step=80, rest=50) and senders.demoted == {"B": 131}
+    assert not senders.observe_harm(b"unknown", 50.0, bound=5.0, step=80, rest=50)

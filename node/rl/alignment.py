@@ -1,0 +1,112 @@
+"""Whom our own groups disagree with: each sender's pull on the model against our own, and a harm detector.
+
+The e-detector of node/rl/evidence.py catches senders whose claims are false. An honest sender can still hurt
+us: its groups are real samples of its model, scored by our verifier, and yet what they teach pulls our
+model away from what our own on-policy groups teach (another model family's phrasing re-tokenized into ours,
+a skill that interferes with ours). Our own groups are the one source we trust, so they are the reference
+(as a server's small clean data set is in FLTrust, Cao et al., NDSS 2021): each step, the gradient that a
+sender's rows give is compared with the gradient that our own rows give.
+
+Measured cheaply, at the output head: the loss's gradient with respect to the head's weight is
+sum over tokens of h_t (x) dL/dz_t, with h_t the head's input (the last hidden state) and dL/dz_t the gradient
+of the loss with respect to the token's logits, both of which the step's one forward and backward pass
+compute anyway (a LoRA peer's head is frozen; its head gradient is still the direction the loss pushes the
+logits in, seen through the same features). Wide vocabularies are count-sketched to SKETCH columns (a fixed
+random bucket and sign per token id: inner products are kept in expectation), so a sender's gradient is a
+[hidden x SKETCH] matrix whatever the model.
+
+The decision is a sign test, bet on step by step like the e-detector. With c_t the cosine between a sender's
+and our own head gradients at step t, the bet 1 + lambda * sign(-c_t) has expectation at most 1 whenever the
+sender's groups pull against ours no more often than with them (P(c_t < 0) <= 1/2), so its running product
+is an e-process against "this sender does not hurt us". Each sender's statistic is a CUSUM of its logarithms,
+
+    H_t = max(H_{t-1}, 0) + log(1 + lambda * sign(-c_t)),
+
+which forgets a helpful past; a sender whose H reaches `loss.harm_bound` is demoted (not pulled from for
+`swarm.demote_steps` steps, then tried afresh). Steps where either gradient is zero (no own row with an
+advantage, all of the sender's rows refused) bet nothing. A sender neutral to us (P = 1/2) reaches b = 5 once
+in about e^5 ~ 150 steps and loses only groups that did not help; one whose groups pull against ours on 80%
+of steps is demoted after about 27 steps, 90%: 17, always: 13.
+"""
+from __future__ import annotations
+
+import torch
+
+SKETCH = 4096  # head-gradient columns kept for vocabularies wider than this (count sketch)
+_SKETCH_SEED = 0x5EED  # the sketch is a fixed function of the vocabulary size (not the run's random state)
+
+
+def sketch_columns(vocab: int, width: int = SKETCH) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(bucket [V] long, sign [V] float) of the count sketch of a V-wide vocabulary, or None when V <= width
+    (kept whole)."""
+    if vocab <= width:
+        return None
+    gen = torch.Generator().manual_seed(_SKETCH_SEED + vocab)
+    bucket = torch.randint(0, width, (vocab,), generator=gen)
+    sign = torch.randint(0, 2, (vocab,), generator=gen).float() * 2 - 1
+    return bucket, sign
+
+
+def head_gradient(hidden: torch.Tensor, dlogits: torch.Tensor,
+                  sketch: tuple[torch.Tensor, torch.Tensor] | None) -> torch.Tensor:
+    """[d, k] sum over tokens of hidden_t (x) sketch(dlogits_t). hidden: [n, d], dlogits: [n, V]."""
+    dlogits = dlogits.float()
+    if sketch is not None:
+        bucket, sign = (t.to(dlogits.device) for t in sketch)
+        dlogits = torch.zeros(dlogits.shape[0], SKETCH, device=dlogits.device).index_add_(1, bucket, dlogits * sign)
+    return hidden.float().T @ dlogits
+
+
+def cosines(grads: dict[int, torch.Tensor], reference: int, n_senders: int) -> torch.Tensor:
+    """[S] cosine between each sender's head gradient and the reference's (ours); 0 where either is missing
+    or zero."""
+    out = torch.zeros(n_senders)
+    ref = grads.get(reference)
+    if ref is None or not bool(ref.any()):
+        return out
+    ref_norm = ref.norm()
+    for s in range(n_senders):
+        g = grads.get(s)
+        if g is not None and bool(g.any()):
+            out[s] = float((g * ref).sum() / (g.norm() * ref_norm))
+    return out
+
+
+def harm_statistics(cos: torch.Tensor, prior: torch.Tensor, bet: float) -> torch.Tensor:
+    """[S] each sender's harm CUSUM after this step: max(prior, 0) + log(1 + bet * sign(-cos))."""
+    return prior.clamp(min=0) + torch.log1p(bet * torch.sign(-cos))
+
+
+class HeadGradients:
+    """Collects the head gradient of each party of a step (sender indices 0..S-1, our own rows as S) over the
+    step's micro-batches: `watch` is called with each micro-batch's logits before its backward pass."""
+
+    def __init__(self, n_senders: int):
+        self.own = n_senders
+        self.grads: dict[int, torch.Tensor] = {}
+        self._sketch: dict[int, tuple[torch.Tensor, torch.Tensor] | None] = {}
+
+    def watch(self, picked: torch.Tensor, hidden: torch.Tensor, party: torch.Tensor) -> None:
+        """picked: [n, T, V] logits that the loss reads (requires grad); hidden: [n, T, d] the head's input
+        at the same positions; party: [n] each row's party (-1: none). Adds to the parties' gradients in backward."""
+        if not picked.requires_grad:
+            return
+        hidden, party = hidden.detach(), party.to(picked.device)
+        vocab = picked.shape[-1]
+        if vocab not in self._sketch:
+            self._sketch[vocab] = sketch_columns(vocab)
+        sketch = self._sketch[vocab]
+
+        def collect(grad: torch.Tensor) -> None:
+            for p in party.unique().tolist():
+                if p < 0:
+                    continue
+                rows = party == p
+                g = head_gradient(hidden[rows].reshape(-1, hidden.shape[-1]), grad[rows].reshape(-1, vocab), sketch)
+                self.grads[p] = g if p not in self.grads else self.grads[p] + g
+
+        picked.register_hook(collect)
+
+    def cosines(self) -> torch.Tensor:
+        """[S] each sender's cosine with our own rows' head gradient over the step."""
+        return cosines(self.grads, self.own, self.own)

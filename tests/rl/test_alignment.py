@@ -1,0 +1,117 @@
+"""The harm detector: head gradients per party, their cosines, the sign test, and the learner feeding them."""
+import copy
+import math
+
+import pytest
+import torch
+
+from node.config import LossConfig, ModelConfig, TrainConfig
+from node.generation.rollouts import Completion, Group
+from node.models.loading import wrap_lora
+from node.rl.alignment import cosines, harm_statistics, head_gradient, sketch_columns
+from node.rl.learner import Learner
+from node.tasks import get_task
+
+
+def test_the_head_gradient_is_the_loss_gradient_of_the_head_weight():
+    torch.manual_seed(0)
+    head = torch.nn.Linear(5, 7, bias=False)
+    hidden = torch.randn(6, 5)
+    target = torch.randint(0, 7, (6,))
+    logits = head(hidden)
+    logits.retain_grad()
+    torch.nn.functional.cross_entropy(logits, target, reduction="sum").backward()
+    ours = head_gradient(hidden, logits.grad, sketch=None)  # [d, V]
+    assert torch.allclose(ours.T, head.weight.grad, atol=1e-6)
+
+
+def test_a_wide_vocabulary_is_sketched_and_keeps_cosines():
+    assert sketch_columns(4096) is None  # kept whole up to the sketch's width
+    bucket, sign = sketch_columns(50_000)
+    assert bucket.shape == (50_000,) and int(bucket.max()) < 4096 and set(sign.unique().tolist()) == {-1.0, 1.0}
+    assert torch.equal(sketch_columns(50_000)[0], bucket)  # a fixed function of the width
+    gen = torch.Generator().manual_seed(1)
+    hidden = torch.randn(40, 8, generator=gen)
+    a = torch.randn(40, 50_000, generator=gen)
+    b = 0.6 * a + 0.8 * torch.randn(40, 50_000, generator=gen)
+    whole = cosines({0: head_gradient(hidden, a, None), 1: head_gradient(hidden, b, None)}, 1, 1)
+    sketched = cosines({0: head_gradient(hidden, a, (bucket, sign)), 1: head_gradient(hidden, b, (bucket, sign))},
+                       1, 1)
+    assert abs(float(whole[0]) - float(sketched[0])) < 0.05
+
+
+def test_cosines_are_zero_without_a_gradient_on_either_side():
+    g = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    cos = cosines({0: g, 1: -g, 3: torch.zeros(2, 2), 4: g}, reference=4, n_senders=4)
+    assert cos.tolist() == pytest.approx([1.0, -1.0, 0.0, 0.0])  # sender 2: no rows; sender 3: all refused
+    assert cosines({0: g}, reference=4, n_senders=2).tolist() == [0.0, 0.0]  # no own gradient: no bet
+
+
+def test_the_harm_statistic_bets_on_the_sign_and_forgets_a_helpful_past():
+    cos = torch.tensor([-0.3, 0.2, 0.0, -1e-4])
+    prior = torch.tensor([1.0, -2.0, 3.0, -5.0])
+    out = harm_statistics(cos, prior, bet=0.5)
+    assert out.tolist() == pytest.approx([1 + math.log(1.5), math.log(0.5), 3.0, math.log(1.5)])
+    h, steps = torch.zeros(1), 0
+    while float(h) < 5.0 and steps < 100:  # always against us: 13 steps to b = 5
+        h, steps = harm_statistics(torch.tensor([-0.1]), h, 0.5), steps + 1
+    assert steps == 13
+
+
+def test_a_neutral_sender_rarely_reaches_the_bound():
+    gen = torch.Generator().manual_seed(0)
+    h, crossings = torch.zeros(200), torch.zeros(200)
+    for _ in range(100):  # 200 neutral senders (P(against) = 1/2) for 100 steps each
+        h = harm_statistics(torch.rand(200, generator=gen) - 0.5, h, 0.5)
+        crossings += h >= 5.0
+        h = torch.where(h >= 5.0, torch.zeros_like(h), h)
+    assert float(crossings.sum()) / 200 < 1.0  # fewer than one false demotion per sender in 100 steps
+
+
+def groups(tok, flip: bool, sender: bytes | None):
+    """One group on an addition problem, right and wrong answers; flip: the same completions scored the other
+    way round (what they teach points against the unflipped group's)."""
+    item = get_task("arith-add").item("train", 0)
+    prompt = tok(item.prompt).input_ids
+    right = tok(item.answer).input_ids + [tok.eos_token_id]
+    wrong = tok(str(int(item.answer) + 1)).input_ids + [tok.eos_token_id]
+    r = [0.0, 1.0] if flip else [1.0, 0.0]
+    comps = [Completion(right, [-1.0] * len(right), "stop", item.answer, r[0]),
+             Completion(wrong, [-1.0] * len(wrong), "stop", "", r[1])]
+    return Group(item, prompt, comps, own=sender is None, sender=sender)
+
+
+@pytest.mark.parametrize("lora", [False, True])
+@pytest.mark.parametrize("budget", [0, 16])  # one forward pass, and micro-batches
+def test_the_learner_measures_each_senders_pull_against_our_own(tiny, lora, budget):
+    model = copy.deepcopy(tiny[0])
+    if lora:
+        model = wrap_lora(model, ModelConfig(lora=True), seed=0)
+    tok = tiny[1]
+    learner = Learner(model, tok.pad_token_id, TrainConfig(micro_batch_tokens=budget), LossConfig(variant="nois"),
+                      temperature=1.0, lr=1e-3)
+    batch = [groups(tok, False, None), groups(tok, False, b"with"), groups(tok, True, b"against")]
+    batch[2].harm = 4.8  # close to the bound already
+    learner.step(batch)
+    assert learner.alignment[b"with"] == pytest.approx(1.0, abs=1e-4)
+    assert learner.alignment[b"against"] == pytest.approx(-1.0, abs=1e-4)
+    assert learner.harm == pytest.approx({b"with": math.log(0.5), b"against": 4.8 + math.log(1.5)})
+
+
+def test_the_detector_off_measures_nothing(tiny):
+    model = copy.deepcopy(tiny[0])
+    learner = Learner(model, tiny[1].pad_token_id, TrainConfig(), LossConfig(variant="nois", harm_bound=0.0),
+                      temperature=1.0, lr=1e-3)
+    learner.step([groups(tiny[1], False, None), groups(tiny[1], True, b"against")])
+    assert learner.harm == {} and learner.alignment == {}
+
+
+def test_measuring_changes_nothing_the_step_computes(tiny):
+    batch = [groups(tiny[1], False, None), groups(tiny[1], True, b"against")]
+    after = []
+    for bound in (5.0, 0.0):
+        model = copy.deepcopy(tiny[0])
+        Learner(model, tiny[1].pad_token_id, TrainConfig(), LossConfig(variant="nois", harm_bound=bound),
+                temperature=1.0, lr=1e-3).step(batch)
+        after.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
+    assert torch.equal(after[0], after[1])
