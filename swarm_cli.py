@@ -285,6 +285,9 @@ def cmd_status(args) -> int:
     lines.append(f"peers {reply.peers}, groups out {reply.groups_out}, in {reply.groups_in}, "
                  f"rejected: {rejected}" + (f", {reply.groups_per_minute:.0f} groups/min"
                                             if reply.role == "bootstrap" else ""))
+    if reply.distrusted or reply.demoted:
+        lines.append(f"senders distrusted for good {reply.distrusted} (false log-probs), demoted {reply.demoted} "
+                     "(their groups pulled against ours)")
     if reply.accuracy:
         from node.report import accuracy_change
 

@@ -1268,7 +1268,8 @@ def main(argv=None) -> int:
     if any(c not in VERDICT_LABELS for c in cells):
         parser.error(f"--verdict-cells {args.verdict_cells}: each must be one of {', '.join(VERDICT_LABELS)}")
     runs = plan(args.seeds, args.steps, args.eval_every, sections, tuple(args.pairs.split(",")),
-                tuple(args.variants.split(",")), mixed, tuple(args.verdict_pairs.split(",")), args.smoke, cells, policies)
+                tuple(args.variants.split(",")), mixed, tuple(args.verdict_pairs.split(",")), args.smoke, cells,
+                policies)
     commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
                             text=True, cwd=ROOT).stdout.strip() or "unknown"
     command = "python bench/paper_tables.py" + "".join(f" {a}" for a in (argv if argv is not None else sys.argv[1:]))

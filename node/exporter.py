@@ -40,6 +40,9 @@ class MetricsExporter:
         self.received = counter("groups_received", "received groups decoded for the first time")
         self.used = counter("groups_used", "received groups trained on")
         self.rejected = counter("groups_rejected", "received records rejected", ("reason",))
+        self.distrusted = counter("senders_distrusted", "senders distrusted for good (their claimed log-probs)")
+        self.demoted = counter("senders_demoted", "senders demoted (their groups pulled against our own)")
+        self.alignment = gauge("alignment", "mean cosine of the last step's senders' head gradients with our own's")
         self.bytes_in = counter("bytes_in", "received bytes")
         self.bytes_out = counter("bytes_out", "published bytes")
         self.server, self.thread = start_http_server(port, addr=host, registry=registry)
@@ -63,6 +66,9 @@ class MetricsExporter:
         self.used.inc(s.groups_used)
         for reason, count in s.rejected.items():
             self.rejected.labels(reason).inc(count)
+        self.distrusted.inc(s.distrusted)
+        self.demoted.inc(s.demoted)
+        self.alignment.set(s.alignment)
         self.bytes_in.inc(s.bytes_in)
         self.bytes_out.inc(s.bytes_out)
 

@@ -27,8 +27,9 @@ def format_step(result: StepResult, total: int, elapsed: float, recent: list[flo
     avg = sum(recent) / len(recent) if recent else 0.0
     step = f"{result.step + 1:>4}/{total}" if total else f"{result.step + 1:>6}"
     s = result.swarm
+    trust = "".join(f"{name} {n} " for name, n in (("distrusted", s.distrusted), ("demoted", s.demoted)) if n)
     shared = (f"peers {s.peers} out {s.published} in {s.groups_received} used {s.groups_used} "
-              f"rej {sum(s.rejected.values())}  " if s.polls or s.published else "")
+              f"rej {sum(s.rejected.values())} {trust} " if s.polls or s.published else "")
     return (f"step {step}  reward {result.reward:.3f} (avg{len(recent):>3} {avg:.3f})  "
             f"G {result.group_size:>2} strag {result.group.straggler_rate:.2f} lam {result.group.lam:.2f}  "
             f"{shared}|grad| {result.loss.grad_norm:.3f}  w {result.loss.mean_weight:.3f}  "
@@ -38,8 +39,9 @@ def format_step(result: StepResult, total: int, elapsed: float, recent: list[flo
 PROGRESS_COLUMNS = """progress columns: step (of total), sampled reward of own completions (and its recent average),
 G (group size) strag (share of own groups that straggled) lam (SAGC's lambda); in a swarm: peers (other peers
 seen at the last poll), out (own groups published), in (received groups decoded), used (received groups
-trained on), rej (received records rejected); |grad| (gradient norm before clipping), w (mean importance
-weight), gen / learn (seconds generating / learning), elapsed seconds"""
+trained on), rej (received records rejected), and, on a step that had any, distrusted (senders distrusted for
+good: false log-probs) and demoted (senders whose groups pulled against ours); |grad| (gradient norm before
+clipping), w (mean importance weight), gen / learn (seconds generating / learning), elapsed seconds"""
 
 
 class Progress:
@@ -108,7 +110,8 @@ class RunLog:
         self.learn: collections.deque[float] = collections.deque(maxlen=window)
         self.eval_before: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
-        self.swarm = {"out": 0, "in": 0, "used": 0, "uninformative": 0, "peers_max": 0, "peers_last": 0}
+        self.swarm = {"out": 0, "in": 0, "used": 0, "uninformative": 0, "peers_max": 0, "peers_last": 0,
+                      "distrusted": 0, "demoted": 0}
         self.rejected: collections.Counter = collections.Counter()
         self.curve: list[float] = []  # mean reward of each bucket of `bucket` steps
         self.bucket, self.partial = 1, []
@@ -128,7 +131,7 @@ class RunLog:
         self.last_eval = dict(r.eval) or self.last_eval
         s = r.swarm
         for key, value in (("out", s.published), ("in", s.groups_received), ("used", s.groups_used),
-                           ("uninformative", s.uninformative)):
+                           ("uninformative", s.uninformative), ("distrusted", s.distrusted), ("demoted", s.demoted)):
             self.swarm[key] += value
         self.swarm["peers_max"] = max(self.swarm["peers_max"], s.peers)
         self.swarm["peers_last"] = s.peers
@@ -217,7 +220,9 @@ def summary(log: RunLog, wall: float, total: int = 0) -> str:
         rows += [("peers seen", f"at most {sw['peers_max']} at once, {sw['peers_last']} at the last step"),
                  ("groups", f"sent {sw['out']}, received {sw['in']}, trained on {sw['used']}, "
                             f"uninformative {sw['uninformative']}"),
-                 ("records rejected", rejected)]
+                 ("records rejected", rejected),
+                 ("senders", f"distrusted for good {sw['distrusted']} (false log-probs), demoted {sw['demoted']} "
+                             "(groups that pulled against ours)")]
     if log.last_eval:
         rows.append(("held-out accuracy", accuracy_change(log.eval_before, log.last_eval)))
     width = max(len(k) for k, _ in rows)

@@ -14,7 +14,9 @@ def test_progress_line_of_an_unbounded_run_and_of_a_sharing_peer():
     assert "peers" not in alone
     shared = format_step(result(4, peers=3, polls=1, published=4, groups_received=16, groups_used=12,
                                 rejected={"replay": 2, "logprob": 1}), 10, 1.0, [0.5])
-    assert "peers 3 out 4 in 16 used 12 rej 3" in shared
+    assert "peers 3 out 4 in 16 used 12 rej 3 " in shared and "distrusted" not in shared
+    warned = format_step(result(4, peers=3, polls=1, distrusted=1, demoted=2), 10, 1.0, [0.5])
+    assert "rej 0 distrusted 1 demoted 2 " in warned
 
 
 def test_presence_says_alone_once_and_rejoined_once():
@@ -57,9 +59,10 @@ def test_run_log_state_continues_the_curve_after_a_resume():
 def test_summary_of_a_sharing_peer_counts_groups_and_rejections():
     log = RunLog(total=2)
     log.add(result(0, peers=2, polls=1, published=4, groups_received=8, groups_used=6, rejected={"replay": 1}))
-    log.add(result(1, peers=1, polls=1, published=4, groups_received=4, groups_used=4))
+    log.add(result(1, peers=1, polls=1, published=4, groups_received=4, groups_used=4, distrusted=1, demoted=2))
     text = summary(log, 1.0, 2)
     assert "at most 2 at once, 1 at the last step" in text
+    assert "distrusted for good 1 (false log-probs), demoted 2" in text
     assert "sent 8, received 12, trained on 10, uninformative 0" in text and "replay 1" in text
 
 
@@ -76,7 +79,7 @@ def test_prometheus_endpoint_counts_by_reason():
         first.eval = {"train/greedy": 0.5, "test/sampled": 0.125}
         exporter.update(first)
         exporter.update(result(1, 0.75, peers=1, polls=1, published=4, groups_received=2, bytes_in=10,
-                               rejected={"replay": 1}))
+                               rejected={"replay": 1}, distrusted=1, demoted=1, alignment=-0.25))
         got = scrape(exporter.port)
     finally:
         exporter.close()
@@ -89,6 +92,8 @@ def test_prometheus_endpoint_counts_by_reason():
     assert got["swarm_accuracy,kind=greedy,split=train"] == 0.5
     assert got["swarm_accuracy,kind=sampled,split=test"] == 0.125
     assert got["swarm_group_size"] == 8 and got["swarm_peer_info,model=tiny-add,swarm=s"] == 1
+    assert (got["swarm_senders_distrusted_total"], got["swarm_senders_demoted_total"]) == (1, 1)
+    assert got["swarm_alignment"] == -0.25
 
 
 def test_swarm_local_compares_its_auc_with_the_alone_reference_of_the_same_settings(tmp_path, monkeypatch):

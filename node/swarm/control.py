@@ -47,6 +47,8 @@ class NodeStatus:
     accuracy: dict[str, float] = field(default_factory=dict)  # latest held-out pass@1 (node/evaluation.py)
     accuracy_step: int = 0
     peer_list: list[dict] = field(default_factory=list)  # control_pb2.PeerInfo fields, the latest read first
+    distrusted: int = 0  # senders distrusted for good (node/rl/evidence.py)
+    demoted: int = 0  # senders demoted so far (node/rl/alignment.py)
     started: float = field(default_factory=time.monotonic)
 
     def to_reply(self) -> control_pb2.StatusReply:
@@ -55,7 +57,8 @@ class NodeStatus:
             group_size=self.group_size, reward=self.reward, peers=self.peers, groups_out=self.groups_out,
             groups_in=self.groups_in, rejected=self.rejected, uptime=time.monotonic() - self.started,
             groups_per_minute=self.groups_per_minute, accuracy=self.accuracy, accuracy_step=self.accuracy_step,
-            peer_list=[control_pb2.PeerInfo(**p) for p in self.peer_list[:MAX_LISTED]], **{"lambda": self.lam})
+            peer_list=[control_pb2.PeerInfo(**p) for p in self.peer_list[:MAX_LISTED]], distrusted=self.distrusted,
+            demoted=self.demoted, **{"lambda": self.lam})
 
 
 class _Control(control_pb2_grpc.ControlServicer):
