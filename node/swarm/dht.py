@@ -25,6 +25,7 @@ routing table then), so the swarm heals after any single process restarts.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import functools
 import logging
@@ -65,6 +66,9 @@ RELAY_STREAMS = 8  # pulls a reachable peer relays at once to peers behind NAT (
 RELAY_BYTES = 4 << 20  # bytes one relayed pull may carry (a receiver's own limit is lower)
 RELAY_TIMEOUT = 30.0  # seconds one relayed pull may take, as a whole (an owner that accepts and never answers too)
 RELAY_PER_REQUESTER = 2  # relay slots one requester may hold at once (a client-mode peer names two relays)
+RELAY_PER_OWNER = 2  # relay slots the pulls of one owner may hold at once (an owner that never answers cannot
+#                      fill the relay, whoever asks for it)
+RELAY_FIRST_CHUNK = 5.0  # seconds an owner has to start answering a relayed pull (honest owners: milliseconds)
 STORE_RATE, STORE_BURST = 10.0, 30.0  # DHT store requests a remote peer may make a second, and at once (an
 #                                       honest peer stores its announcement to a few nodes once a step)
 MAX_REQUEST_BYTES = 512  # a BundleRequest: version, kind, 16-byte digest, a peer id (~60 bytes in practice)
@@ -265,7 +269,8 @@ class SwarmDHT:
         self._thread.start()
         self._served = ServedBundles(sign=signing_key.sign)  # bundles signed with our announcement's key
         self._relays = asyncio.Semaphore(RELAY_STREAMS)
-        self._relaying: dict[str, int] = {}  # requester -> relay slots it holds now
+        self._relaying: collections.Counter = collections.Counter()  # requester -> relay slots it holds now
+        self._relayed: collections.Counter = collections.Counter()  # owner -> relay slots its pulls hold now
         self._dialled: dict[tuple, float] = {}  # (peer id, addresses) -> when we last dialled them
         self.intake = StreamLimits()  # open streams and request rate per remote peer (node/swarm/intake.py)
         self.stores = StreamLimits(per_peer=1 << 30, total=1 << 30, rate=STORE_RATE, burst=STORE_BURST)  # DHT
@@ -498,22 +503,25 @@ class SwarmDHT:
 
     async def _relay(self, request, requester: str = ""):
         """Passes a pull on to `request.owner`, a peer that cannot accept connections but opened one to us
-        (libp2p streams go both ways on it); at most RELAY_STREAMS at once and RELAY_PER_REQUESTER for one
-        requester, RELAY_BYTES and RELAY_TIMEOUT each, the time counted whether chunks come or not. We check
+        (libp2p streams go both ways on it); at most RELAY_STREAMS at once, RELAY_PER_REQUESTER for one
+        requester and RELAY_PER_OWNER for one owner; RELAY_BYTES and RELAY_TIMEOUT each, the time counted whether
+        chunks come or not, and RELAY_FIRST_CHUNK for the owner to start answering. We check
         nothing: the receiver checks the owner's signature and the digest, so we cannot alter it. With
         `relay_owners` set (a peer's exchange sets it each step), only for owners whose live announcement names
         us as their relay."""
         from hivemind.p2p import PeerID
 
-        held = self._relaying.get(requester, 0)
-        if self.relay_owners is not None and request.owner not in self.relay_owners:
+        owner = request.owner
+        if self.relay_owners is not None and owner not in self.relay_owners:
             self.intake.refused["relay-owner"] += 1  # not an owner whose live announcement names us
             yield NOT_SERVED
             return
-        if self.settings.client_mode or self._relays.locked() or held >= RELAY_PER_REQUESTER:
+        if (self.settings.client_mode or self._relays.locked() or self._relaying[requester] >= RELAY_PER_REQUESTER
+                or self._relayed[owner] >= RELAY_PER_OWNER):
             yield NOT_SERVED
             return
-        self._relaying[requester] = held + 1
+        self._relaying[requester] += 1
+        self._relayed[owner] += 1
         try:
             async with self._relays:
                 deadline = time.monotonic() + RELAY_TIMEOUT
@@ -526,14 +534,15 @@ class SwarmDHT:
                     log.debug("relaying to %s: %s", request.owner, first_line(err))
                     yield NOT_SERVED
                     return
-                sent = 0
+                sent, first = 0, True
                 try:
                     while (left := deadline - time.monotonic()) > 0:
                         try:
-                            chunk = await asyncio.wait_for(anext(stream), left)
+                            chunk = await asyncio.wait_for(anext(stream), min(left, RELAY_FIRST_CHUNK) if first
+                                                           else left)
                         except (StopAsyncIteration, TimeoutError):
                             break
-                        sent += len(chunk.data)
+                        sent, first = sent + len(chunk.data), False
                         if sent > RELAY_BYTES:
                             break
                         yield chunk
@@ -541,8 +550,9 @@ class SwarmDHT:
                     await stream.aclose()
         finally:
             self._relaying[requester] -= 1
-            if not self._relaying[requester]:
-                del self._relaying[requester]
+            self._relayed[owner] -= 1
+            self._relaying += collections.Counter()  # (drops the zero counts: the maps hold only pulls in flight)
+            self._relayed += collections.Counter()
 
     def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float,
                    maddrs: tuple[str, ...] = (), signer: bytes = b"", via: str = ""):

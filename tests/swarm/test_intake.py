@@ -172,13 +172,18 @@ def test_a_stranger_cannot_make_the_pull_handler_buffer_or_hold_streams(victim_a
 def test_a_relayed_pull_to_an_owner_that_never_answers_ends_and_frees_its_slot(monkeypatch):
     """An owner that accepts the relayed stream and never answers (issue 23 point 2) held a relay slot for
     ever; now each relayed pull ends within RELAY_TIMEOUT, chunks or not, one requester holds at most
-    RELAY_PER_REQUESTER slots, and a relay relays only for owners that name it (relay_owners)."""
+    RELAY_PER_REQUESTER slots and one owner's pulls RELAY_PER_OWNER, and a relay relays only for owners that
+    name it (relay_owners)."""
     import time
 
     monkeypatch.setattr(dht_module, "RELAY_TIMEOUT", 2.0)
     relay = SwarmDHT(SwarmConfig(name="t"))
     owner = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(relay.visible_maddrs())), bundles=False)
     requester = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(relay.visible_maddrs())), bundles=False)
+    other = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(relay.visible_maddrs())), bundles=False)
+    honest = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(relay.visible_maddrs()), client_mode=True))
+    bundle = pack_bundle([b"honest"], 1 << 20)[0]
+    honest.serve("groups", bundle)
 
     async def silent(stream_info, reader, writer):  # accepts, reads nothing, answers nothing
         await asyncio.sleep(3600)
@@ -186,27 +191,31 @@ def test_a_relayed_pull_to_an_owner_that_never_answers_ends_and_frees_its_slot(m
     try:
         owner._call(owner._node.p2p.add_binary_stream_handler(bundle_handler("t"), silent), timeout=30)
 
-        def pull():
-            return requester.pull_async(owner.peer_id, "groups", b"", 1 << 20, timeout=60,
-                                        maddrs=tuple(relay.visible_maddrs()), via=relay.peer_id)
+        def pull(by=requester, of=owner):
+            return by.pull_async(of.peer_id, "groups", b"", 1 << 20, timeout=60,
+                                 maddrs=tuple(relay.visible_maddrs()), via=relay.peer_id)
 
         relay.relay_owners = frozenset()  # a relay relays only for owners whose live announcement names it
         with pytest.raises(RecordError) as unnamed:
             pull().result(30)
         assert unnamed.value.reason == "missing" and relay.intake.refused["relay-owner"] == 1
-        relay.relay_owners = frozenset({owner.peer_id})
+        relay.relay_owners = frozenset({owner.peer_id, honest.peer_id})
         start = time.monotonic()
         held = [pull(), pull()]
         time.sleep(0.5)  # both relayed pulls are in the relay now
         with pytest.raises(RecordError) as third:  # a third of the same requester is not served at once
             pull().result(30)
         assert third.value.reason == "missing" and time.monotonic() - start < 2.0
+        with pytest.raises(RecordError) as same_owner:  # nor a pull of the same owner by someone else: the
+            pull(by=other).result(30)                   # silent owner's pulls hold RELAY_PER_OWNER slots at most
+        assert same_owner.value.reason == "missing"
+        assert pull(by=other, of=honest).result(30) == bundle  # while another owner's pulls go through
         for future in held:  # the held ones end at the relay's deadline, not at the requester's 60 s
             with pytest.raises((ConnectionError, RecordError)):
                 future.result(30)
-        assert time.monotonic() - start < 10 and relay._relaying == {}
+        assert time.monotonic() - start < 10 and relay._relaying == {} and relay._relayed == {}
     finally:
-        for node in (requester, owner, relay):
+        for node in (honest, other, requester, owner, relay):
             node.shutdown()
 
 
