@@ -516,8 +516,12 @@ class SwarmDHT:
             self.intake.refused["relay-owner"] += 1  # not an owner whose live announcement names us
             yield NOT_SERVED
             return
-        if (self.settings.client_mode or self._relays.locked() or self._relaying[requester] >= RELAY_PER_REQUESTER
+        if self.settings.client_mode:
+            yield NOT_SERVED
+            return
+        if (self._relays.locked() or self._relaying[requester] >= RELAY_PER_REQUESTER
                 or self._relayed[owner] >= RELAY_PER_OWNER):
+            self.intake.refused["relay-full"] += 1  # every slot, or this requester's or this owner's share, taken
             yield NOT_SERVED
             return
         self._relaying[requester] += 1
@@ -654,15 +658,17 @@ NOT_SERVED = pb.BundleChunk(version=PROTOCOL_VERSION, total=0)
 
 
 def dialable(maddrs, peer_id: str) -> list[str]:
-    """The announced addresses we dial for `peer_id`, each bound to it: an address naming another peer
-    (/p2p/<other>) is dropped, a bare one gets /p2p/<peer_id>, so the dial authenticates the announced
-    identity (an announcement cannot aim our connections at another peer)."""
+    """The announced addresses we dial for `peer_id`: an address naming another peer (/p2p/<other>) is dropped,
+    the others are given without their /p2p/ part, because the daemon is asked to connect to `peer_id` at
+    them (`connect(peer_id, addresses)`: its security handshake fails unless the remote is that identity, so an
+    announcement cannot aim our connections at another peer). (p2pd 0.5 cannot parse the /p2p/ part of an
+    address as py-multiaddr writes it for 12D3KooW... ids: "length greater than remaining number of bytes".)"""
     out = []
     for m in maddrs:
-        named = m.rsplit("/p2p/", 1)
-        if len(named) == 2 and named[1] != peer_id:
+        address, _, named = m.partition("/p2p/")
+        if named and named != peer_id:
             continue
-        out.append(m if len(named) == 2 else f"{m.rstrip('/')}/p2p/{peer_id}")
+        out.append(address.rstrip("/") or m)
     return out
 
 

@@ -2,6 +2,7 @@
 size at its header, by time when it stalls, by count and rate per stranger; then the same through real hivemind
 nodes on loopback, where a stream announcing 16 GiB must cost the victim no memory and honest pulls go on."""
 import asyncio
+import contextlib
 import os
 import time
 
@@ -252,14 +253,56 @@ def test_announced_addresses_are_dialled_bound_to_the_announced_peer_and_not_onc
 
     me = "QmAnnounced"
     assert dialable(["/ip4/10.0.0.1/tcp/80", f"/ip4/10.0.0.2/tcp/81/p2p/{me}", "/ip4/10.0.0.3/tcp/82/p2p/QmOther"],
-                    me) == [f"/ip4/10.0.0.1/tcp/80/p2p/{me}", f"/ip4/10.0.0.2/tcp/81/p2p/{me}"]
+                    me) == ["/ip4/10.0.0.1/tcp/80", "/ip4/10.0.0.2/tcp/81"]  # dialled as connect(me, addresses)
     node = SwarmDHT(SwarmConfig(name="t"), bundles=False)
     try:
-        target = (me, f"/ip4/10.0.0.1/tcp/80/p2p/{me}")
+        target = (me, "/ip4/10.0.0.1/tcp/80")
         assert node._may_dial(target) and not node._may_dial(target)  # a second pull: no second dial
-        assert node._may_dial((me, f"/ip4/10.0.0.9/tcp/80/p2p/{me}"))  # new addresses: dialled at once
+        assert node._may_dial((me, "/ip4/10.0.0.9/tcp/80"))  # new addresses: dialled at once
     finally:
         node.shutdown()
+
+
+def test_a_peer_is_dialled_at_its_announced_address_and_only_as_the_announced_identity():
+    """A peer we are not connected to is reached at the addresses its announcement names (as our own
+    visible_maddrs write them, /p2p/ part included), and an announcement naming someone else's listener draws one
+    connection attempt that fails its handshake, not a connection per pull."""
+    import socket
+    import threading
+
+    owner = SwarmDHT(SwarmConfig(name="t"))  # two nodes that never met: no connection, no shared bootstrap
+    puller = SwarmDHT(SwarmConfig(name="t"), bundles=False)
+    bundle = pack_bundle([b"honest"], 1 << 20)[0]
+    digest = owner.serve("groups", bundle)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(16)
+    accepted = []
+
+    def accept():
+        with contextlib.suppress(OSError):
+            while True:
+                accepted.append(listener.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        got = puller.pull_async(owner.peer_id, "groups", digest, 1 << 20, timeout=60,
+                                maddrs=tuple(owner.visible_maddrs())).result(70)
+        assert got == bundle
+        stranger = SwarmDHT(SwarmConfig(name="t"), bundles=False)  # an identity nobody here is connected to
+        absent = stranger.peer_id
+        stranger.shutdown()
+        for _ in range(5):
+            with pytest.raises(Exception):  # noqa: B017 (refused or unreachable: either way no bundle)
+                puller.pull_async(absent, "groups", digest, 1 << 20, timeout=10,
+                                  maddrs=(f"/ip4/127.0.0.1/tcp/{listener.getsockname()[1]}",)).result(15)
+        assert len(accepted) == 1  # one dial, whose handshake the listener (not that identity) cannot pass
+    finally:
+        listener.close()
+        for conn in accepted:
+            conn.close()
+        for node in (puller, owner):
+            node.shutdown()
 
 
 def test_a_stranger_cannot_store_faster_than_the_per_peer_rate():
