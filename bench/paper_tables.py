@@ -232,7 +232,7 @@ def execute(run: Run, scale: dict) -> dict:
                 entry["evidence"].append(r.swarm.evidence)
                 entry["demoted"].append(r.swarm.demoted)  # senders demoted after the step (node/rl/alignment.py)
                 entry["harm"].append(r.swarm.harm)
-                entry["alignment"].append(r.swarm.alignment)
+                entry["alignment"].append(r.swarm.alignments)  # peer -> cosine with our own groups' gradient
                 if r.eval:
                     entry["evals"].append({"step": step + 1, "seconds": sum(entry["step_seconds"]), **r.eval})
     finally:

@@ -120,10 +120,11 @@ class LossConfig:
     #                             log-probs) reaches b is distrusted for good, its rows dropped from that step on;
     #                             an honest sender gets there once in e^b steps on average (0: off)
     sender_bet: float = 0.5  # lambda in (0, 1): each received completion's bet (1 - lambda) + lambda * r
-    harm_bound: float = 5.0  # a sender whose harm statistic (node/rl/alignment.py: how often its groups' gradient
-    #                          points against our own groups', as a sign test) reaches this is demoted for
-    #                          swarm.demote_steps; a sender neutral to us gets there once in ~e^5 steps (0: off)
-    harm_bet: float = 0.5  # lambda in (0, 1): each step's bet 1 + lambda * sign(-cosine)
+    harm_bound: float = 5.0  # a sender whose harm statistic (node/rl/alignment.py: a bet that its groups' gradient
+    #                          points against our own groups') reaches this is demoted for swarm.demote_steps;
+    #                          one that does not pull against us on average gets there once in e^5 steps at the
+    #                          very least, a partner teaching what we lack (near-orthogonal) far less (0: off)
+    harm_bet: float = 0.5  # lambda in (0, 1): each step's bet 1 - lambda * clip(2 cosine, -1, 1)
 
     def __post_init__(self):
         _check(self.variant in VARIANTS, "loss.variant", f"must be one of {', '.join(VARIANTS)}", self.variant)

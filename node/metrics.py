@@ -66,6 +66,7 @@ class SwarmMetrics:
     demoted: int = 0  # senders demoted after this step (their harm reached loss.harm_bound: node/rl/alignment.py)
     harm: float = 0.0  # the largest harm statistic of one of this step's senders after it
     alignment: float = 0.0  # mean over this step's senders of the cosine of their head gradient with our own's
+    alignments: dict[str, float] = field(default_factory=dict)  # peer id -> that cosine (this step's senders)
     received_reward: float = 0.0  # mean reward (our verifier) of the received completions used
 
 

@@ -111,6 +111,7 @@ class Peer:
             swarm_metrics.harm = max(self.learner.harm.values(), default=0.0)
             swarm_metrics.alignment = (sum(self.learner.alignment.values()) / len(self.learner.alignment)
                                        if self.learner.alignment else 0.0)
+            swarm_metrics.alignments = self.exchange.by_peer(self.learner.alignment)
         self.backend.sync(self.loaded.model)  # the next step samples from the updated weights
         learn_seconds = time.perf_counter() - start
         group_metrics = self.policy.after_step(own_summaries, received.summaries, self.family)

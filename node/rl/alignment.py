@@ -15,18 +15,22 @@ logits in, seen through the same features). Wide vocabularies are count-sketched
 random bucket and sign per token id: inner products are kept in expectation), so a sender's gradient is a
 [hidden x SKETCH] matrix whatever the model.
 
-The decision is a sign test, bet on step by step like the e-detector. With c_t the cosine between a sender's
-and our own head gradients at step t, the bet 1 + lambda * sign(-c_t) has expectation at most 1 whenever the
-sender's groups pull against ours no more often than with them (P(c_t < 0) <= 1/2), so its running product
-is an e-process against "this sender does not hurt us". Each sender's statistic is a CUSUM of its logarithms,
+The decision is a bet on the cosine itself, step by step like the e-detector. With c_t the cosine between a
+sender's and our own head gradients at step t, the bet 1 - lambda * clip(k c_t, -1, 1) has expectation at
+most 1 whenever the sender's groups do not pull against ours on average (E[clip(k c_t)] >= 0), so its running
+product is an e-process against "this sender does not hurt us". Each sender's statistic is a CUSUM of its
+logarithms,
 
-    H_t = max(H_{t-1}, 0) + log(1 + lambda * sign(-c_t)),
+    H_t = max(H_{t-1}, 0) + log(1 - lambda * clip(k c_t, -1, 1)),
 
 which forgets a helpful past; a sender whose H reaches `loss.harm_bound` is demoted (not pulled from for
 `swarm.demote_steps` steps, then tried afresh). Steps where either gradient is zero (no own row with an
-advantage, all of the sender's rows refused) bet nothing. A sender neutral to us (P = 1/2) reaches b = 5 once
-in about e^5 ~ 150 steps and loses only groups that did not help; one whose groups pull against ours on 80%
-of steps is demoted after about 27 steps, 90%: 17, always: 13.
+advantage, all of the sender's rows refused) bet nothing. Betting on the size of the cosine, not only its sign,
+matters: a partner that teaches what our own groups do not (a skill we lack) gives gradients nearly orthogonal
+to ours, cosines of a few hundredths of either sign, and such small bets take thousands of steps to reach b
+(a sign test would demote it about once in e^b steps); a sender whose groups pull against ours at c = -0.25
+every step (lambda = 0.5, k = 2) reaches b = 5 in 23 steps, at -0.5 in 13. Any sender that does not pull
+against us on average reaches b once in e^b steps at the very least (Ville's inequality).
 """
 from __future__ import annotations
 
@@ -72,9 +76,12 @@ def cosines(grads: dict[int, torch.Tensor], reference: int, n_senders: int) -> t
     return out
 
 
+HARM_SCALE = 2.0  # k: the cosine a full bet is made at is 1 / k (cosines of head gradients are mostly < 0.5)
+
+
 def harm_statistics(cos: torch.Tensor, prior: torch.Tensor, bet: float) -> torch.Tensor:
-    """[S] each sender's harm CUSUM after this step: max(prior, 0) + log(1 + bet * sign(-cos))."""
-    return prior.clamp(min=0) + torch.log1p(bet * torch.sign(-cos))
+    """[S] each sender's harm CUSUM after this step: max(prior, 0) + log(1 - bet * clip(k cos, -1, 1))."""
+    return prior.clamp(min=0) + torch.log1p(-bet * (HARM_SCALE * cos).clamp(-1.0, 1.0))
 
 
 class HeadGradients:

@@ -378,6 +378,11 @@ class GroupExchange:
                             "larger than any honest sampler's (evidence %.1f >= %g)", peer_id, value, bound)
         return newly
 
+    def by_peer(self, values: dict[bytes, float]) -> dict[str, float]:
+        """Per-sender values (keyed by announcement subkey) keyed by the senders' peer ids instead."""
+        return {self.senders.known[s].announcement.peer_id: round(v, 4) for s, v in values.items()
+                if s in self.senders.known}
+
     def observe_harm(self, harm: dict[bytes, float], alignment: dict[bytes, float], bound: float) -> int:
         """Feeds the learner's harm statistics on this step's senders back (node/rl/alignment.py); returns how
         many senders it has just demoted (each logged) for swarm.demote_steps."""

@@ -47,25 +47,31 @@ def test_cosines_are_zero_without_a_gradient_on_either_side():
     assert cosines({0: g}, reference=4, n_senders=2).tolist() == [0.0, 0.0]  # no own gradient: no bet
 
 
-def test_the_harm_statistic_bets_on_the_sign_and_forgets_a_helpful_past():
-    cos = torch.tensor([-0.3, 0.2, 0.0, -1e-4])
-    prior = torch.tensor([1.0, -2.0, 3.0, -5.0])
+def test_the_harm_statistic_bets_on_the_cosine_and_forgets_a_helpful_past():
+    cos = torch.tensor([-0.3, 0.2, 0.0, -0.9, 0.7])
+    prior = torch.tensor([1.0, -2.0, 3.0, -5.0, 0.0])
     out = harm_statistics(cos, prior, bet=0.5)
-    assert out.tolist() == pytest.approx([1 + math.log(1.5), math.log(0.5), 3.0, math.log(1.5)])
+    assert out.tolist() == pytest.approx([1 + math.log(1.3), math.log(0.8), 3.0, math.log(1.5), math.log(0.5)])
     h, steps = torch.zeros(1), 0
-    while float(h) < 5.0 and steps < 100:  # always against us: 13 steps to b = 5
-        h, steps = harm_statistics(torch.tensor([-0.1]), h, 0.5), steps + 1
-    assert steps == 13
+    while float(h) < 5.0 and steps < 100:  # against us at -0.25 every step: 23 steps to b = 5
+        h, steps = harm_statistics(torch.tensor([-0.25]), h, 0.5), steps + 1
+    assert steps == 23
 
 
-def test_a_neutral_sender_rarely_reaches_the_bound():
+def test_a_partner_teaching_what_we_lack_is_not_demoted_but_one_pulling_against_us_is():
+    """Near-orthogonal gradients (cosines of a few hundredths, either sign: what a partner teaching a skill we
+    lack gives) stay far below the bound over a long run; a sender whose cosines average -0.15 gets there."""
     gen = torch.Generator().manual_seed(0)
-    h, crossings = torch.zeros(200), torch.zeros(200)
-    for _ in range(100):  # 200 neutral senders (P(against) = 1/2) for 100 steps each
-        h = harm_statistics(torch.rand(200, generator=gen) - 0.5, h, 0.5)
-        crossings += h >= 5.0
-        h = torch.where(h >= 5.0, torch.zeros_like(h), h)
-    assert float(crossings.sum()) / 200 < 1.0  # fewer than one false demotion per sender in 100 steps
+    orthogonal, against = torch.zeros(200), torch.zeros(200)
+    peak, demoted_at = torch.zeros(200), torch.full((200,), -1)
+    for step in range(1000):  # 200 senders of each kind for 1000 steps
+        noise = 0.05 * torch.randn(200, generator=gen)
+        orthogonal = harm_statistics(noise, orthogonal, 0.5)
+        peak = torch.maximum(peak, orthogonal)
+        against = harm_statistics(noise - 0.15, against, 0.5)
+        demoted_at = torch.where((against >= 5.0) & (demoted_at < 0), step, demoted_at)
+    assert float(peak.max()) < 5.0  # none demoted (over 5000 steps, 1.8% of them would be, for 50 steps each)
+    assert bool((demoted_at >= 0).all()) and float(demoted_at.float().median()) < 40
 
 
 def groups(tok, flip: bool, sender: bytes | None):
@@ -95,7 +101,7 @@ def test_the_learner_measures_each_senders_pull_against_our_own(tiny, lora, budg
     learner.step(batch)
     assert learner.alignment[b"with"] == pytest.approx(1.0, abs=1e-4)
     assert learner.alignment[b"against"] == pytest.approx(-1.0, abs=1e-4)
-    assert learner.harm == pytest.approx({b"with": math.log(0.5), b"against": 4.8 + math.log(1.5)})
+    assert learner.harm == pytest.approx({b"with": math.log(0.5), b"against": 4.8 + math.log(1.5)}, abs=1e-3)
 
 
 def test_the_detector_off_measures_nothing(tiny):
