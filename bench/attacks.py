@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import statistics
 import sys
 import threading
@@ -105,6 +106,9 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
     "behave-only-k4": ("4 identities serving sampled groups (honest) throughout (control: what the "
                        "established identities' groups do)", None, {"behave": 10**9, "identities": 4,
                                                                     "with_model": True}),
+    "empty-chunks": ("4 identities: a signed first chunk, then empty chunks until the reader gives up",
+                     lambda v, d, s: ("groups", [attacks.plain(v, s * 8 + i, created=d.now()) for i in range(8)]),
+                     {"identities": 4, "dht": attacks.EmptyChunkDHT}),
     "replay": ("honest bundles replayed and re-stamped", replays, {}),
     "future": ("groups stamped an hour ahead", lambda v, d, s: (
         "groups", [attacks.plain(v, s * 8 + i, created=d.now() + 3600) for i in range(8)]), {}),
@@ -165,7 +169,8 @@ def run(name: str, steps: int, out: Path) -> dict:
             if "behave" in options:  # until the honest full peer's step `behave`
                 behaving = lambda: len(sp.metrics("full")) < options["behave"]  # noqa: E731
             for identity in range(options.get("identities", 1)):
-                attacker = attacks.HostileDHT(SwarmConfig(initial_peers=(sp.address,)), card=victim.card)
+                node_class = options.get("dht", attacks.HostileDHT)
+                attacker = node_class(SwarmConfig(initial_peers=(sp.address,)), card=victim.card)
                 hostile.append(attacker)
                 threading.Thread(target=attacker_loop, args=(build, victim, attacker, stop, sent, behaving, identity),
                                  daemon=True).start()
@@ -198,6 +203,7 @@ def run(name: str, steps: int, out: Path) -> dict:
             "mean_G": statistics.mean(r.group_size for r in rows) if rows else 0.0,
             "straggler_rate": statistics.mean(r.group.straggler_rate for r in rows) if rows else 0.0,
             "step_median": statistics.median(step_seconds), "step_max": max(step_seconds),
+            "used_median": statistics.median(r.swarm.groups_used for r in rows) if rows else 0.0,
             "peak_rss_mb": peak.get(role, 0.0),
         }
     return result
@@ -207,8 +213,8 @@ def table(results: dict) -> str:
     controls = {False: results.get("clean"), True: results.get("clean-counting")}
     digit_controls = {True: results.get("clean-digits-gated"), False: results.get("clean-digits")}
     header = ("| attack | refused by the honest peers (full / LoRA) | reward, last 20 steps: attacked vs control "
-              "(full; LoRA) | step s, median / max | peak RSS MB |")
-    lines = [header, "|---|---|---|---|---|"]
+              "(full; LoRA) | step s, median / max | received groups used / step, median | peak RSS MB |")
+    lines = [header, "|---|---|---|---|---|---|"]
     for name, res in results.items():
         counting = ATTACKS[name][2].get("counting", False)
         options = ATTACKS[name][2]
@@ -235,9 +241,10 @@ def table(results: dict) -> str:
                 f"{p['straggler_rate']:.2f}" for p in res["peers"].values()) + ")"
         steps = " / ".join(f"{p['step_median']:.2f} / {p['step_max']:.2f}" for p in res["peers"].values())
         rss = " / ".join(f"{p['peak_rss_mb']:.0f}" for p in res["peers"].values())
+        used = " / ".join(f"{p.get('used_median', math.nan):.0f}" for p in res["peers"].values())
         survived = res["bootstrap_alive"] and all(p["exit"] == 0 for p in res["peers"].values())
         alive = "" if survived else " (a process died)"
-        lines.append(f"| {name}: {res['about']}{alive} | {' / '.join(cells)} | {effect} | {steps} | {rss} |")
+        lines.append(f"| {name}: {res['about']}{alive} | {' / '.join(cells)} | {effect} | {steps} | {used} | {rss} |")
     return "\n".join(lines)
 
 

@@ -107,6 +107,27 @@ def test_an_empty_chunk_is_refused_by_the_receiver():
     assert err.value.reason == "malformed"
 
 
+def test_a_sender_of_endless_empty_chunks_costs_a_puller_one_refusal():
+    """Issue 23, 5, through real nodes: a signed first chunk, then empty chunks for as long as the reader reads
+    (node/swarm/attacks.py EmptyChunkDHT); the pull is refused at the first empty one, at once."""
+    from node.swarm.attacks import EmptyChunkDHT
+    from protocol.codec import WireCard
+
+    card = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0.1.0")
+    owner = EmptyChunkDHT(SwarmConfig(name="t"), card=card)
+    puller = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(owner.visible_maddrs())), bundles=False)
+    try:
+        digest = owner.serve("groups", pack_bundle([b"x" * 300_000], 1 << 20)[0])  # two chunks' worth
+        start = time.monotonic()
+        with pytest.raises(RecordError) as err:
+            puller.pull_async(owner.peer_id, "groups", digest, 1 << 20, timeout=60,
+                              maddrs=tuple(owner.visible_maddrs())).result(70)
+        assert err.value.reason == "malformed" and time.monotonic() - start < 10
+    finally:
+        for node in (puller, owner):
+            node.shutdown()
+
+
 @pytest.fixture
 def victim_and_stranger():
     victim = SwarmDHT(SwarmConfig(name="t"))
