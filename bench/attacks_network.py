@@ -266,20 +266,30 @@ def pull_loop_8(victim: Victim) -> dict:
 
 
 def store_flood_on(victim: Victim) -> tuple[tuple[float, float], tuple[float, float], int]:
+    """One stranger storing its own signed announcement-shard record, signed once and sent again and again
+    (what the schema accepts, so every store is checked in full, signature included, unless the rate refuses it
+    first), 50 at a time, as fast as the victim answers."""
     from hivemind.dht.routing import DHTID
+    from hivemind.dht.validation import DHTRecord
     from hivemind.p2p import PeerID
+
+    from node.swarm.dht import announcement_kind, record_key
 
     s = stranger(victim.maddrs)
     try:
         quiet = cores_over(victim, 15)
-        key, stores = DHTID.generate(source=b"flood"), [0]
+        stores, proto = [0], s._node.protocol
+        key = DHTID.generate(source=record_key(SWARM, announcement_kind(s.shard)))
+        expiration = time.time() + 120
+        signed = proto.record_validator.sign_value(DHTRecord(
+            key.to_bytes(), proto.serializer.dumps(s.own_subkey), proto.serializer.dumps(b"x" * 200), expiration))
 
         def loop(stop):
             async def go():
                 peer = PeerID.from_base58(victim.peer_id)
                 while not stop.is_set():
-                    await asyncio.gather(*(s._node.protocol.call_store(peer, [key], [b"x" * 200], [time.time() + 60])
-                                           for _ in range(50)))
+                    await asyncio.gather(*(proto.call_store(peer, [key], [signed], [expiration],
+                                                            subkeys=[s.own_subkey]) for _ in range(50)))
                     stores[0] += 50
             s._call(go(), timeout=600)
 
