@@ -109,6 +109,10 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
     "empty-chunks": ("4 identities: a signed first chunk, then empty chunks until the reader gives up",
                      lambda v, d, s: ("groups", [attacks.plain(v, s * 8 + i, created=d.now()) for i in range(8)]),
                      {"identities": 4, "dht": attacks.EmptyChunkDHT}),
+    "empty-chunks-control": ("control for empty-chunks: the same 4 identities serving the same groups whole",
+                             lambda v, d, s: ("groups", [attacks.plain(v, s * 8 + i, created=d.now())
+                                                         for i in range(8)]),
+                             {"identities": 4}),
     "replay": ("honest bundles replayed and re-stamped", replays, {}),
     "future": ("groups stamped an hour ahead", lambda v, d, s: (
         "groups", [attacks.plain(v, s * 8 + i, created=d.now() + 3600) for i in range(8)]), {}),

@@ -203,7 +203,7 @@ def execute(run: Run, scale: dict) -> dict:
     log = {name: {"model": p.cfg.model.name, "reward": [], "step_seconds": [], "learn_seconds": [],
                   "received": [], "foreign": [], "rejected": [], "received_reward": [], "filtered": [],
                   "group_size": [], "straggler": [], "gated": [], "floored": [], "distrusted": [], "evidence": [],
-                  "demoted": [], "harm": [], "alignment": [], "evals": [],
+                  "demoted": [], "harm": [], "alignment": [], "anchors": [], "evals": [],
                   "settings": reference_settings(p.cfg)}  # what an Alone reference must share (node/report.py)
            for name, p in zip(names, peers, strict=True)}
     slow = run.cost / run.steps >= 20  # e.g. SmolLM2: a line now and then, so a long run shows progress
@@ -232,6 +232,7 @@ def execute(run: Run, scale: dict) -> dict:
                 entry["evidence"].append(r.swarm.evidence)
                 entry["demoted"].append(r.swarm.demoted)  # senders demoted after the step (node/rl/alignment.py)
                 entry["harm"].append(r.swarm.harm)
+                entry["anchors"].append(r.loss.anchors)  # the harm detector's reference: 0 our rows, else anchors
                 entry["alignment"].append(r.swarm.alignments)  # peer -> cosine with our own groups' gradient
                 if r.eval:
                     entry["evals"].append({"step": step + 1, "seconds": sum(entry["step_seconds"]), **r.eval})

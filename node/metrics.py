@@ -34,6 +34,7 @@ class LossMetrics:
     div_sum_max: float = 0.0
     div_tok_mean: float = 0.0  # divergence per token, mean over rows
     grad_norm: float = 0.0  # before clipping
+    anchors: int = 0  # our right completions the harm detector compared senders with (0: our own rows; alignment.py)
     skipped: bool = False
 
 

@@ -15,7 +15,7 @@ from protocol.codec import LengthSummary
 from .config import NodeConfig, with_completion_cap
 from .evaluation import as_metrics, evaluate
 from .generation import make_backend
-from .generation.rollouts import Group, score_completion, score_group
+from .generation.rollouts import Group, has_variance, score_completion, score_group
 from .metrics import StepResult, SwarmMetrics
 from .models.loading import encode_prompt, load_model, source_of
 from .models.zoo import recommended_lr
@@ -25,6 +25,11 @@ from .sagc.policy import make_group_policy, prompts_for, summarize
 from .swarm import SwarmTransport
 from .swarm.exchange import GatherResult, GroupExchange, make_card
 from .tasks import completion_cap, get_task, task_of_record
+
+ANCHORS = 16  # our own right completions kept as the harm detector's reference when our rows carry no advantage
+PROBE_PROMPTS = 32  # training prompts answered greedily for anchors when we have too few (node/rl/alignment.py)
+PROBE_BELOW = 4  # ... fewer anchors than this
+PROBE_EVERY = 25  # steps between two probes at most once
 
 
 def shuffle_rewards(groups: list[Group], rng: random.Random) -> None:
@@ -61,6 +66,8 @@ class Peer:
                              tokenizer_source=source_of(self.loaded.base))
             self.exchange = GroupExchange(transport, cfg.swarm, self.loaded.tokenizer, card, self.backend.eos_ids,
                                           self.task, cfg.generation.max_new_tokens, seed=cfg.train.seed)
+        self.anchors: list[Group] = []  # our right completions, one a group, newest last (at most ANCHORS)
+        self.probed: int | None = None  # the step of the last anchor probe
         self.start_step, self.history = 0, {}
         if resume is not None:
             from .checkpoint import restore_state
@@ -100,8 +107,12 @@ class Peer:
         if taken and (self.cfg.loss.variant == "outcome" or self.cfg.swarm.received_baseline == "greedy"):
             taken = self.gate(taken, seed=self.cfg.train.seed * 100003 + step)
             swarm_metrics.gated = len(received.groups) - len(taken)
+        if self.exchange is not None and self.cfg.loss.harm_bound:
+            self.keep_anchors(groups)
+            if taken and not any(has_variance(g.rewards) for g in local):
+                self.probe(step)
         start = time.perf_counter()
-        loss_metrics = self.learner.step(local + taken)
+        loss_metrics = self.learner.step(local + taken, anchors=self.anchors)
         if self.exchange is not None:
             swarm_metrics.distrusted = self.exchange.observe_evidence(self.learner.evidence,
                                                                       self.cfg.loss.sender_bound)
@@ -141,6 +152,26 @@ class Peer:
                 group.baseline = b
                 kept.append(group)
         return kept
+
+    def keep_anchors(self, groups: list[Group]) -> None:
+        """Adds our sampled completions that our verifier calls right (reward 1) to the anchors, newest kept."""
+        right = [Group(g.item, g.prompt_ids, [c]) for g in groups for c in g.completions if c.reward >= 1.0]
+        self.anchors = (self.anchors + right)[-ANCHORS:]
+
+    def probe(self, step: int) -> None:
+        """With fewer than PROBE_BELOW anchors (at most once in PROBE_EVERY steps): our greedy answers to
+        PROBE_PROMPTS training prompts (a fixed draw, apart from the training stream), the right ones kept."""
+        if len(self.anchors) >= PROBE_BELOW or (self.probed is not None and step - self.probed < PROBE_EVERY):
+            return
+        self.probed = step
+        rng = random.Random(self.cfg.train.seed * 7919 + 1)  # the same prompts at every probe
+        items = [self.task.item(self.cfg.task.split, rng.randrange(2**31)) for _ in range(PROBE_PROMPTS)]
+        prompts = [encode_prompt(self.loaded.tokenizer, item) for item in items]
+        outputs, _ = self.backend.generate(prompts, 1, seed=self.cfg.train.seed * 100003 + step, greedy=True)
+        for item, out in zip(items, outputs, strict=True):
+            out[0].reward = score_completion(self.task, item, out[0])
+        self.keep_anchors([Group(item, prompt, out) for item, prompt, out in zip(items, prompts, outputs,
+                                                                                   strict=True)])
 
     def greedy_rewards(self, groups: list[Group], seed: int) -> list[float]:
         """Our own greedy completion's reward on each group's prompt (0 where no task of ours scores it)."""

@@ -24,13 +24,24 @@ logarithms,
     H_t = max(H_{t-1}, 0) + log(1 - lambda * clip(k c_t, -1, 1)),
 
 which forgets a helpful past; a sender whose H reaches `loss.harm_bound` is demoted (not pulled from for
-`swarm.demote_steps` steps, then tried afresh). Steps where either gradient is zero (no own row with an
-advantage, all of the sender's rows refused) bet nothing. Betting on the size of the cosine, not only its sign,
-matters: a partner that teaches what our own groups do not (a skill we lack) gives gradients nearly orthogonal
-to ours, cosines of a few hundredths of either sign, and such small bets take thousands of steps to reach b
-(a sign test would demote it about once in e^b steps); a sender whose groups pull against ours at c = -0.25
-every step (lambda = 0.5, k = 2) reaches b = 5 in 23 steps, at -0.5 in 13. Any sender that does not pull
-against us on average reaches b once in e^b steps at the very least (Ville's inequality).
+`swarm.demote_steps` steps, then tried afresh). Steps where either gradient is zero (all of the sender's rows
+refused; no reference, below) bet nothing.
+
+Betting on the size of the cosine, not only its sign, matters: a partner that teaches what our own groups do not
+(a skill we lack) gives gradients nearly orthogonal to ours, cosines of a few hundredths of either sign, and
+such small bets take thousands of steps to reach b (a sign test would demote it about once in e^b steps); a
+sender whose groups pull against ours at c = -0.25 every step (lambda = 0.5, k = 2) reaches b = 5 in 23 steps,
+at -0.5 in 13. Any sender that does not pull against us on average reaches b once in e^b steps at the very least
+(Ville's inequality).
+
+When our own rows carry no advantage (every own group scored the same: a weak peer that samples no right answer,
+as SmolLM2-135M on the arithmetic tasks), there is no own learning signal to compare with, and an honest
+partner's groups can still wreck what we know. The reference is then our *anchors*: completions of our own that
+our verifier called right (sampled ones, and greedy answers to a small probe of training prompts: node/peer.py),
+and the gradient is that of their negative log-likelihood, h (x) (softmax(z / T) - onehot(y)) / T at the head,
+from one forward pass without a backward one (`anchor_gradient`). A sender whose rows pull against it teaches
+us to forget right answers we give; one that teaches what we lack without disturbing them is near-orthogonal
+to it, as above. No anchors (nothing right at all): no reference, no bet.
 """
 from __future__ import annotations
 
@@ -84,6 +95,29 @@ def harm_statistics(cos: torch.Tensor, prior: torch.Tensor, bet: float) -> torch
     return prior.clamp(min=0) + torch.log1p(-bet * (HARM_SCALE * cos).clamp(-1.0, 1.0))
 
 
+@torch.no_grad()
+def anchor_gradient(model, batch, temperature: float) -> torch.Tensor | None:
+    """[d, k] head gradient of the negative log-likelihood of a batch's completions (node/rl/batching.py
+    Batch; our anchors), from one forward pass: sum over completion tokens of h_t (x) sketch(softmax(z_t / T) -
+    onehot(y_t)) / T. None when the batch has no completion token."""
+    hidden = []
+    hook = model.get_output_embeddings().register_forward_hook(lambda _m, args, _out: hidden.append(args[0]))
+    try:
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention).logits  # [N, L, V]
+    finally:
+        hook.remove()
+    if not hidden or not bool(batch.mask.any()):
+        return None
+    before = (batch.positions - 1).clamp(min=0)[batch.mask]  # [n] flat: the position predicting each token
+    rows = torch.arange(batch.mask.shape[0], device=batch.mask.device)[:, None].expand_as(batch.mask)[batch.mask]
+    z = logits[rows, before].float()  # [n, V]
+    h = hidden[0][rows, before]  # [n, d]
+    tokens = batch.input_ids.gather(1, batch.positions)[batch.mask]  # [n]
+    dz = torch.softmax(z / temperature, dim=-1)
+    dz[torch.arange(len(tokens), device=dz.device), tokens] -= 1.0
+    return head_gradient(h, dz / temperature, sketch_columns(z.shape[-1]))
+
+
 class HeadGradients:
     """Collects the head gradient of each party of a step (sender indices 0..S-1, our own rows as S) over the
     step's micro-batches: `watch` is called with each micro-batch's logits before its backward pass."""
@@ -114,6 +148,10 @@ class HeadGradients:
 
         picked.register_hook(collect)
 
-    def cosines(self) -> torch.Tensor:
-        """[S] each sender's cosine with our own rows' head gradient over the step."""
+    def cosines(self, reference: torch.Tensor | None = None) -> torch.Tensor:
+        """[S] each sender's cosine with our own rows' head gradient over the step, or with `reference`
+        (the anchors' gradient) when our own rows gave none."""
+        own = self.grads.get(self.own)
+        if reference is not None and (own is None or not bool(own.any())):
+            return cosines({**self.grads, self.own: reference}, self.own, self.own)
         return cosines(self.grads, self.own, self.own)

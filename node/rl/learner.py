@@ -19,7 +19,7 @@ from node.config import LossConfig, TrainConfig
 from node.generation.rollouts import Group
 from node.metrics import LossMetrics
 
-from .alignment import HeadGradients, harm_statistics
+from .alignment import HeadGradients, anchor_gradient, harm_statistics
 from .batching import Batch, build_batch, micro_batches, mini_batches, senders_of, take_rows
 from .ftis import LossInputs, aggregate, ftis_objective, plan_loss, surrogate
 
@@ -72,10 +72,11 @@ class Learner:
             return torch.autocast(device_type=self.model.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def step(self, groups: list[Group]) -> LossMetrics:
+    def step(self, groups: list[Group], anchors: list[Group] | None = None) -> LossMetrics:
         """Optimiser update(s) on own and received groups; returns the loss metrics and keeps the received
         groups' senders' evidence, alignment and harm after the step in `self.evidence`, `self.alignment` and
-        `self.harm`."""
+        `self.harm`. anchors: our own right completions (as groups), the harm detector's reference when our own
+        rows carry no advantage (node/rl/alignment.py)."""
         self.evidence, self.alignment, self.harm = {}, {}, {}
         batch = build_batch(groups, self.pad_id, self.loss_cfg.eps_std,
                             drop_zero_variance=self.loss_cfg.aggregation == "dapo")
@@ -85,6 +86,9 @@ class Learner:
         senders = senders_of(groups)
         prior = torch.tensor([g.evidence for g in senders], dtype=torch.float32, device=self.model.device)
         heads = HeadGradients(len(senders)) if senders and self.loss_cfg.harm_bound else None
+        reference, anchor_rows = None, 0
+        if heads is not None and anchors and not bool((batch.advantages[batch.own] != 0).any()):
+            reference, anchor_rows = self._anchor_reference(anchors)
         widths = batch.attention.sum(dim=1).tolist()
         updates, pieces = mini_batches(len(widths), self.updates), micro_batches(widths, self.budget)
         self.model.train()
@@ -97,12 +101,30 @@ class Learner:
             self.model.eval()
         if evidence is not None:
             self.evidence = {g.sender: float(e) for g, e in zip(senders, evidence.tolist(), strict=True)}
+        metrics.anchors = anchor_rows if reference is not None else 0
         if heads is not None:
-            cos = heads.cosines()
+            cos = heads.cosines(reference)
             harm = harm_statistics(cos, torch.tensor([g.harm for g in senders]), self.loss_cfg.harm_bet)
             self.alignment = {g.sender: float(c) for g, c in zip(senders, cos.tolist(), strict=True)}
             self.harm = {g.sender: float(h) for g, h in zip(senders, harm.tolist(), strict=True)}
         return metrics
+
+    def _anchor_reference(self, anchors: list[Group]) -> tuple[torch.Tensor | None, int]:
+        """The anchors' negative log-likelihood head gradient at the weights before this step (one forward
+        pass, in micro-batches of the step's budget), and how many anchor completions it comes from."""
+        batch = build_batch(anchors, self.pad_id, self.loss_cfg.eps_std, drop_zero_variance=False)
+        if batch is None:
+            return None, 0
+        batch = batch.to(self.model.device)
+        total = None
+        self.model.eval()
+        for piece in micro_batches(batch.attention.sum(dim=1).tolist(), self.budget):
+            with self._autocast():
+                g = anchor_gradient(self.model, take_rows(batch, torch.tensor(piece, device=batch.mask.device)),
+                                    self.temperature)
+            if g is not None:
+                total = g if total is None else total + g
+        return total, int(batch.mask.any(dim=1).sum())
 
     def _whole(self, batch: Batch, prior: torch.Tensor,
                heads: HeadGradients | None) -> tuple[LossMetrics, torch.Tensor | None]:

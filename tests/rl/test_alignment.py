@@ -8,7 +8,8 @@ import torch
 from node.config import LossConfig, ModelConfig, TrainConfig
 from node.generation.rollouts import Completion, Group
 from node.models.loading import wrap_lora
-from node.rl.alignment import cosines, harm_statistics, head_gradient, sketch_columns
+from node.rl.alignment import anchor_gradient, cosines, harm_statistics, head_gradient, sketch_columns
+from node.rl.batching import build_batch
 from node.rl.learner import Learner
 from node.tasks import get_task
 
@@ -121,3 +122,75 @@ def test_measuring_changes_nothing_the_step_computes(tiny):
                 temperature=1.0, lr=1e-3).step(batch)
         after.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     assert torch.equal(after[0], after[1])
+
+
+def test_the_anchor_gradient_is_the_likelihood_gradient_at_the_head(tiny):
+    """One forward pass, no backward: h (x) (softmax(z / T) - onehot(y)) / T summed over the anchors' tokens is
+    what autograd gives for their negative log-likelihood at the logits."""
+    model, tok = copy.deepcopy(tiny[0]), tiny[1]
+    anchors = [groups(tok, False, None), groups(tok, True, None)]
+    batch = build_batch(anchors, tok.pad_token_id, 1e-4, drop_zero_variance=False)
+    temperature = 0.7
+    ours = anchor_gradient(model, batch, temperature)
+    hidden = []
+    hook = model.get_output_embeddings().register_forward_hook(lambda _m, args, _out: hidden.append(args[0]))
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention).logits
+    hook.remove()
+    logits.retain_grad()
+    before = batch.positions - 1
+    picked = logits.gather(1, before[..., None].expand(-1, -1, logits.shape[-1]))
+    tokens = batch.input_ids.gather(1, batch.positions)
+    nll = -torch.log_softmax(picked / temperature, -1).gather(2, tokens[..., None]).squeeze(-1)[batch.mask].sum()
+    nll.backward()
+    rows, cols = batch.mask.nonzero(as_tuple=True)
+    h, dz = hidden[0][rows, before[rows, cols]], logits.grad[rows, before[rows, cols]]
+    assert torch.allclose(ours, head_gradient(h.detach(), dz, None), atol=1e-5)
+
+
+def test_without_an_own_signal_our_right_answers_are_the_reference(tiny):
+    """Our own group scored the same everywhere (no advantage: SmolLM2 on arith): with anchors (a right answer
+    of ours), a sender teaching it aligns and one teaching the opposite pulls against it; without, no bet."""
+    tok = tiny[1]
+    flat = groups(tok, False, None)
+    for c in flat.completions:
+        c.reward = 0.0
+    right = groups(tok, False, None)
+    anchor = Group(right.item, right.prompt_ids, right.completions[:1])
+    for anchors, expect in (([anchor], True), ([], False)):
+        learner = Learner(copy.deepcopy(tiny[0]), tok.pad_token_id, TrainConfig(), LossConfig(variant="nois"),
+                          temperature=1.0, lr=1e-3)
+        metrics = learner.step([flat, groups(tok, False, b"with"), groups(tok, True, b"against")], anchors=anchors)
+        if expect:
+            assert metrics.anchors == 1
+            assert learner.alignment[b"with"] > 0.3 and learner.alignment[b"against"] < -0.3
+            assert learner.harm[b"against"] > 0 > learner.harm[b"with"]
+        else:
+            assert metrics.anchors == 0 and learner.alignment == {b"with": 0.0, b"against": 0.0}
+
+
+def test_a_peer_probes_for_anchors_once_and_keeps_only_right_answers():
+    """node/peer.py: with too few anchors the peer answers a fixed probe of training prompts greedily and keeps
+    what its verifier calls right; it does not probe again within PROBE_EVERY steps; anchors stay bounded."""
+    from node.config import build_config
+    from node.peer import ANCHORS, PROBE_EVERY, Peer
+    from node.tasks import get_task
+
+    peer = Peer(build_config({"model": {"name": "digit-add"}, "task": {"name": "digits"},
+                              "generation": {"max_new_tokens": 48}}))
+    try:
+        task = get_task("digits")
+        peer.probe(3)
+        first = list(peer.anchors)
+        assert first and peer.probed == 3
+        for anchor in first:  # right by our verifier, on the text of our own greedy answer
+            text = peer.loaded.tokenizer.decode(anchor.completions[0].token_ids, skip_special_tokens=True)
+            assert task.score(anchor.item, text, True) == 1.0 and anchor.completions[0].reward == 1.0
+        peer.anchors = []
+        peer.probe(3 + PROBE_EVERY - 1)  # too soon
+        assert peer.anchors == []
+        peer.probe(3 + PROBE_EVERY)  # the same prompts, the same weights: the same anchors
+        assert [a.completions[0].token_ids for a in peer.anchors] == [a.completions[0].token_ids for a in first]
+        peer.keep_anchors([first[0]] * (2 * ANCHORS))
+        assert len(peer.anchors) == ANCHORS
+    finally:
+        peer.close()
