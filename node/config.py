@@ -98,6 +98,11 @@ class LossConfig:
     #                                  exp(mean log-ratio) truncated at C, as foreign-tokenizer rows take (a
     #                                  partner's skill lives in a few tokens we give ~0.1-0.6%: per-token w
     #                                  mutes them, docs/RESULTS.md)
+    foreign_centering: bool = True  # a foreign-tokenizer group's advantages re-centred so that their sum weighted
+    #                                  by the rows' sequence weights is zero (node/rl/ftis.py weighted_centering):
+    #                                  else a partner's wrong answers, which it found less likely, outweigh its
+    #                                  right ones, and what all of them share (a bare number, then the end token)
+    #                                  is pushed down (SmolLM2: docs/RESULTS.md)
     eps_std: float = 1e-4  # added to the group reward std in the advantage denominator
     max_log_ratio: float = 20.0  # log-ratios are clamped to +-this before exp (defensive)
     ratio_bound: float = 20.0  # b: a received group whose sum of log pi_theta - log pi_gen over all its tokens

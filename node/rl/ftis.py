@@ -105,6 +105,21 @@ def importance_weights(logp: torch.Tensor, logp_gen: torch.Tensor, cfg: LossConf
     return weights_from_log_ratio(logp.detach() - logp_gen, cfg)
 
 
+def weighted_centering(advantages: torch.Tensor, weight: torch.Tensor, group: torch.Tensor,
+                       rows: torch.Tensor) -> torch.Tensor:
+    """[N] advantages with those of `rows` re-centred within their group so that their weighted sum is zero:
+    A_i - sum_j w_j A_j / sum_j w_j over the group's rows j in `rows` (w: each row's weight, [N]); other rows
+    unchanged. GRPO's advantages sum to zero in a group, so what all its completions share (a format, an end
+    token) gets no push; once unequal weights multiply them that no longer holds."""
+    rows = rows.bool()
+    w = torch.where(rows, weight, torch.zeros_like(weight))
+    n_groups = int(group.max()) + 1 if len(group) else 0
+    total_w = torch.zeros(n_groups, dtype=w.dtype, device=w.device).index_add_(0, group, w)
+    total_wa = torch.zeros(n_groups, dtype=w.dtype, device=w.device).index_add_(0, group, w * advantages)
+    mean = torch.where(total_w > 0, total_wa / total_w.clamp(min=1e-30), torch.zeros_like(total_w))
+    return torch.where(rows, advantages - mean[group], advantages)
+
+
 def divergence(logp: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per completion: sum and per-token mean of (log pi_gen - log pi_theta), an estimate of KL(gen||theta)."""
     per_token = (logp_gen - logp.detach()) * mask
@@ -177,6 +192,7 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
     if sender is not None and prior is not None:
         distrusted, evidence = distrusted_rows(d_sum, maskf.sum(dim=1), received, sender, prior, cfg)
         implausible = implausible & ~distrusted  # counted once, as distrusted
+    foreign = received & (sequence.bool() if sequence is not None else torch.zeros_like(received))
     if cfg.received_weights == "sequence":  # every received row takes one sequence-level weight
         sequence = received if sequence is None else (sequence.bool() | received)
     mask = mask & ~(implausible | distrusted)[:, None]
@@ -197,6 +213,9 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
         w = torch.where(floored[:, None], w.clamp(min=cfg.received_floor), w)
     d = d_sum if cfg.divergence == "sum" else d_mean
     has_tokens = mask.any(dim=1)
+    foreign = foreign & has_tokens  # (a received group is one sender's: all of its rows foreign, or none)
+    if cfg.foreign_centering and group is not None and cfg.variant not in _NO_WEIGHT and bool(foreign.any()):
+        advantages = weighted_centering(advantages, w[:, 0], group, foreign)
     filtered = torch.zeros_like(has_tokens)
     if cfg.variant.startswith("f-"):
         filtered = (advantages <= 0) & (d > cfg.g) & has_tokens

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from node.config import LossConfig
-from node.rl.ftis import LossInputs, ftis_loss
+from node.rl.ftis import LossInputs, ftis_loss, ftis_objective
 
 
 def make(logp, logp_gen, mask, adv, own=None, logp_old=None):
@@ -285,3 +285,35 @@ def test_outcome_variant_learns_only_from_received_successes_at_weight_one():
     _, grad_ftis, _ = grad_of(make(lp, gen, [[1, 1]] * 4, [1.0, -1.0, 1.0, -1.0], own=[True, True, False, False]),
                               LossConfig(variant="f-tis"))
     assert abs(grad_ftis[2, 0]) < abs(grad[2, 0]) / 50  # F-TIS weighs the same success pi_theta / pi_gen ~ 0.011
+
+
+def test_weighted_centering_makes_each_groups_weighted_advantages_sum_to_zero():
+    from node.rl.ftis import weighted_centering
+
+    adv = torch.tensor([1.0, -1.0, -1.0, 0.5, 2.0])
+    w = torch.tensor([0.1, 0.4, 0.5, 1.0, 3.0])
+    group = torch.tensor([0, 0, 0, 1, 1])
+    rows = torch.tensor([True, True, True, False, False])  # group 1: not foreign, unchanged
+    out = weighted_centering(adv, w, group, rows)
+    mean = (0.1 * 1 - 0.4 - 0.5) / 1.0  # sum w A / sum w over group 0
+    assert out.tolist() == pytest.approx([1 - mean, -1 - mean, -1 - mean, 0.5, 2.0])
+    assert float((w[:3] * out[:3]).sum()) == pytest.approx(0.0, abs=1e-6)
+
+
+def test_a_foreign_group_no_longer_pushes_down_what_all_its_completions_share():
+    """Two foreign rows of one group, right (A > 0, the sender was sure of it: w small) and wrong (A < 0, w
+    larger); they share their tokens but the last. Without centering the shared tokens get a net push down
+    (the wrong row outweighs); with it, none."""
+    logp = torch.log(torch.tensor([[0.5, 0.5, 0.2], [0.5, 0.5, 0.1]])).requires_grad_()
+    gen = torch.log(torch.tensor([[0.9, 0.9, 0.9], [0.5, 0.5, 0.2]]))
+    grads = {}
+    for centering in (False, True):
+        cfg = LossConfig(variant="f-tis", foreign_centering=centering)
+        inp = LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=gen, mask=torch.ones(2, 3, dtype=torch.bool),
+                         advantages=torch.tensor([1.0, -1.0]), own=torch.tensor([False, False]),
+                         group=torch.tensor([0, 0]), sequence=torch.tensor([True, True]))
+        loss, _ = ftis_objective(inp, cfg)
+        (grads[centering],) = torch.autograd.grad(loss, logp)
+    shared = lambda g: float(g[:, :2].sum())  # noqa: E731 (the loss's pull on the shared tokens' log-probs)
+    assert shared(grads[False]) > 1e-3  # the loss rises with them: a step lowers their likelihood
+    assert shared(grads[True]) == pytest.approx(0.0, abs=1e-6)
