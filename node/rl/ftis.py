@@ -29,6 +29,13 @@ evenly over our tokens (`spread_logprob`), so the divergence D (sum, or mean) is
 tokenization-invariant quantity and the F- filter and the plausibility bounds apply unchanged. With an
 identical tokenizer the two weights coincide whenever a row's per-token log-ratios are all equal (on-policy
 rows, or a constant offset below log C): tests/rl/test_ftis.py checks that case.
+One weight per row breaks what makes GRPO's advantages safe: they sum to zero within a group, so whatever all
+of a group's completions share (a bare number, then the end token) is pushed neither up nor down. A sender's
+wrong completions are ones it found less likely than its right ones, so they carry the larger weights, and
+the weighted advantages no longer cancel: the shared text is pushed down. SmolLM2-135M trained on the tiny
+peers' groups lost its right greedy answers after one step that way (the end token pushed down: its answers ran
+into the length cap). So a foreign group's advantages are re-centred under its weights (`weighted_centering`,
+`loss.foreign_centering`): A_i - sum_j w_j A_j / sum_j w_j, whose weighted sum is zero again.
 
 Received positives (`received_floor`, off by default): w is the receiver's own chance of writing a token
 relative to the sender's, so on the few tokens that carry a partner's skill (those we would not write) it is
