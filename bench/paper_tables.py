@@ -482,7 +482,11 @@ EARLIER_NOTE = (
     "difference was within noise (final ID, 95% intervals: tiny-add +0.021 ± 0.177, small-add +0.132 ± 0.136, "
     "tiny-sub -0.015 ± 0.039, tiny-add-lora -0.003 ± 0.066; OOD within ± 0.006), F-TIS beat NoIS only where NoIS "
     "did harm, and in a mixed-tokenizer swarm SmolLM2-135M-Instruct (1 seed, 20 steps) ended at 0.065 with "
-    "cross-tokenizer F-TIS against 0.224 skipping foreign groups. Its tables and plots: `git show "
+    "cross-tokenizer F-TIS against 0.224 skipping foreign groups (the cause, found in issue 23 and fixed since: "
+    "a foreign group's wrong completions outweighed its right ones and pushed down the end token; with "
+    "loss.foreign_centering, 1 seed, 30 steps, 4 prompts a step, SmolLM2's held-out ID went 0.109 -> 0.383 in "
+    "that swarm instead of to 0.000: docs/SECURITY.md, raw run in docs/results/centering/). Its tables and "
+    "plots: `git show "
     "71466f5:docs/RESULTS.md`; to run it again: `python bench/paper_tables.py --sections ftis,ablation,mix,mixed "
     "--seeds 3 --steps 150 --eval-every 10 --out bench/out/arith --results bench/out/arith/RESULTS.md`.\n")
 
