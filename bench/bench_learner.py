@@ -72,10 +72,9 @@ def main(argv=None):
     groups = make_groups(args.model, task, items[: args.prompts // 2], args.group_size, True, 0)
     anchors = []
     if args.no_own_signal:
-        from node.peer import ANCHORS
+        from node.peer import kept_anchors
 
-        anchors = [Group(g.item, g.prompt_ids, [c]) for g in groups for c in g.completions if c.reward >= 1.0]
-        anchors = anchors[-ANCHORS:]
+        anchors = kept_anchors([], groups)
         for group in groups:
             for c in group.completions:
                 c.reward = 0.0

@@ -32,6 +32,13 @@ PROBE_BELOW = 4  # ... fewer anchors than this
 PROBE_EVERY = 25  # steps between two probes at most once
 
 
+def kept_anchors(anchors: list[Group], groups: list[Group]) -> list[Group]:
+    """The anchors after adding the groups' completions our verifier calls right (reward 1), one a group,
+    the newest ANCHORS kept."""
+    right = [Group(g.item, g.prompt_ids, [c]) for g in groups for c in g.completions if c.reward >= 1.0]
+    return (anchors + right)[-ANCHORS:]
+
+
 def shuffle_rewards(groups: list[Group], rng: random.Random) -> None:
     """Ablation control: permutes rewards across the step's completions, cutting their link to the text."""
     completions = [c for g in groups for c in g.completions]
@@ -155,8 +162,7 @@ class Peer:
 
     def keep_anchors(self, groups: list[Group]) -> None:
         """Adds our sampled completions that our verifier calls right (reward 1) to the anchors, newest kept."""
-        right = [Group(g.item, g.prompt_ids, [c]) for g in groups for c in g.completions if c.reward >= 1.0]
-        self.anchors = (self.anchors + right)[-ANCHORS:]
+        self.anchors = kept_anchors(self.anchors, groups)
 
     def probe(self, step: int) -> None:
         """With fewer than PROBE_BELOW anchors (at most once in PROBE_EVERY steps): our greedy answers to

@@ -95,23 +95,32 @@ def harm_statistics(cos: torch.Tensor, prior: torch.Tensor, bet: float) -> torch
     return prior.clamp(min=0) + torch.log1p(-bet * (HARM_SCALE * cos).clamp(-1.0, 1.0))
 
 
+def forward_with_head_input(model, batch, capture: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The model's logits [N, L, V] on a batch and, with `capture`, the output head's input [N, L, d] (the last
+    hidden state, taken by a forward hook on the head)."""
+    hidden = []
+    hook = (model.get_output_embeddings().register_forward_hook(lambda _m, args, _out: hidden.append(args[0]))
+            if capture else None)
+    try:
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention).logits
+    finally:
+        if hook is not None:
+            hook.remove()
+    return logits, hidden[0] if hidden else None
+
+
 @torch.no_grad()
 def anchor_gradient(model, batch, temperature: float) -> torch.Tensor | None:
     """[d, k] head gradient of the negative log-likelihood of a batch's completions (node/rl/batching.py
     Batch; our anchors), from one forward pass: sum over completion tokens of h_t (x) sketch(softmax(z_t / T) -
     onehot(y_t)) / T. None when the batch has no completion token."""
-    hidden = []
-    hook = model.get_output_embeddings().register_forward_hook(lambda _m, args, _out: hidden.append(args[0]))
-    try:
-        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention).logits  # [N, L, V]
-    finally:
-        hook.remove()
-    if not hidden or not bool(batch.mask.any()):
+    logits, hidden = forward_with_head_input(model, batch)
+    if hidden is None or not bool(batch.mask.any()):
         return None
     before = (batch.positions - 1).clamp(min=0)[batch.mask]  # [n] flat: the position predicting each token
     rows = torch.arange(batch.mask.shape[0], device=batch.mask.device)[:, None].expand_as(batch.mask)[batch.mask]
     z = logits[rows, before].float()  # [n, V]
-    h = hidden[0][rows, before]  # [n, d]
+    h = hidden[rows, before]  # [n, d]
     tokens = batch.input_ids.gather(1, batch.positions)[batch.mask]  # [n]
     dz = torch.softmax(z / temperature, dim=-1)
     dz[torch.arange(len(tokens), device=dz.device), tokens] -= 1.0

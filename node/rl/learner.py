@@ -19,7 +19,7 @@ from node.config import LossConfig, TrainConfig
 from node.generation.rollouts import Group
 from node.metrics import LossMetrics
 
-from .alignment import HeadGradients, anchor_gradient, harm_statistics
+from .alignment import HeadGradients, anchor_gradient, forward_with_head_input, harm_statistics
 from .batching import Batch, build_batch, micro_batches, mini_batches, senders_of, take_rows
 from .ftis import LossInputs, aggregate, ftis_objective, plan_loss, surrogate
 
@@ -30,18 +30,11 @@ def sequence_logprobs(model, batch: Batch, temperature: float, heads: HeadGradie
     Logits are divided by the sampling temperature so that on-policy data has w = 1 (the behaviour
     distribution is the tempered one). heads: collects each party's head gradient in the backward pass
     (node/rl/alignment.py), from the head's input captured in this forward pass."""
-    hidden = []
-    hook = (model.get_output_embeddings().register_forward_hook(lambda _m, args, _out: hidden.append(args[0]))
-            if heads is not None else None)
-    try:
-        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention).logits  # [N, L, V]
-    finally:
-        if hook is not None:
-            hook.remove()
+    logits, hidden = forward_with_head_input(model, batch, capture=heads is not None)  # [N, L, V], [N, L, d]
     before = (batch.positions - 1).clamp(min=0)  # [N, T] position whose logits predict each token
     picked = logits.gather(1, before[..., None].expand(-1, -1, logits.shape[-1]))  # [N, T, V]
-    if heads is not None and hidden:
-        h = hidden[0].gather(1, before[..., None].expand(-1, -1, hidden[0].shape[-1]))
+    if heads is not None and hidden is not None:
+        h = hidden.gather(1, before[..., None].expand(-1, -1, hidden.shape[-1]))
         own = torch.where(batch.own, heads.own, -1)  # received rows without a sender belong to no party
         heads.watch(picked, h, torch.where(batch.sender >= 0, batch.sender, own))
     logp = torch.log_softmax(picked.float() / temperature, dim=-1)
@@ -101,7 +94,7 @@ class Learner:
             self.model.eval()
         if evidence is not None:
             self.evidence = {g.sender: float(e) for g, e in zip(senders, evidence.tolist(), strict=True)}
-        metrics.anchors = anchor_rows if reference is not None else 0
+        metrics.anchors = anchor_rows
         if heads is not None:
             cos = heads.cosines(reference)
             harm = harm_statistics(cos, torch.tensor([g.harm for g in senders]), self.loss_cfg.harm_bet)
@@ -124,7 +117,7 @@ class Learner:
                                     self.temperature)
             if g is not None:
                 total = g if total is None else total + g
-        return total, int(batch.mask.any(dim=1).sum())
+        return total, 0 if total is None else int(batch.mask.any(dim=1).sum())
 
     def _whole(self, batch: Batch, prior: torch.Tensor,
                heads: HeadGradients | None) -> tuple[LossMetrics, torch.Tensor | None]:
