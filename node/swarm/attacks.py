@@ -198,8 +198,9 @@ WORK = ("random", "other")  # made-up work: random characters; another problem's
 
 def made_up_work(v: Victim, index: int, created: float, work: str = "random", g: int = 8,
                  seed: int = 0) -> bytes:
-    """For tasks whose completions show their work and whose verifier checks only the answer (digits): the
-    right answer after work that does not lead to it (rewarded), and the right work with a wrong answer (not),
+    """For tasks whose completions show their work (digits): the right answer after work that does not lead to
+    it (rewarded where the verifier checks only the answer; `digits` now checks the work too), and the right
+    work with a wrong answer (not),
     claimed at log-prob -0.1 a token (likelier to the sender than to any honest model, as a floor-seeking
     sender claims). The group teaches 'write anything, then the answer'; what it costs a victim depends on the
     weight its loss gives the rewarded rows (loss.received_floor lifts them unless they are implausible)."""

@@ -16,7 +16,9 @@ evaluation's indices (from HELD_OUT_START on) only ones that are, so no held-out
 Every problem carries or borrows at least once (the skill is always needed), so a model that drops carries is
 wrong on every sum, not on a lucky share of them. Splits: train = 1-5 columns (2-5 for differences: one column
 cannot borrow) in distribution, test = 6 columns (out of distribution: more digits than trained, scored the
-same way). The reward is exact: 1 when the completion ended by itself and its answer is right.
+same way). The reward is exact: 1 when the completion ended by itself, its answer is right and the work it shows
+is this problem's (a right answer after another problem's steps or a slipped step is not verified: such text
+is what a poisoner makes up, and learning it is learning to be right for the wrong reason).
 """
 from __future__ import annotations
 
@@ -31,8 +33,10 @@ OPS = {"digits": "+-", "digits-add": "+", "digits-sub": "-"}
 COLUMNS = {"train": {1: 2, 2: 2, 3: 1, 4: 1, 5: 1}, "test": {6: 1}}
 MIN_COLUMNS = {"+": 1, "-": 2}  # a one-column difference (a >= b) cannot borrow: it is drawn with two
 HELD_OUT_SHARE = 8  # one problem in 8 is held out (by content)
-_ANSWER = re.compile(r";\s*(-?\d+)\s*$")
+_WORK_FORM = re.compile(r"([0-9+\-=,]*);(-?\d+)")  # the zoo's form, "steps;answer" (spaces removed)
 _INTEGER = re.compile(r"-?\d+")
+_EQUATION = re.compile(r"(\d+(?:[+-]\d+)+)=(\d+)")  # "8+3+1=12", "12-9-1=2" (spaces removed)
+_PROMPT = re.compile(r"(\d+)([+-])(\d+)=")
 
 
 def held_out(a: int, op: str, b: int) -> bool:
@@ -101,6 +105,42 @@ def worked(a: int, op: str, b: int, skill: float = 1.0, rng: random.Random | Non
     return ",".join(steps) + f";{result}", result
 
 
+def parse_prompt(text: str) -> tuple[int, str, int]:
+    """(a, op, b) of a compact prompt such as "4821+397=" (the inverse of `prompt`)."""
+    found = _PROMPT.fullmatch(text)
+    if found is None:
+        raise ValueError(f"not a digits prompt: {text!r}")
+    return int(found.group(1)), found.group(2), int(found.group(3))
+
+
+def evaluates(expression: str) -> int:
+    """The value of a chain of sums and differences of non-negative integers, e.g. "12-9-1" -> 2."""
+    return sum(int(term) for term in re.findall(r"[+-]?\d+", expression))
+
+
+def work_fits(a: int, op: str, b: int, text: str) -> bool:
+    """Whether the work a completion shows is this problem's. In the zoo's form ("steps;answer", spaces
+    ignored) the steps must be the problem's right working exactly, so no answer is rewarded after work that
+    does not lead to it (a sender's made-up or borrowed work: docs/SECURITY.md, "Made-up work"). In free text
+    (a chat model's sentence) every equation it states must be true and either a step of the right working or
+    about the problem itself (its operands or result on one side): other working is not this problem's."""
+    compact = re.sub(r"\s+", "", text)
+    right = worked(a, op, b)[0]
+    zoo_form = _WORK_FORM.fullmatch(compact)
+    if zoo_form is not None:
+        return zoo_form.group(1) == right.rsplit(";", 1)[0]
+    steps = set(right.rsplit(";", 1)[0].split(","))
+    whole = {a, b, a + b if op == "+" else a - b}
+    for found in _EQUATION.finditer(compact):
+        left, result = found.group(1), int(found.group(2))
+        if evaluates(left) != result:
+            return False
+        numbers = {int(n) for n in re.findall(r"\d+", left)} | {result}
+        if found.group(0) not in steps and not numbers & whole:
+            return False
+    return True
+
+
 def operands(rng: random.Random, op: str, columns: int) -> tuple[int, int]:
     """Operands a >= b (no zero), a with `columns` digits, b with 1 to `columns` digits (uniform): the longer
     operand comes first in sums and differences alike, so both operators share one layout."""
@@ -146,10 +186,14 @@ class DigitsTask:
         return "difference" if "-" in item.prompt[1:] else "sum"
 
     def score(self, item: Item, completion: str, finished: bool) -> float:
-        """1.0 when the completion ended by itself and its answer is right: the number after the last ";"
-        (the zoo's work format), else the last integer (a chat model's sentence)."""
+        """1.0 when the completion ended by itself, its answer is right (the number after the ";" of the zoo's
+        form, else the last integer: a chat model's sentence) and the work it shows is this problem's
+        (`work_fits`: a right answer after other work is not a verified one)."""
         if not finished:
             return 0.0
-        text = completion.strip()
-        found = _ANSWER.findall(text) or _INTEGER.findall(text)
-        return 1.0 if found and found[-1] == item.answer else 0.0
+        compact = re.sub(r"\s+", "", completion)
+        zoo_form = _WORK_FORM.fullmatch(compact)
+        found = [zoo_form.group(2)] if zoo_form is not None else _INTEGER.findall(completion)
+        if not found or found[-1] != item.answer:
+            return 0.0
+        return 1.0 if work_fits(*parse_prompt(item.prompt), completion) else 0.0

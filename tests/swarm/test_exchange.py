@@ -437,9 +437,10 @@ def test_hostile_foreign_tokenizer_records_are_refused(record, reason):
 
 
 def test_the_floor_lifts_a_partners_right_work_but_not_made_up_work():
-    """F-TIS-gated's floor (loss.received_floor) against a sender of right answers after random work (the digits
-    verifier checks only the answer): its groups are used, their rewarded rows keep F-TIS's tiny weight; an
-    honest partner's right completions are lifted."""
+    """F-TIS-gated's floor (loss.received_floor) against a sender of right answers after made-up work (random
+    characters, and another problem's right steps): the digits verifier checks the work, so those answers earn
+    nothing, their groups carry no signal and nothing is lifted (nothing refused either: they are honest-looking
+    records); an honest partner's right completions are lifted."""
     hub = MemorySwarm()
 
     def digits_peer(name: str, model: str, prompts: int) -> Peer:
@@ -454,11 +455,12 @@ def test_the_floor_lifts_a_partners_right_work_but_not_made_up_work():
     victim = digits_peer("victim", "digit-add", 2)
     v = attacks.victim_for("digit-add", "digits", max_new_tokens=64)
     differences = [i for i in range(100) if v.task.problem("train", i)[1] == "-"][:6]  # digit-add's greedy fails
-    made_up = [attacks.made_up_work(v, i, hub.clock(), work="random") for i in differences]
+    made_up = [attacks.made_up_work(v, i, hub.clock(), work=("random", "other")[k % 2])
+               for k, i in enumerate(differences)]
     publish_bundles(hub, "mallory", groups=pack_bundle(made_up, 10**6)[0])
     try:
         r = victim.step(0)
-        assert r.swarm.groups_used >= 1 and r.swarm.rejected == {} and r.loss.implausible == 0
+        assert r.swarm.uninformative >= 1 and r.swarm.groups_used == 0 and r.swarm.rejected == {}
         assert r.loss.floored == 0
         hub.transport("mallory").withdraw()
         partner = digits_peer("partner", "digit-sub", 8)

@@ -3,13 +3,25 @@ content, and completions long and varied enough for the F- filter and SAGC to ac
 import random
 import statistics
 
+import pytest
+
 from node.config import build_config
 from node.evaluation import held_out_items
 from node.models.tokenizer import build_tokenizer
 from node.peer import Peer
 from node.tasks import get_task
 from node.tasks.base import HELD_OUT_START
-from node.tasks.digits import HELD_OUT_SHARE, addition_steps, held_out, regroupings, subtraction_steps, worked
+from node.tasks.digits import (
+    HELD_OUT_SHARE,
+    addition_steps,
+    evaluates,
+    held_out,
+    parse_prompt,
+    prompt,
+    regroupings,
+    subtraction_steps,
+    worked,
+)
 
 
 def test_worked_solutions_are_exact():
@@ -121,3 +133,33 @@ def test_score_is_exact_match_of_the_answer():
     assert task.score(item, right.rsplit(";", 1)[0] + f";{a + b + 1}", finished=True) == 0.0
     assert task.score(item, f"The sum is {a + b}.", finished=True) == 1.0  # a chat model's sentence
     assert task.score(item, f"{a + b};{a + b}0", finished=True) == 0.0  # the last answer counts
+
+
+def test_score_checks_the_work_shown():
+    """A right answer is rewarded only after this problem's own working: not after another problem's right
+    steps or a slipped step (a sender's made-up work, docs/SECURITY.md), in the zoo's form or in free text."""
+    task = get_task("digits")
+    item = task.item("train", next(i for i in range(100) if task.problem("train", i)[1] == "-"
+                                   and task.problem("train", i)[0] >= 1000))
+    a, op, b = parse_prompt(item.prompt)
+    assert (a, op, b) == task.problem("train", item.ref.index) and item.answer == str(a - b)
+    right = worked(a, op, b)[0]
+    steps = right.rsplit(";", 1)[0].split(",")
+    other = worked(a + 1, op, b)[0].rsplit(";", 1)[0]  # another problem, worked right
+    assert task.score(item, " ".join(right), finished=True) == 1.0  # spacing does not matter
+    assert task.score(item, f"{other};{item.answer}", finished=True) == 0.0
+    assert task.score(item, ",".join(steps[1:]) + f";{item.answer}", finished=True) == 0.0  # a column missing
+    slipped = steps[0].split("=")[0] + f"={int(steps[0].split('=')[1]) + 1}"
+    assert task.score(item, ",".join([slipped, *steps[1:]]) + f";{item.answer}", finished=True) == 0.0
+    assert task.score(item, f"{a} - {b} = {item.answer}", finished=True) == 1.0  # the problem itself
+    assert task.score(item, f"First {steps[0]}, so the answer is {item.answer}.", finished=True) == 1.0
+    assert task.score(item, f"First {a} - 1 = {a - 1}, then {item.answer}", finished=True) == 1.0  # about a
+    assert task.score(item, f"Since {other.split(',')[0]} is 1+1=3, {item.answer}", finished=True) == 0.0
+    assert task.score(item, f"I know 7+5=12, so {item.answer}", finished=True) == (
+        1.0 if "7+5=12" in steps else 0.0)  # not this problem's unless it is one of its steps
+
+
+def test_parse_prompt_inverts_prompt():
+    assert parse_prompt(prompt(4821, "+", 397)) == (4821, "+", 397) and evaluates("12-9-1") == 2
+    with pytest.raises(ValueError, match="not a digits prompt"):
+        parse_prompt("What is 2 plus 2?")
