@@ -7,8 +7,9 @@ it runs twice, so the table also shows what two clean runs differ by (the noise 
 honest peers refused (by reason) or dropped in the loss (implausible), their reward over the last 20 steps
 against the control's, their median and worst step time, and their peak memory. The summary-flood attack
 runs on tiny-count / count (where groups straggle) and reports the mean group size G instead. The made-up-work
-attacks run on the digits task (digit-add and digit-add-lora, 8 prompts and up to 8 received groups a step), whose
-verifier checks only the answer: against F-TIS-gated, whose floor lifts received right answers to weight 1.
+attacks run on the digits task (digit-add and digit-add-lora, 8 prompts and up to 8 received groups a step)
+against F-TIS-gated, whose floor lifts received right answers to weight 1; the digits verifier checks the work
+(a right answer after made-up work scores 0), the floor's cap (loss.received_floor_div) is the second line.
 
     python bench/attacks.py [--steps 80] [--only poison-floor,clean] [--out bench/out/attacks]
 

@@ -43,11 +43,13 @@ near 0 and the right completion teaches almost nothing (mean 0.009 on the digit 
 docs/RESULTS.md). A floor f raises the weight of received rows with A > 0 to at least f (never above C): what a
 partner got right and we did not is learned like our own right answers, while its wrong ones keep F-TIS's
 weight and filter. The verifier scores every received completion itself, so a positive row is one our own
-reward calls better than its baseline; but it checks only the answer, so the floor lifts only rows whose
-per-token mean divergence is at most `received_floor_div`: text we could nearly have written. Work made up
-before a right answer (random characters: 7.9-12 nats a token to a digit expert) keeps F-TIS's tiny w;
-plausible wrong work (another problem's steps: 1.8-6.8) is only partly kept out (docs/SECURITY.md measures
-both). Within that bound the floor gives a sender no more than claiming our own log-probs already does (w = 1).
+reward calls better than its baseline; where a verifier checks only the answer, text made up before a right
+answer would be lifted too, so the floor lifts only rows whose per-token mean divergence is at most
+`received_floor_div`: text we could nearly have written. Work made up before a right answer (random
+characters: 7.9-12 nats a token to a digit expert) keeps F-TIS's tiny w; plausible wrong work (another
+problem's steps: 1.8-6.8) is only partly kept out by the cap, which is why the digits verifier also checks the
+work (such a row scores 0 there; docs/SECURITY.md measures both). Within that bound the floor gives a sender
+no more than claiming our own log-probs already does (w = 1).
 
 Plausibility (docs/SECURITY.md): a received completion's behaviour log-probs are the sender's claim, and they
 set both w and D. For completions y that an honest generator sampled from pi_gen, whatever our model,
