@@ -19,14 +19,13 @@ def test_received_groups_are_kept_only_where_our_greedy_answer_fails(mode):
                               "generation": {"max_new_tokens": 48}, **settings}))
     try:
         task = get_task("digits")
-        items = [task.item("train", i) for i in range(6)]
+        items = [task.item("train", i) for i in range(12)]
         prompts = [encode_prompt(peer.loaded.tokenizer, item) for item in items]
         greedy, _ = peer.backend.generate(prompts, 1, seed=0, greedy=True)
         said = [peer.loaded.tokenizer.decode(out[0].token_ids, skip_special_tokens=True) for out in greedy]
-        # the same prompts twice: once with the answer our greedy completion gives (we "succeed"), once with an
-        # answer no completion gives (we fail); whatever these weights compute, only the second kind is kept
-        ours = [dataclasses.replace(item, answer=text.rsplit(";", 1)[-1].strip()) for item, text in
-                zip(items, said, strict=True) if ";" in text]
+        # the prompts our greedy completion gets right (we "succeed"; the verifier checks its work too), and
+        # every prompt with an answer no completion gives (we fail): only the second kind is kept
+        ours = [item for item, text in zip(items, said, strict=True) if task.score(item, text, True) == 1.0]
         wrong = [dataclasses.replace(item, answer="-1") for item in items]
         # each group: one right completion and one wrong (reward 1 and 0, as the verifier would set them)
         groups = [Group(item, encode_prompt(peer.loaded.tokenizer, item),
