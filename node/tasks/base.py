@@ -39,7 +39,12 @@ class Task(Protocol):
     # item's sort (e.g. digits: "sum" or "difference"), for held-out accuracy per kind (item_kind)
 
     def score(self, item: Item, completion: str, finished: bool) -> float:
-        """Verifiable reward in [0, 1] of a decoded completion; `finished` is False for a length cut-off."""
+        """Verifiable reward in [0, 1] of a decoded completion; `finished` is False for a length cut-off.
+
+        Where completions show their work, check the work too, not only the answer: received completions are
+        re-scored with this, and F-TIS-gated's floor (`loss.received_floor`) lifts every received completion
+        scored right, so a verifier that reads only the answer lets made-up work ride on it (docs/SECURITY.md,
+        "Made-up work"; `digits` checks its steps, `work_fits`)."""
         ...
 
 
