@@ -1,0 +1,105 @@
+"""Where do the column-arithmetic models go wrong? Each wrong greedy completion classified at its first wrong step.
+
+For every model and held-out split of `digits` (node/tasks/digits.py), greedy completions of the held-out prompts
+are compared step by step with the right working (`worked`); at the first step that differs the mistake is one
+of: an operand digit misread (the column's digits are not the operands' digits there), the carry / borrow term
+(digits right, the carried or borrowed one wrong or missing), the step's arithmetic (terms right, result wrong),
+the number of steps (every step shown right, too few or too many), or the answer after right steps.
+
+    python bench/error_kinds.py [--models digit-add,digit-sub] [--prompts 128] [--splits train,test]
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+KINDS = ("right", "operand digit misread", "carry / borrow term", "step arithmetic", "number of steps",
+         "answer after right steps")
+
+
+def terms(step: str) -> tuple[list[str], str]:
+    """A step's terms and result: '12-9-1=2' -> (['12', '9', '1'], '2')."""
+    left, _, result = step.partition("=")
+    return re.split(r"[+-]", left), result
+
+
+def first_mistake(text: str, a: int, op: str, b: int) -> str:
+    """The kind of a completion's first mistake against the right working of a op b (both 'steps;answer')."""
+    from node.tasks.digits import worked
+
+    got_steps, _, got_answer = text.replace(" ", "").partition(";")
+    want_steps, _, want_answer = worked(a, op, b, 1.0)[0].partition(";")
+    got, want = got_steps.split(","), want_steps.split(",")
+    for column, (mine, theirs) in enumerate(zip(got, want, strict=False)):
+        if mine == theirs:
+            continue
+        (mine_terms, _), (their_terms, _) = terms(mine), terms(theirs)
+        if mine_terms == their_terms:
+            return "step arithmetic"
+        operands = 2 if b >= 10**column else 1  # (the shorter operand has no digit in its higher columns)
+        digit = (a // 10**column) % 10
+        try:  # (a difference's column may show its lent ten: 17 for a 7 that borrowed)
+            first_right = int(mine_terms[0]) % 10 == digit
+        except ValueError:
+            return "operand digit misread"
+        if first_right and mine_terms[1:operands] == their_terms[1:operands]:
+            return "carry / borrow term"
+        return "operand digit misread"
+    if len(got) != len(want):
+        return "number of steps"
+    return "answer after right steps" if got_answer != want_answer else "right"
+
+
+def classify(model_name: str, split: str, prompts: int, max_new_tokens: int) -> collections.Counter:
+    """{(operator, kind): count} over a split's held-out prompts, greedy."""
+    import torch
+
+    from node.evaluation import held_out_items
+    from node.models.loading import load_base
+    from node.tasks.digits import DigitsTask, parse_prompt
+
+    task = DigitsTask("digits")
+    model, tokenizer, _ = load_base(model_name)
+    model.eval()
+    counts: collections.Counter = collections.Counter()
+    for item in held_out_items(task, split, prompts):
+        a, op, b = parse_prompt(item.prompt)
+        ids = tokenizer(item.prompt, return_tensors="pt").input_ids
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False)
+        text = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
+        kind = "right" if task.score(item, text, True) else first_mistake(text, a, op, b)
+        counts[(op, kind)] += 1
+    return counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="digit-add,digit-sub")
+    parser.add_argument("--prompts", type=int, default=128, help="held-out prompts per split (both operators)")
+    parser.add_argument("--splits", default="train,test", help="train: in distribution; test: out of it")
+    parser.add_argument("--max-new-tokens", type=int, default=64)
+    args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(1)
+    print(f"| model | split | operator | prompts | {' | '.join(KINDS)} |")
+    print("|---|---|---|---|" + "---|" * len(KINDS))
+    for model in args.models.split(","):
+        for split in args.splits.split(","):
+            counts = classify(model, split, args.prompts, args.max_new_tokens)
+            for op in ("+", "-"):
+                total = sum(n for (o, _), n in counts.items() if o == op)
+                cells = " | ".join(str(counts[(op, kind)]) for kind in KINDS)
+                label = "ID" if split == "train" else "OOD"
+                print(f"| {model} | {label} | {op} | {total} | {cells} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

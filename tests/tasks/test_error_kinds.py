@@ -1,0 +1,41 @@
+"""bench/error_kinds.py's classifier: the first wrong step of a column-arithmetic completion, by kind."""
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+
+from error_kinds import first_mistake  # noqa: E402
+
+from node.tasks.digits import worked  # noqa: E402
+
+SUM = (703567, "+", 578)
+RIGHT = worked(*SUM, 1.0)[0]  # 7+8=15,6+7+1=14,5+5+1=11,3+1=4,0=0,7=7;704145
+
+
+def test_right_working_is_right():
+    assert RIGHT == "7+8=15,6+7+1=14,5+5+1=11,3+1=4,0=0,7=7;704145"
+    assert first_mistake(RIGHT, *SUM) == "right"
+    assert first_mistake(RIGHT.replace(",", ", "), *SUM) == "right"  # spacing is not a mistake
+
+
+def test_each_kind_of_first_mistake():
+    assert first_mistake("7+8=15,6+7+1=14,5+7+1=10,3+1=4,6=6,7=7;764025", *SUM) == "operand digit misread"
+    assert first_mistake("7+8=15,6+7=13,5+5=10,3+1=4,0=0,7=7;704035", *SUM) == "carry / borrow term"
+    assert first_mistake("7+8=15,6+7+1=15,5+5+1=11,3+1=4,0=0,7=7;704155", *SUM) == "step arithmetic"
+    assert first_mistake("7+8=15,6+7+1=14,5+5+1=11,3+1=4,0=0;04145", *SUM) == "number of steps"
+    assert first_mistake("7+8=15,6+7+1=14,5+5+1=11,3+1=4,0=0,7=7;704146", *SUM) == "answer after right steps"
+    # only the first mistake counts: a misread after a dropped carry is a carry mistake
+    assert first_mistake("7+8=15,6+7=13,9+5=14,3+1=4,0=0,7=7;704435", *SUM) == "carry / borrow term"
+
+
+def test_differences_single_digit_steps():
+    difference = (788474, "-", 91)
+    right = worked(*difference, 1.0)[0]
+    assert right == "4-1=3,17-9=8,4-1=3,8=8,8=8,7=7;788383"
+    assert first_mistake("4-1=3,17-9=8,4-1=3,7=7,7=7,7=7;777383", *difference) == "operand digit misread"
+    assert first_mistake("4-1=3,17-9=8,4=4,8=8,8=8,7=7;788483", *difference) == "carry / borrow term"
+    assert first_mistake("4-1=3,7-9=8,4-1=3,8=8,8=8,7=7;788383", *difference) == "carry / borrow term"  # no ten lent
+    # a carry after the shorter operand ends: "3+1" is the digit and the carry
+    assert first_mistake("7+8=15,6+7+1=14,5+5+1=11,3=3,0=0,7=7;703145", *SUM) == "carry / borrow term"
+    assert first_mistake("7+8=15,6+7+1=14,5+5+1=11,5+1=6,0=0,7=7;706145", *SUM) == "operand digit misread"
