@@ -1,5 +1,7 @@
-"""Learner step cost: an F-TIS step vs a plain GRPO step on the same batch, same run (aim ratio <= 1.15), and the
-F-TIS step with the harm detector (node/rl/alignment.py) vs without it (issue 23: at most 1.10).
+"""Learner step cost: an F-TIS step vs a plain GRPO step on the same batch, both in one padded forward pass, same
+run (aim ratio <= 1.15), the F-TIS step with the harm detector (node/rl/alignment.py) vs without it (issue 23: at
+most 1.10), and the F-TIS step with its forward pass in length pieces (train.length_pieces, the default 4) vs in
+one padded pass.
 
 Both do the same forward, backward, clipping and AdamW step from the same weights; they differ only in the
 loss: F-TIS adds importance weights against the generator, the divergence filter and the defensive checks.
@@ -8,11 +10,13 @@ among --senders senders. --no-own-signal flattens our own groups' rewards (no ad
 detector compares senders with our anchors, up to 16 of our right completions, in one more forward pass).
 
     python bench/bench_learner.py [--model tiny-add] [--other tiny-sub] [--steps 15] [--no-own-signal]
+    python bench/bench_learner.py --task digits --model digit-add --other digit-sub --prompts 16 --group-size 16
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import statistics
 import time
 
@@ -22,15 +26,15 @@ from node.config import GenerationConfig, LossConfig, ModelConfig, TrainConfig
 from node.generation.rollouts import Group, score_group
 from node.generation.transformers_backend import TransformersBackend
 from node.models.loading import encode_prompt, load_model
-from node.rl.batching import build_batch
+from node.rl.batching import build_batch, length_pieces
 from node.rl.learner import Learner, sequence_logprobs
 from node.runtime import quiet_libraries
-from node.tasks import get_task
+from node.tasks import completion_cap, get_task
 
 
 def make_groups(name, task, items, group_size, own, seed):
     loaded = load_model(ModelConfig(name=name))
-    backend = TransformersBackend(loaded.model, loaded.tokenizer, GenerationConfig(max_new_tokens=8))
+    backend = TransformersBackend(loaded.model, loaded.tokenizer, GenerationConfig(max_new_tokens=completion_cap(task)))
     prompts = [encode_prompt(loaded.tokenizer, it) for it in items]
     outputs, _ = backend.generate(prompts, group_size, seed)
     groups = [Group(it, p, c, own=own) for it, p, c in zip(items, prompts, outputs, strict=True)]
@@ -55,6 +59,7 @@ def grpo_step(model, optimizer, params, groups, pad_id, max_grad_norm):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--task", default="arith")
     parser.add_argument("--model", default="tiny-add")
     parser.add_argument("--other", default="tiny-sub", help="zoo model whose groups play the received ones")
     parser.add_argument("--prompts", type=int, default=32)
@@ -67,7 +72,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     quiet_libraries()
     torch.set_num_threads(1)
-    task = get_task("arith")
+    task = get_task(args.task)
     items = [task.item("train", i) for i in range(args.prompts)]
     groups = make_groups(args.model, task, items[: args.prompts // 2], args.group_size, True, 0)
     anchors = []
@@ -84,13 +89,15 @@ def main(argv=None):
     groups += received
     base = load_model(ModelConfig(name=args.model)).model
     train = TrainConfig(micro_batch_tokens=args.micro_batch_tokens)
-    ftis_model, harm_model, grpo_model = copy.deepcopy(base), copy.deepcopy(base), copy.deepcopy(base)
+    ftis_model, harm_model, grpo_model, one_model = (copy.deepcopy(base) for _ in range(4))
     lr = 1e-3  # the same rate for every step
     learner = Learner(ftis_model, 0, train, LossConfig(variant="f-tis", harm_bound=0.0), temperature=1.0, lr=lr)
     harmed = Learner(harm_model, 0, train, LossConfig(variant="f-tis"), temperature=1.0, lr=lr)
+    one_pass = Learner(one_model, 0, dataclasses.replace(train, length_pieces=1),
+                       LossConfig(variant="f-tis", harm_bound=0.0), temperature=1.0, lr=lr)
     grpo_params = list(grpo_model.parameters())
     grpo_opt = torch.optim.AdamW(grpo_params, lr=lr)
-    times: dict[str, list[float]] = {"ftis": [], "harm": [], "grpo": []}
+    times: dict[str, list[float]] = {"ftis": [], "harm": [], "grpo": [], "one": []}
     for step in range(args.steps + 1):  # step 0 warms up
         start = time.perf_counter()
         metrics = learner.step(groups)
@@ -101,16 +108,24 @@ def main(argv=None):
         start = time.perf_counter()
         grpo_step(grpo_model, grpo_opt, grpo_params, groups, 0, train.max_grad_norm)
         t_grpo = time.perf_counter() - start
+        start = time.perf_counter()
+        one_pass.step(groups)
+        t_one = time.perf_counter() - start
         if step:
-            for key, value in (("ftis", t_ftis), ("harm", t_harm), ("grpo", t_grpo)):
+            for key, value in (("ftis", t_ftis), ("harm", t_harm), ("grpo", t_grpo), ("one", t_one)):
                 times[key].append(value)
     rows = sum(len(g.completions) for g in groups)
-    f, h, g = (statistics.median(times[k]) for k in ("ftis", "harm", "grpo"))
-    print(f"{'model':<14} {'rows':>5} {'F-TIS step s':>13} {'GRPO step s':>12} {'ratio':>6} {'+harm step s':>13} "
-          f"{'ratio':>6}  anchors  filtered/rows  alignment by sender")
+    widths = build_batch(groups, 0, 1e-4, drop_zero_variance=False).attention.sum(dim=1).tolist()
+    pieces = length_pieces(widths, train.length_pieces)
+    padded = sum(len(piece) * max(widths[i] for i in piece) for piece in pieces)
+    f, h, g, o = (statistics.median(times[k]) for k in ("ftis", "harm", "grpo", "one"))
+    print(f"{'model':<14} {'rows':>5} {'F-TIS s (one pass)':>19} {'GRPO s':>7} {'ratio':>6} {'F-TIS s (pieces)':>17} "
+          f"{'ratio':>6} {'padded tokens (one pass)':>25} {'+harm s':>8} {'ratio':>6}  anchors  filtered/rows  "
+          f"alignment by sender")
     alignment = " ".join(f"{v:+.2f}" for v in harmed.alignment.values())
-    print(f"{args.model:<14} {rows:>5} {f:>13.4f} {g:>12.4f} {f / g:>6.2f} {h:>13.4f} {h / f:>6.2f}  "
-          f"{harm_metrics.anchors:>7}  {metrics.filtered}/{rows}  {alignment}")
+    tokens = f"{padded} ({len(widths) * max(widths)})"
+    print(f"{args.model:<14} {rows:>5} {o:>19.4f} {g:>7.4f} {o / g:>6.2f} {f:>17.4f} {f / o:>6.2f} {tokens:>25} "
+          f"{h:>8.4f} {h / f:>6.2f}  {harm_metrics.anchors:>7}  {metrics.filtered}/{rows}  {alignment}")
 
 
 if __name__ == "__main__":

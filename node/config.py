@@ -175,6 +175,8 @@ class TrainConfig:
     mini_batches: int = 1  # optimiser updates per step: the step's rows dealt into this many parts (PPO-style)
     micro_batch_tokens: int = 0  # padded tokens (rows x longest row) per forward/backward pass; gradients of an
     #                              update's micro-batches accumulate (bounds the learner's memory; 0: no limit)
+    length_pieces: int = 4  # an update in one piece runs its forward pass as up to this many passes over rows
+    #                         of similar length, when that pads 20% fewer tokens (1: one pass; same gradient)
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, more time)
     autocast: str = "none"  # none | bf16: the learner's forward and backward under bfloat16 autocast (GPUs)
 
@@ -195,6 +197,8 @@ class TrainConfig:
         _check(self.mini_batches >= 1, "train.mini_batches", "must be >= 1", self.mini_batches)
         _check(self.micro_batch_tokens >= 0, "train.micro_batch_tokens", "must be >= 0 (0: no limit)",
                self.micro_batch_tokens)
+        _check(self.length_pieces >= 1, "train.length_pieces", "must be >= 1 (1: one forward pass)",
+               self.length_pieces)
         _check(self.autocast in ("none", "bf16"), "train.autocast", "must be none or bf16", self.autocast)
 
 

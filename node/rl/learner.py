@@ -20,7 +20,7 @@ from node.generation.rollouts import Group
 from node.metrics import LossMetrics
 
 from .alignment import HeadGradients, anchor_gradient, forward_with_head_input, harm_statistics
-from .batching import Batch, build_batch, micro_batches, mini_batches, senders_of, take_rows
+from .batching import Batch, build_batch, length_pieces, micro_batches, mini_batches, senders_of, take_rows
 from .ftis import LossInputs, aggregate, ftis_objective, plan_loss, surrogate
 
 
@@ -51,6 +51,7 @@ class Learner:
         self.temperature = temperature
         self.max_grad_norm = train.max_grad_norm
         self.budget, self.updates = train.micro_batch_tokens, train.mini_batches
+        self.length_pieces = train.length_pieces
         self.autocast = train.autocast
         if train.gradient_checkpointing:  # recompute activations in backward: less memory, ~30% more time
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -121,9 +122,9 @@ class Learner:
 
     def _whole(self, batch: Batch, prior: torch.Tensor,
                heads: HeadGradients | None) -> tuple[LossMetrics, torch.Tensor | None]:
-        """One update in one forward pass."""
+        """One update in one backward pass (its forward pass in pieces of similar length: less padding)."""
         with self._autocast():
-            logp = sequence_logprobs(self.model, batch, self.temperature, heads)
+            logp = self._pieced_logprobs(batch, heads)
         inputs = LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=batch.logp_gen, mask=batch.mask,
                             advantages=batch.advantages, own=batch.own, group=batch.group, sequence=batch.sequence,
                             sender=batch.sender, prior=prior)
@@ -134,6 +135,23 @@ class Learner:
         metrics.grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm))
         self.optimizer.step()
         return metrics, plan.evidence
+
+    def _pieced_logprobs(self, batch: Batch, heads: HeadGradients | None) -> torch.Tensor:
+        """[N, T] log pi_theta of the whole batch in one autograd graph, computed over length pieces (each padded
+        to its own longest row) and put back in row order: the same values as one pass, fewer padded tokens."""
+        pieces = length_pieces(batch.attention.sum(dim=1).tolist(), self.length_pieces)
+        if len(pieces) == 1:
+            return sequence_logprobs(self.model, batch, self.temperature, heads)
+        width = batch.mask.shape[1]
+        parts, order = [], []
+        for piece in pieces:
+            part = sequence_logprobs(self.model, take_rows(batch, torch.tensor(piece, device=batch.mask.device)),
+                                     self.temperature, heads)
+            parts.append(torch.nn.functional.pad(part, (0, width - part.shape[1])))
+            order += piece
+        inverse = torch.empty(len(order), dtype=torch.long, device=batch.mask.device)
+        inverse[torch.tensor(order, device=batch.mask.device)] = torch.arange(len(order), device=batch.mask.device)
+        return torch.cat(parts)[inverse]
 
     @torch.no_grad()
     def _logprobs_before(self, batch: Batch, pieces: list[list[int]]) -> torch.Tensor:

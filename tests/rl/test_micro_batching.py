@@ -9,7 +9,7 @@ import torch
 from node.config import GenerationConfig, LossConfig, TrainConfig
 from node.generation.rollouts import Completion, Group
 from node.generation.transformers_backend import TransformersBackend
-from node.rl.batching import micro_batches, mini_batches
+from node.rl.batching import length_pieces, micro_batches, mini_batches
 from node.rl.ftis import spread_logprob
 from node.rl.learner import Learner
 
@@ -20,6 +20,16 @@ def test_micro_batches_stay_within_the_token_budget():
     assert micro_batches([3, 5, 4, 9, 2], 18) == [[0, 1, 2], [3, 4]]
     assert micro_batches([30], 10) == [[0]]  # longer than the budget: a piece of its own
     assert micro_batches([], 10) == []
+
+
+def test_length_pieces_sort_rows_when_that_saves_padding():
+    widths = [10, 40, 12, 38, 11, 41, 9, 39]
+    assert length_pieces(widths, 2) == [[6, 0, 4, 2], [3, 7, 1, 5]]  # 4 x 12 + 4 x 41 = 212 of 8 x 41 = 328
+    assert length_pieces(widths, 1) == [list(range(8))]
+    assert length_pieces([10, 11, 12, 12], 4) == [[0, 1, 2, 3]]  # 4 pieces would save under 20%: one pass
+    assert length_pieces([5, 50], 8) == [[0], [1]]  # at most one piece a row
+    assert length_pieces([], 4) == []
+    assert sorted(i for piece in length_pieces(widths, 3) for i in piece) == list(range(8))  # every row once
 
 
 def test_mini_batches_deal_rows_across_groups():
@@ -83,6 +93,27 @@ def test_accumulated_gradients_equal_the_whole_batch_gradient(tiny, groups, aggr
     assert m_pieces.loss == pytest.approx(m_whole.loss, abs=1e-6)
     assert (m_pieces.sequences, m_pieces.tokens, m_pieces.filtered) == (m_whole.sequences, m_whole.tokens,
                                                                         m_whole.filtered)
+
+
+def test_a_forward_pass_in_length_pieces_gives_the_one_pass_gradient(tiny, groups):
+    """train.length_pieces: the whole-batch update's forward pass over rows sorted into pieces of similar
+    length (each padded to its own longest row) gives the one-pass gradient, loss and metrics."""
+    loss = LossConfig(variant="f-tis")
+    groups = [dataclasses.replace(g, completions=[Completion(c.token_ids * 5, c.logprobs * 5, c.finish_reason, c.text,
+                                                             c.reward) for c in g.completions]) if i % 2 else g
+              for i, g in enumerate(groups)]  # every other group five times as long: widths differ
+    widths = [len(g.prompt_ids) + len(c.token_ids) for g in groups for c in g.completions]
+    assert len(length_pieces(widths, 4)) == 4  # so the pieces act here
+    one, m_one = gradient(tiny[0], groups, TrainConfig(max_grad_norm=1e9, length_pieces=1), loss)
+    four, m_four = gradient(tiny[0], groups, TrainConfig(max_grad_norm=1e9, length_pieces=4), loss)
+    assert one.keys() == four.keys() and len(one) > 0
+    scale = max(float(g.abs().max()) for g in one.values())
+    assert scale > 1e-3  # a real gradient, not zeros
+    worst = max(float((one[n] - four[n]).abs().max()) for n in one)
+    assert worst < 5e-5 * scale  # float32 summation order only (measured 5e-6 of the scale)
+    assert m_four.loss == pytest.approx(m_one.loss, abs=1e-6)
+    assert (m_four.sequences, m_four.tokens, m_four.filtered, m_four.truncated_frac) == (
+        m_one.sequences, m_one.tokens, m_one.filtered, m_one.truncated_frac)
 
 
 def test_later_updates_of_a_batch_are_clipped(tiny, groups):
