@@ -23,10 +23,10 @@ import time
 import torch
 
 from node.config import GenerationConfig, LossConfig, ModelConfig, TrainConfig
-from node.generation.rollouts import Group, score_group
+from node.generation.rollouts import Group, length_pieces, score_group
 from node.generation.transformers_backend import TransformersBackend
 from node.models.loading import encode_prompt, load_model
-from node.rl.batching import build_batch, length_pieces
+from node.rl.batching import build_batch
 from node.rl.learner import Learner, sequence_logprobs
 from node.runtime import quiet_libraries
 from node.tasks import completion_cap, get_task

@@ -65,6 +65,9 @@ class GenerationConfig:
     max_new_tokens: int = 0  # completion length cap; a capped completion has finish reason "length"; 0: the
     #                          task's own cap (node/tasks: digits 64 for its worked columns, others 8)
     threads: int = 1  # torch threads in this process (2 threads on 2 busy cores run 20-40x slower)
+    length_pieces: int = 2  # transformers backend: a step's prompts sorted by length and generated in up to this
+    #                         many batches, each decoding until its own longest completion ends, when that pads
+    #                         20% fewer prompt tokens (1: one batch)
     vllm_gpu_memory: float = 0.3  # vllm on a GPU: fraction of GPU memory for the engine (the learner needs the rest)
     vllm_kv_cache_gib: float = 0.0  # vllm: KV cache size; 0 = from vllm_gpu_memory on a GPU, 1 GiB on the CPU
     vllm_max_model_len: int = 0  # vllm: longest prompt + completion; 0 = the model's own limit
@@ -77,6 +80,8 @@ class GenerationConfig:
         _check(self.max_new_tokens >= 0, "generation.max_new_tokens", "must be >= 0 (0: the task's cap)",
                self.max_new_tokens)
         _check(self.threads >= 1, "generation.threads", "must be >= 1", self.threads)
+        _check(self.length_pieces >= 1, "generation.length_pieces", "must be >= 1 (1: one batch)",
+               self.length_pieces)
         _check(0 < self.vllm_gpu_memory < 1, "generation.vllm_gpu_memory", "must be in (0, 1)", self.vllm_gpu_memory)
         _check(self.vllm_kv_cache_gib >= 0, "generation.vllm_kv_cache_gib", "must be >= 0", self.vllm_kv_cache_gib)
         _check(self.vllm_max_model_len >= 0, "generation.vllm_max_model_len", "must be >= 0",

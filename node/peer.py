@@ -134,10 +134,7 @@ class Peer:
         learn_seconds = time.perf_counter() - start
         group_metrics = self.policy.after_step(own_summaries, received.summaries, self.family)
         tokens = sum(sum(g.lengths) for g in groups)
-        # decode slots spent: a padded batch runs every sequence as long as the longest; vLLM frees a
-        # sequence's slot when it ends
-        padded = (sum(len(g.completions) for g in groups) * max(max(g.lengths) for g in groups)
-                  if self.backend.pads_batch else tokens)
+        padded = self.backend.decode_slots(groups)  # decode slots spent on our own groups
         result = StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, padded,
                             step_seconds=time.perf_counter() - step_start, loss=loss_metrics, swarm=swarm_metrics,
                             group=group_metrics, eval_before=before)

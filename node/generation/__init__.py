@@ -10,12 +10,11 @@ from typing import Protocol
 
 from node.config import GenerationConfig
 
-from .rollouts import Completion
+from .rollouts import Completion, Group
 
 
 class GenerationBackend(Protocol):
     name: str  # "transformers" | "vllm"
-    pads_batch: bool  # a step decodes as one padded batch until its longest sequence ends
     eos_ids: set[int]
     pad_id: int
 
@@ -23,6 +22,11 @@ class GenerationBackend(Protocol):
                  greedy: bool = False) -> tuple[list[list[Completion]], float]:
         """G completions for each prompt (greedy: the most likely continuation, for evaluation); returns the
         groups and the wall seconds of generation."""
+        ...
+
+    def decode_slots(self, groups: list[Group]) -> int:
+        """Decode slots a step's generation of these groups spent (a padded batch runs each of its sequences as
+        long as its longest; continuous batching frees a sequence's slot when it ends)."""
         ...
 
     def sync(self, model) -> None:

@@ -81,3 +81,20 @@ def stop_ids(model, tokenizer) -> tuple[set[int], int]:
     eos_ids = set(eos if isinstance(eos, list) else [eos])
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(eos_ids)
     return eos_ids, pad_id
+
+
+def length_pieces(widths: list[int], count: int, min_saving: float = 0.2) -> list[list[int]]:
+    """Row indices of one forward pass cut into at most `count` pieces of similar width (rows sorted by width,
+    equal numbers of rows a piece), when that pads at least `min_saving` fewer tokens than one piece does;
+    else one piece in row order. Each piece pads only to its own longest row (take_rows)."""
+    if not widths:
+        return []
+    count = max(1, min(count, len(widths)))
+    order = sorted(range(len(widths)), key=lambda i: widths[i])
+    pieces = [order[k * len(order) // count:(k + 1) * len(order) // count] for k in range(count)]
+    pieces = [piece for piece in pieces if piece]
+    whole = len(widths) * max(widths)
+    padded = sum(len(piece) * widths[piece[-1]] for piece in pieces)
+    if len(pieces) == 1 or padded > (1 - min_saving) * whole:
+        return [list(range(len(widths)))]
+    return pieces

@@ -23,7 +23,7 @@ from transformers.generation.logits_process import TemperatureLogitsWarper, TopP
 
 from node.config import GenerationConfig as SamplingConfig
 
-from .rollouts import Completion, require_cap, split_completion, stop_ids
+from .rollouts import Completion, Group, length_pieces, require_cap, split_completion, stop_ids
 
 
 class _BehaviourRecorder(LogitsProcessor):
@@ -68,7 +68,6 @@ class TransformersBackend:
     """Generates complete groups with a local transformers (or peft) model: the model being trained."""
 
     name = "transformers"
-    pads_batch = True  # the step decodes as one padded batch until its longest sequence ends
 
     def __init__(self, model, tokenizer, sampling: SamplingConfig):
         self.model = model
@@ -76,6 +75,13 @@ class TransformersBackend:
         self.sampling = sampling
         require_cap(sampling.max_new_tokens)
         self.eos_ids, self.pad_id = stop_ids(model, tokenizer)
+
+    def decode_slots(self, groups: list[Group]) -> int:
+        """A batch (generate's length pieces of the groups' prompts) runs each of its sequences as long as its
+        longest."""
+        pieces = length_pieces([len(g.prompt_ids) for g in groups], self.sampling.length_pieces)
+        return sum(sum(len(groups[i].completions) for i in piece) * max(max(groups[i].lengths, default=0)
+                                                                           for i in piece) for piece in pieces)
 
     def sync(self, model) -> None:
         """Nothing to do: this backend samples from the training model itself."""
@@ -91,11 +97,26 @@ class TransformersBackend:
         return GenerationConfig(**sampling, max_new_tokens=self.sampling.max_new_tokens, pad_token_id=self.pad_id,
                                 eos_token_id=sorted(self.eos_ids))
 
-    @torch.no_grad()
     def generate(self, prompts: list[list[int]], group_size: int, seed: int,
                  greedy: bool = False) -> tuple[list[list[Completion]], float]:
-        """G completions for each prompt (one batched generate call); returns groups and wall seconds.
+        """G completions for each prompt; returns groups (in the prompts' order) and wall seconds. The prompts
+        go in batches of similar length (generation.length_pieces; batch k seeded seed + k): a batch decodes
+        until its longest completion ends, so short problems do not wait for long ones.
         greedy: the most likely token at each position instead of sampling (evaluation)."""
+        pieces = length_pieces([len(p) for p in prompts], self.sampling.length_pieces)
+        groups: list[list[Completion]] = [[] for _ in prompts]
+        seconds = 0.0
+        for k, piece in enumerate(pieces):
+            part, spent = self._generate([prompts[i] for i in piece], group_size, seed + k, greedy)
+            for i, group in zip(piece, part, strict=True):
+                groups[i] = group
+            seconds += spent
+        return groups, seconds
+
+    @torch.no_grad()
+    def _generate(self, prompts: list[list[int]], group_size: int, seed: int,
+                  greedy: bool) -> tuple[list[list[Completion]], float]:
+        """G completions for each prompt in one batched generate call, and its wall seconds."""
         batch = [p for p in prompts for _ in range(group_size)]
         input_ids, attention = (t.to(self.model.device) for t in left_pad(batch, self.pad_id))
         recorder = _BehaviourRecorder()

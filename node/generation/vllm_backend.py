@@ -31,7 +31,7 @@ from pathlib import Path
 from node.config import GenerationConfig
 from node.errors import BackendUnavailable, first_line
 
-from .rollouts import Completion, require_cap, split_completion, stop_ids
+from .rollouts import Completion, Group, require_cap, split_completion, stop_ids
 
 LORA_RANK_SLOTS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the max_lora_rank values vLLM accepts
 CPU_KV_CACHE_GIB = 1.0  # KV cache on the CPU when generation.vllm_kv_cache_gib is 0
@@ -108,7 +108,6 @@ class VLLMBackend:
     """Generates complete groups with a vLLM engine that follows the training model's weights."""
 
     name = "vllm"
-    pads_batch = False  # continuous batching: a finished sequence frees its slot
 
     def __init__(self, model, tokenizer, sampling: GenerationConfig, lora: bool = False, seed: int = 0):
         import torch
@@ -166,6 +165,11 @@ class VLLMBackend:
         if old is not None:
             self.llm.llm_engine.remove_lora(old.lora_int_id)
             shutil.rmtree(old.lora_path, ignore_errors=True)
+
+    @staticmethod
+    def decode_slots(groups: list[Group]) -> int:
+        """Continuous batching: a finished sequence frees its slot, so the slots are the tokens."""
+        return sum(sum(g.lengths) for g in groups)
 
     def sync(self, model) -> None:
         """Makes the engine sample from `model`'s current weights (call after each optimiser step)."""

@@ -118,23 +118,6 @@ def micro_batches(widths: list[int], budget: int) -> list[list[int]]:
     return pieces
 
 
-def length_pieces(widths: list[int], count: int, min_saving: float = 0.2) -> list[list[int]]:
-    """Row indices of one forward pass cut into at most `count` pieces of similar width (rows sorted by width,
-    equal numbers of rows a piece), when that pads at least `min_saving` fewer tokens than one piece does;
-    else one piece in row order. Each piece pads only to its own longest row (take_rows)."""
-    if not widths:
-        return []
-    count = max(1, min(count, len(widths)))
-    order = sorted(range(len(widths)), key=lambda i: widths[i])
-    pieces = [order[k * len(order) // count:(k + 1) * len(order) // count] for k in range(count)]
-    pieces = [piece for piece in pieces if piece]
-    whole = len(widths) * max(widths)
-    padded = sum(len(piece) * widths[piece[-1]] for piece in pieces)
-    if len(pieces) == 1 or padded > (1 - min_saving) * whole:
-        return [list(range(len(widths)))]
-    return pieces
-
-
 def mini_batches(n_rows: int, count: int) -> list[list[int]]:
     """Row indices of `count` optimiser updates on one batch: every count-th row, so that each update sees
     rows of every group (a group's rows are consecutive); fewer when there are fewer rows."""

@@ -16,11 +16,11 @@ import statistics
 import torch
 
 from node.config import LossConfig, TrainConfig
-from node.generation.rollouts import Group
+from node.generation.rollouts import Group, length_pieces
 from node.metrics import LossMetrics
 
 from .alignment import HeadGradients, anchor_gradient, forward_with_head_input, harm_statistics
-from .batching import Batch, build_batch, length_pieces, micro_batches, mini_batches, senders_of, take_rows
+from .batching import Batch, build_batch, micro_batches, mini_batches, senders_of, take_rows
 from .ftis import LossInputs, aggregate, ftis_objective, plan_loss, surrogate
 
 

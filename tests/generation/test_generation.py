@@ -96,6 +96,32 @@ def test_sampling_is_seeded(tiny):
     assert [c.token_ids for c in a[0]] != [c.token_ids for c in other[0]]  # the seed is what decides
 
 
+def test_prompts_of_different_lengths_go_in_pieces_and_come_back_in_order(tiny, monkeypatch):
+    """generation.length_pieces: prompts sorted by length into batches of their own (each decoding until its own
+    longest completion ends); groups come back in the prompts' order, greedy answers as from one batch, and
+    each sampled completion's behaviour log-probs are still its own prompt's."""
+    model, tok = tiny
+    prompts = [tok(text).input_ids for text in ("3+4=", "1234+5678+90=", "7+2=", "4321+8765+12=")]
+    calls = []
+    one = TransformersBackend(model, tok, GenerationConfig(max_new_tokens=8, length_pieces=1))
+    two = TransformersBackend(model, tok, GenerationConfig(max_new_tokens=8, length_pieces=2))
+    original = TransformersBackend._generate
+    monkeypatch.setattr(TransformersBackend, "_generate",
+                        lambda self, ps, *a: calls.append([len(p) for p in ps]) or original(self, ps, *a))
+    greedy_one, _ = one.generate(prompts, group_size=1, seed=0, greedy=True)
+    assert calls == [[4, 13, 4, 13]]
+    calls.clear()
+    greedy_two, _ = two.generate(prompts, group_size=1, seed=0, greedy=True)
+    assert calls == [[4, 4], [13, 13]]  # the short prompts, then the long ones
+    assert [g[0].token_ids for g in greedy_two] == [g[0].token_ids for g in greedy_one]
+    groups, _ = two.generate(prompts, group_size=3, seed=2)
+    assert [len(g) for g in groups] == [3, 3, 3, 3]
+    for prompt, group in zip(prompts, groups, strict=True):
+        for c in group:
+            expected = forward_logprobs(model, prompt, c.token_ids, 1.0, 1.0)
+            assert torch.allclose(torch.tensor(c.logprobs), expected, atol=1e-4)
+
+
 @pytest.mark.parametrize("temperature", [0.7, 1.0])
 def test_the_learner_and_the_generator_agree_on_own_groups(tiny, temperature):
     """On-policy data must look on-policy to the loss: importance weight 1 and divergence 0 (the learner's

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from node.config import GenerationConfig, LossConfig, TrainConfig
-from node.generation.rollouts import Completion, Group
+from node.generation.rollouts import Completion, Group, length_pieces
 from node.generation.transformers_backend import TransformersBackend
-from node.rl.batching import length_pieces, micro_batches, mini_batches
+from node.rl.batching import micro_batches, mini_batches
 from node.rl.ftis import spread_logprob
 from node.rl.learner import Learner
 
