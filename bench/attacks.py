@@ -1,7 +1,7 @@
 """The attack catalogue against a small local swarm, one run per attack, and a table.
 
 Each run: a bootstrap and two honest `swarm join` processes (tiny-add full fine-tuning and tiny-add-lora, on
-arith-add, seeds 0 and 1) for --steps steps, and a hostile peer (node/swarm/attacks.py: its own hivemind node,
+arith-add, seeds 0 and 1) for --steps steps, and a hostile peer (bench/hostile.py: its own hivemind node,
 our wire format) publishing the attack every half second. The same swarm without an attacker is the control;
 it runs twice, so the table also shows what two clean runs differ by (the noise band). Per attack: what the
 honest peers refused (by reason) or dropped in the loss (implausible), their reward over the last 20 steps
@@ -29,11 +29,12 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError
 from pathlib import Path
 
+import hostile
+
 from node.config import SwarmConfig
 from node.local_swarm import SwarmProcesses
 from node.process import rss_mb
 from node.runtime import quiet_libraries
-from node.swarm import attacks
 
 HONEST = {"full": ("tiny-add", 0), "lora": ("tiny-add-lora", 1)}
 COUNTING = {"full": ("tiny-count", 0), "lora": ("tiny-count", 1)}
@@ -46,22 +47,22 @@ BEHAVE = 12  # behave-then-poison: the honest full peer's step at which the iden
 
 def poison(claims: str, pad: int = 0):
     def build(v, dht, step):
-        return "groups", [attacks.padding_poison(v, i, dht.now(), claims=claims, pad=pad)
-                          for i in attacks.random_indices(step, 16)]
+        return "groups", [hostile.padding_poison(v, i, dht.now(), claims=claims, pad=pad)
+                          for i in hostile.random_indices(step, 16)]
     return build
 
 
 def made_up(work: str):
     def build(v, dht, step):
-        return "groups", [attacks.made_up_work(v, i, dht.now(), work=work, seed=step)
-                          for i in attacks.random_indices(step, 16)]
+        return "groups", [hostile.made_up_work(v, i, dht.now(), work=work, seed=step)
+                          for i in hostile.random_indices(step, 16)]
     return build
 
 
 def replays(v, dht, step):
     """Every honest record seen so far, as published and re-stamped."""
     raw = dht.honest_records()
-    return "groups", raw + [attacks.restamped(r, 10**6 + step, dht.now()) for r in raw]
+    return "groups", raw + [hostile.restamped(r, 10**6 + step, dht.now()) for r in raw]
 
 
 ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
@@ -69,15 +70,15 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
     "clean": ("no attacker (control)", None, {}),
     "clean-again": ("no attacker, second run (noise band)", None, {}),
     "hub-task": ("gsm8k / math500 references", lambda v, d, s: (
-        "groups", attacks.task_references(v, attacks.HUB_TASKS, d.now())), {}),
+        "groups", hostile.task_references(v, hostile.HUB_TASKS, d.now())), {}),
     "gym-flood": ("20 reasoning-gym references", lambda v, d, s: (
-        "groups", attacks.task_references(v, attacks.GYM_TASKS, d.now())), {}),
+        "groups", hostile.task_references(v, hostile.GYM_TASKS, d.now())), {}),
     "long-completion": ("1000-token completions", lambda v, d, s: (
-        "groups", [r for i in range(8) for r in attacks.long_completions(v, d.now(), index=s * 8 + i)]), {}),
+        "groups", [r for i in range(8) for r in hostile.long_completions(v, d.now(), index=s * 8 + i)]), {}),
     "unsigned-store": ("str/bytes subkeys, one expiry; 1e9 s expiry", "raw", {}),
     "foreign-long": ("BPE-tokenizer groups whose text re-tokenizes past our limit; a forged tokenizer",
                      lambda v, d, s: ("groups", [r for i in range(4)
-                                                 for r in attacks.foreign_groups(v, d.now(), 5000 + s * 8 + 2 * i)]),
+                                                 for r in hostile.foreign_groups(v, d.now(), 5000 + s * 8 + 2 * i)]),
                      {}),
     "poison-published": ("30 '=' + answer, claims -30", poison("low", pad=30), {}),
     "poison-low": ("'=' padding within our limit, claims -30", poison("low"), {}),
@@ -108,17 +109,17 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
                        "established identities' groups do)", None, {"behave": 10**9, "identities": 4,
                                                                     "with_model": True}),
     "empty-chunks": ("4 identities: a signed first chunk, then empty chunks until the reader gives up",
-                     lambda v, d, s: ("groups", [attacks.plain(v, s * 8 + i, created=d.now()) for i in range(8)]),
-                     {"identities": 4, "dht": attacks.EmptyChunkDHT}),
+                     lambda v, d, s: ("groups", [hostile.plain(v, s * 8 + i, created=d.now()) for i in range(8)]),
+                     {"identities": 4, "dht": hostile.EmptyChunkDHT}),
     "empty-chunks-control": ("control for empty-chunks: the same 4 identities serving the same groups whole",
-                             lambda v, d, s: ("groups", [attacks.plain(v, s * 8 + i, created=d.now())
+                             lambda v, d, s: ("groups", [hostile.plain(v, s * 8 + i, created=d.now())
                                                          for i in range(8)]),
                              {"identities": 4}),
     "replay": ("honest bundles replayed and re-stamped", replays, {}),
     "future": ("groups stamped an hour ahead", lambda v, d, s: (
-        "groups", [attacks.plain(v, s * 8 + i, created=d.now() + 3600) for i in range(8)]), {}),
+        "groups", [hostile.plain(v, s * 8 + i, created=d.now() + 3600) for i in range(8)]), {}),
     "summary-flood": ("256 'never straggles at 16' summaries a step", lambda v, d, s: (
-        "summaries", attacks.summary_flood(step=10**6 + s)), {"counting": True}),
+        "summaries", hostile.summary_flood(step=10**6 + s)), {"counting": True}),
     "clean-counting": ("control for summary-flood (tiny-count on count)", None, {"counting": True}),
     "clean-counting-again": ("second control run (noise band of G)", None, {"counting": True}),
 }
@@ -130,7 +131,7 @@ def attacker_loop(build, victim, dht, stop: threading.Event, sent: list[int], be
     step = 0
     while not stop.wait(0.5):
         if build == "raw":
-            attacks.unsigned_stores(dht)
+            hostile.unsigned_stores(dht)
             sent[0] += 9
         else:
             if behaving is not None and behaving():
@@ -138,7 +139,7 @@ def attacker_loop(build, victim, dht, stop: threading.Event, sent: list[int], be
                     step += 1
                     continue
                 seed = 7919 * identity + step
-                kind, records = "groups", attacks.sampled_groups(victim, attacks.random_indices(seed, 4), dht.now(),
+                kind, records = "groups", hostile.sampled_groups(victim, hostile.random_indices(seed, 4), dht.now(),
                                                                  seed=seed)
             elif build is None:
                 kind, records = "groups", []
@@ -159,7 +160,7 @@ def run(name: str, steps: int, out: Path) -> dict:
     task = "count" if counting else "digits" if digits else "arith-add"
     sp = SwarmProcesses(out / name)
     stop, sent, peak = threading.Event(), [0], {}
-    hostile = []
+    attackers = []
     try:
         sp.start_bootstrap()
         for role, (model, seed) in peers.items():
@@ -168,15 +169,15 @@ def run(name: str, steps: int, out: Path) -> dict:
             sp.start_peer(role, "--model", model, "--seed", str(seed), "--task", task, "--steps", str(steps),
                           *(DIGITS_ARGS if digits else PEER_ARGS), *sets)
         if build is not None or "behave" in options:
-            victim = attacks.victim_for(peers["full"][0], task, max_new_tokens=64 if digits else 8,
+            victim = hostile.victim_for(peers["full"][0], task, max_new_tokens=64 if digits else 8,
                                         with_model=options.get("with_model", False))
             behaving = None
             if "behave" in options:  # until the honest full peer's step `behave`
                 behaving = lambda: len(sp.metrics("full")) < options["behave"]  # noqa: E731
             for identity in range(options.get("identities", 1)):
-                node_class = options.get("dht", attacks.HostileDHT)
+                node_class = options.get("dht", hostile.HostileDHT)
                 attacker = node_class(SwarmConfig(initial_peers=(sp.address,)), card=victim.card)
-                hostile.append(attacker)
+                attackers.append(attacker)
                 threading.Thread(target=attacker_loop, args=(build, victim, attacker, stop, sent, behaving, identity),
                                  daemon=True).start()
         while any(p.poll() is None for p in sp.peers.values()):
@@ -187,7 +188,7 @@ def run(name: str, steps: int, out: Path) -> dict:
         bootstrap_alive = sp.bootstrap.poll() is None
     finally:
         stop.set()
-        for attacker in hostile:
+        for attacker in attackers:
             attacker.shutdown()
         sp.stop()
     result = {"attack": name, "about": about, "sent": sent[0], "bootstrap_alive": bootstrap_alive, "peers": {}}

@@ -233,12 +233,12 @@ def exchange_for(settings, v, tokens: int):
 def new_publish(initial: str, n: int, seed: int, period: float, groups: int, tokens: int) -> int:
     """n publishers (the production publish path) in this process; prints "ready", then publishes a fresh
     bundle from each every period until killed."""
+    import hostile
     import numpy as np
 
     from node.config import SwarmConfig
-    from node.swarm import attacks
 
-    v = attacks.victim_for("tiny-add", "arith-add")
+    v = hostile.victim_for("tiny-add", "arith-add")
     nodes = [exchange_for(SwarmConfig(name=SWARM, host=HOST_IP, initial_peers=(initial,)), v, tokens)
              for _ in range(n)]
     print("ready", flush=True)
@@ -255,14 +255,14 @@ def new_publish(initial: str, n: int, seed: int, period: float, groups: int, tok
 def new_read(initial: str, steps: int, period: float, groups: int, tokens: int, n_expected: int) -> int:
     """The reader (inside its namespace): the production exchange, prefetch at the start of a step and gather
     after the generation time; one JSON line per step, then one with the DHT's largest value."""
+    import hostile
     import numpy as np
 
     from node.config import SwarmConfig
-    from node.swarm import attacks
     from protocol import ANNOUNCE_SHARDS
     from protocol.codec import announcement_shard
 
-    v = attacks.victim_for("tiny-add", "arith-add")
+    v = hostile.victim_for("tiny-add", "arith-add")
     dht, exchange = exchange_for(SwarmConfig(name=SWARM, host=NS_IP, initial_peers=(initial,)), v, tokens)
     pulls: list[tuple[bool, float]] = []
     pull = dht.pull_async

@@ -2,15 +2,11 @@
 inputs): on any bytes, and on any mutation of what honest peers send, each decoder returns or refuses with the
 protocol's own error; it never raises anything else. Honest encodings decode."""
 import random
-import sys
-from pathlib import Path
 
+import fuzz
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import fuzz
 
 CORPUS = fuzz.seed_corpus()
 SHORT = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)

@@ -1,6 +1,6 @@
 """The swarm: the DHT facade over hivemind (dht.py), sharing groups across it (exchange.py), the in-process
-transport tests and benchmarks use (memory.py), the local control API (control.py), and the catalogue of
-attacks a hostile peer can make (attacks.py, for tests and bench/attacks.py)."""
+transport tests and benchmarks use (memory.py) and the local control API (control.py). The catalogue of attacks
+a hostile peer can make is not part of the installed node: bench/hostile.py, for tests and bench/attacks.py."""
 from __future__ import annotations
 
 from collections import OrderedDict

@@ -9,9 +9,9 @@ from pathlib import Path
 from cryptography.hazmat.primitives import serialization
 from hivemind.dht.crypto import RSASignatureValidator
 from hivemind.utils.crypto import RSAPrivateKey
+from hostile import HostileDHT
 
 from node.config import SwarmConfig
-from node.swarm.attacks import HostileDHT
 from node.swarm.dht import SwarmDHT
 from protocol import CLOCK_SKEW, MAX_RECORD_TTL
 from protocol.codec import Announcement, BundleRef, WireCard, announcement_shard, bundle_digest, encode_announcement

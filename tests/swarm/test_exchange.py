@@ -4,6 +4,7 @@ import time
 import zlib
 from concurrent.futures import Future
 
+import hostile
 import msgpack
 import numpy as np
 import pytest
@@ -11,7 +12,6 @@ import pytest
 from node.config import build_config
 from node.generation.rollouts import score_completion
 from node.peer import Peer
-from node.swarm import attacks
 from node.swarm.exchange import BoundedSet, GatherResult, WorkBudget
 from node.swarm.memory import MemorySwarm
 from node.tasks import get_task
@@ -245,7 +245,7 @@ def encode_group_stub(i):
 
 @pytest.fixture(scope="module")
 def victim():
-    return attacks.victim_for("tiny-add", "arith")
+    return hostile.victim_for("tiny-add", "arith")
 
 
 def lone_peer(hub, name="a", model="tiny-add", **swarm):
@@ -261,7 +261,7 @@ def publish(hub, sender: str, records, kind="groups"):
 def test_each_record_counts_once_however_often_it_is_polled(victim):
     hub = MemorySwarm()
     a = lone_peer(hub)
-    publish(hub, "m", [attacks.padding_poison(victim, i, hub.clock(), claims="low") for i in range(5)])
+    publish(hub, "m", [hostile.padding_poison(victim, i, hub.clock(), claims="low") for i in range(5)])
     totals = [a.step(s).swarm.rejected.get("logprob", 0) for s in range(6)]
     assert sum(totals) == 5 and totals[0] == 5
 
@@ -273,8 +273,8 @@ def test_replays_restamps_echoes_and_the_future_are_refused(victim):
     original = latest_records(hub, "a")
     assert b.step(0).swarm.groups_used == 4
     now = hub.clock()
-    publish(hub, "m", [attacks.restamped(r, 10**6, now) for r in original]  # b used these already
-            + [attacks.plain(victim, 77, created=now + 3600)])
+    publish(hub, "m", [hostile.restamped(r, 10**6, now) for r in original]  # b used these already
+            + [hostile.plain(victim, 77, created=now + 3600)])
     publish(hub, "echo", original)  # a's own groups, back to a
     m_b, m_a = b.step(1).swarm, a.step(1).swarm
     assert m_b.rejected == {"replay": 4, "future": 1}
@@ -284,7 +284,7 @@ def test_replays_restamps_echoes_and_the_future_are_refused(victim):
 def test_one_sender_cannot_fill_a_step(victim):
     hub = MemorySwarm()
     a = lone_peer(hub, received_groups=64)
-    publish(hub, "m", [attacks.plain(victim, 3000 + i, created=hub.clock()) for i in range(64)])
+    publish(hub, "m", [hostile.plain(victim, 3000 + i, created=hub.clock()) for i in range(64)])
     result = gather(a, budget=64, sender_cap=16)  # 16 completions: our own 4 groups of 4
     assert len(result.groups) == 2 and result.senders == 1  # groups of 8: 8 + 8 reaches the cap
 
@@ -292,7 +292,7 @@ def test_one_sender_cannot_fill_a_step(victim):
 def test_work_on_received_records_has_a_per_step_budget(victim):
     hub = MemorySwarm()
     a = lone_peer(hub, max_records_per_step=10)
-    bad = [attacks.padding_poison(victim, i, hub.clock(), claims="low") for i in range(30)]
+    bad = [hostile.padding_poison(victim, i, hub.clock(), claims="low") for i in range(30)]
     publish(hub, "m", bad)
     result = gather(a, budget=32, sender_cap=10**6)
     assert result.rejected["logprob"] == 10 and result.budget_hit == "records"  # rejected ones count
@@ -310,25 +310,25 @@ def test_task_references_resolve_only_to_our_task_or_offline_ones(victim, monkey
 
     hub = MemorySwarm()
     a = lone_peer(hub)
-    publish(hub, "m", attacks.task_references(victim, ("gsm8k", "math500", "gym:chain_sum"), hub.clock())
-            + attacks.task_references(victim, ("count", "digits"), hub.clock()))  # offline, but not this prompt
+    publish(hub, "m", hostile.task_references(victim, ("gsm8k", "math500", "gym:chain_sum"), hub.clock())
+            + hostile.task_references(victim, ("count", "digits"), hub.clock()))  # offline, but not this prompt
     before = set(sys.modules)
     result = gather(a, budget=8, sender_cap=10**6)
     assert result.rejected == {"task": 3, "prompt": 2}
     assert not {"datasets", "reasoning_gym"} & (set(sys.modules) - before)  # nothing was loaded to check
     monkeypatch.setattr(a.task, "score", lambda *args: 1 / 0)  # whatever the task's own code raises ...
-    publish(hub, "m2", [attacks.plain(victim, 5, created=hub.clock())])  # (m sent only bad records: backed off)
+    publish(hub, "m2", [hostile.plain(victim, 5, created=hub.clock())])  # (m sent only bad records: backed off)
     assert gather(a, budget=8, sender_cap=10**6).rejected == {"task": 1}  # ... is a rejection
 
 
 def test_summaries_count_once_per_sender_and_step():
     hub = MemorySwarm()
     a = lone_peer(hub)
-    publish(hub, "m", attacks.summary_flood(step=5, n=20), kind="summaries")
+    publish(hub, "m", hostile.summary_flood(step=5, n=20), kind="summaries")
     first = gather(a, budget=1, sender_cap=1).summaries
-    publish(hub, "m", attacks.summary_flood(step=5, n=30), kind="summaries")  # same step, another bundle
+    publish(hub, "m", hostile.summary_flood(step=5, n=30), kind="summaries")  # same step, another bundle
     second = gather(a, budget=1, sender_cap=1).summaries
-    publish(hub, "m", attacks.summary_flood(step=6, n=3), kind="summaries")
+    publish(hub, "m", hostile.summary_flood(step=6, n=3), kind="summaries")
     third = gather(a, budget=1, sender_cap=1).summaries
     assert len(first[b"m"]) == 20 and second == {} and len(third[b"m"]) == 3
 
@@ -453,9 +453,9 @@ def test_the_floor_lifts_a_partners_right_work_but_not_made_up_work():
         return Peer(cfg, transport=hub.transport(name))
 
     victim = digits_peer("victim", "digit-add", 2)
-    v = attacks.victim_for("digit-add", "digits", max_new_tokens=64)
+    v = hostile.victim_for("digit-add", "digits", max_new_tokens=64)
     differences = [i for i in range(100) if v.task.problem("train", i)[1] == "-"][:6]  # digit-add's greedy fails
-    made_up = [attacks.made_up_work(v, i, hub.clock(), work=("random", "other")[k % 2])
+    made_up = [hostile.made_up_work(v, i, hub.clock(), work=("random", "other")[k % 2])
                for k, i in enumerate(differences)]
     publish_bundles(hub, "mallory", groups=pack_bundle(made_up, 10**6)[0])
     try:

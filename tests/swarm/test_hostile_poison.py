@@ -5,11 +5,11 @@ C and drove the receivers' reward to 0 for good). Its groups must all be refused
 learn as they do in a clean run with the same seeds."""
 import statistics
 
+import hostile
 import pytest
 
 from node.config import SwarmConfig, build_config
 from node.peer import Peer
-from node.swarm import attacks
 from node.swarm.dht import SwarmDHT
 
 STEPS = 60
@@ -24,9 +24,9 @@ def honest_config(model: str, seed: int):
 
 def poison_records(v, step: int, now: float) -> list[bytes]:
     """The published attack (30 '=' of padding) and the same inside our length limit, both claiming -30."""
-    indices = attacks.random_indices(10_000 + step, 8)
-    return ([attacks.padding_poison(v, i, now, claims="low", pad=30) for i in indices[:4]]
-            + [attacks.padding_poison(v, i, now, claims="low") for i in indices[4:]])
+    indices = hostile.random_indices(10_000 + step, 8)
+    return ([hostile.padding_poison(v, i, now, claims="low", pad=30) for i in indices[:4]]
+            + [hostile.padding_poison(v, i, now, claims="low") for i in indices[4:]])
 
 
 def run_swarm(attack: bool, steps: int = STEPS) -> dict:
@@ -34,8 +34,8 @@ def run_swarm(attack: bool, steps: int = STEPS) -> dict:
     boot = SwarmDHT(SwarmConfig())
     initial = tuple(boot.visible_maddrs())
     dhts = [SwarmDHT(SwarmConfig(initial_peers=initial)) for _ in range(2)]
-    victim = attacks.victim_for("tiny-add", "arith-add")
-    attacker = attacks.HostileDHT(SwarmConfig(initial_peers=initial), card=victim.card) if attack else None
+    victim = hostile.victim_for("tiny-add", "arith-add")
+    attacker = hostile.HostileDHT(SwarmConfig(initial_peers=initial), card=victim.card) if attack else None
     peers = [Peer(honest_config("tiny-add", 0), transport=dhts[0]),
              Peer(honest_config("tiny-add-lora", 1), transport=dhts[1])]
     out = {"rewards": [[], []], "rejected": {}, "sent": 0}
@@ -84,21 +84,21 @@ def test_identities_that_behave_then_poison_lose_their_place_and_never_reach_the
     boot = SwarmDHT(SwarmConfig())
     initial = tuple(boot.visible_maddrs())
     dhts = [SwarmDHT(SwarmConfig(initial_peers=initial)) for _ in range(2)]
-    victim = attacks.victim_for("tiny-add", "arith-add", with_model=True)
-    hostile = [attacks.HostileDHT(SwarmConfig(initial_peers=initial), card=victim.card) for _ in range(4)]
+    victim = hostile.victim_for("tiny-add", "arith-add", with_model=True)
+    attackers = [hostile.HostileDHT(SwarmConfig(initial_peers=initial), card=victim.card) for _ in range(4)]
     peers = [Peer(honest_config("tiny-add", 0), transport=dhts[0]),
              Peer(honest_config("tiny-add-lora", 1), transport=dhts[1])]
-    hostile_ids = {h.peer_id for h in hostile}
+    hostile_ids = {h.peer_id for h in attackers}
     rewards, distrusted_rows, established_at_switch, all_distrusted_at = [[], []], [[], []], [0, 0], [None, None]
     try:
         for step in range(BEHAVE + 8):
-            for j, h in enumerate(hostile):
+            for j, h in enumerate(attackers):
                 seed = 7919 * j + step
                 if step < BEHAVE:
-                    records = attacks.sampled_groups(victim, attacks.random_indices(seed, 4), h.now(), seed=seed)
+                    records = hostile.sampled_groups(victim, hostile.random_indices(seed, 4), h.now(), seed=seed)
                 else:
-                    records = [attacks.padding_poison(victim, i, h.now(), claims="floor")
-                               for i in attacks.random_indices(10_000 + seed, 8)]
+                    records = [hostile.padding_poison(victim, i, h.now(), claims="floor")
+                               for i in hostile.random_indices(10_000 + seed, 8)]
                 assert h.publish_records("groups", records)
             for i, peer in enumerate(peers):
                 result = peer.step(step)
@@ -120,5 +120,5 @@ def test_identities_that_behave_then_poison_lose_their_place_and_never_reach_the
     finally:
         for peer in peers:
             peer.close()
-        for dht in [*dhts, boot, *hostile]:
+        for dht in [*dhts, boot, *attackers]:
             dht.shutdown()

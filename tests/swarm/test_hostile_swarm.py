@@ -1,5 +1,5 @@
 """One hostile peer against a real swarm: a bootstrap and two honest `swarm join` processes on loopback, and an
-attacker speaking our wire format through its own hivemind node (node/swarm/attacks.py). Every attack goes through
+attacker speaking our wire format through its own hivemind node (bench/hostile.py). Every attack goes through
 the real network path; each test checks that the honest peers are alive, their steps stay short and their
 memory flat, and that each hostile record is counted once, under its reason.
 
@@ -10,12 +10,12 @@ test_hostile_poison.py, process faults (9-12) in test_hostile_process.py.
 import dataclasses
 import time
 
+import hostile
 import pytest
 
 from node.config import SwarmConfig
 from node.local_swarm import SwarmProcesses
 from node.process import rss_mb
-from node.swarm import attacks
 from node.swarm.dht import SwarmDHT
 from protocol import ANNOUNCE_SHARDS
 
@@ -35,7 +35,7 @@ def honest_swarm(tmp_path_factory, wait_steps):
     try:
         for name in HONEST:
             wait_steps(sp, name, 5, timeout=180)
-        yield sp, attacks.victim_for("tiny-add", "arith-add")
+        yield sp, hostile.victim_for("tiny-add", "arith-add")
     finally:
         sp.stop()
 
@@ -45,7 +45,7 @@ def swarm(honest_swarm):
     """The honest swarm and a new attacker identity for each test (the honest peers back off a sender of
     refused records, which would hide one test's attack behind the previous one's)."""
     sp, victim = honest_swarm
-    attacker = attacks.HostileDHT(SwarmConfig(initial_peers=(sp.address,)), card=victim.card)
+    attacker = hostile.HostileDHT(SwarmConfig(initial_peers=(sp.address,)), card=victim.card)
     try:
         yield sp, attacker, victim
     finally:
@@ -79,7 +79,7 @@ def test_task_references_that_would_load_or_build_anything_are_rejected_once(swa
     """Points 1 and 3: dataset-backed tasks (an offline receiver used to crash on them) and 20 reasoning-gym
     tasks (which used to cost a 31 s step) are refused without being built, each counted once."""
     sp, attacker, v = swarm
-    records = attacks.task_references(v, attacks.HUB_TASKS + attacks.GYM_TASKS, attacker.now())
+    records = hostile.task_references(v, hostile.HUB_TASKS + hostile.GYM_TASKS, attacker.now())
     assert attacker.publish_records("groups", records)
     out = run_steps(sp, 8)
     for rows in out.values():  # each refused at most once; a sender of nothing but refusals is backed off, so
@@ -90,7 +90,7 @@ def test_task_references_that_would_load_or_build_anything_are_rejected_once(swa
 def test_completions_longer_than_our_own_limit_are_rejected_and_memory_stays_flat(swarm):
     """Point 2: 1000-token completions (zoo peers generate 8) used to take a peer from 0.7 to 3 GB."""
     sp, attacker, v = swarm
-    records = [r for i in range(20) for r in attacks.long_completions(v, attacker.now(), index=100 + i)]
+    records = [r for i in range(20) for r in hostile.long_completions(v, attacker.now(), index=100 + i)]
     assert attacker.publish_records("groups", records)
     out = run_steps(sp, 8)  # checks the RSS growth and step time
     for rows in out.values():  # (at most once each; the sender is backed off, as above)
@@ -102,7 +102,7 @@ def test_other_tokenizer_groups_that_retokenize_past_our_limit_or_forge_a_tokeni
     build) whose text comes to 16-120 characters (they generate 8 tokens) are "length"; the same under a
     fingerprint nothing builds are "tokenizer"; the peers go on training on each other's groups."""
     sp, attacker, v = swarm
-    records = [r for i in range(6) for r in attacks.foreign_groups(v, attacker.now(), index=3000 + 2 * i)]
+    records = [r for i in range(6) for r in hostile.foreign_groups(v, attacker.now(), index=3000 + 2 * i)]
     assert attacker.publish_records("groups", records)
     out = run_steps(sp, 8)
     for rows in out.values():  # at most once each; the sender of nothing but refusals is backed off
@@ -115,7 +115,7 @@ def test_unsigned_and_far_future_stores_are_refused_and_the_swarm_goes_on(swarm)
     """Point 4: str and bytes subkeys without the owner marker, one shared expiration (this crashed the
     bootstrap's expiry heap), and a signed record expiring in 1e9 s: no honest node keeps any of them."""
     sp, attacker, _ = swarm
-    attacks.unsigned_stores(attacker)
+    hostile.unsigned_stores(attacker)
     observer = SwarmDHT(SwarmConfig(initial_peers=(sp.address,)))
     try:
         seen = observer.fetch_shards_async(list(range(ANNOUNCE_SHARDS))).result(30)
@@ -139,8 +139,8 @@ def test_replays_restamps_and_future_records_are_refused_once_each(swarm):
     assert len(honest) >= 8
     run_steps(sp, 3)  # both honest peers have now used (or published) every one of these groups
     now = attacker.now()
-    copies = honest + [attacks.restamped(raw, 10**6 + i, now) for i, raw in enumerate(honest)]
-    future = [attacks.plain(v, 500 + i, created=now + 3600) for i in range(3)]
+    copies = honest + [hostile.restamped(raw, 10**6 + i, now) for i, raw in enumerate(honest)]
+    future = [hostile.plain(v, 500 + i, created=now + 3600) for i in range(3)]
     assert attacker.publish_records("groups", future + copies)
     out = run_steps(sp, 8)
     for rows in out.values():  # every record looked at is refused (a sender of nothing else is backed off
@@ -156,7 +156,7 @@ def test_forged_summaries_are_counted_once_per_step_with_bounded_weight(swarm):
     start = {name: len(sp.metrics(name)) for name in HONEST}
     stored = 0
     for i in range(20):  # (a store can miss a replica on a loaded machine: the attack needs most, not all)
-        stored += attacker.publish_records("summaries", attacks.summary_flood(step=10**6 + i))
+        stored += attacker.publish_records("summaries", hostile.summary_flood(step=10**6 + i))
         time.sleep(0.5)
     assert stored >= 15, stored
     for name in HONEST:
@@ -168,7 +168,7 @@ def test_forged_summaries_are_counted_once_per_step_with_bounded_weight(swarm):
 def test_a_bad_record_left_in_place_is_counted_once(swarm):
     """Point 8: re-polling used to count 384 bad records 2080 times."""
     sp, attacker, v = swarm
-    bad = [attacks.padding_poison(v, 900 + i, attacker.now(), claims="low") for i in range(5)]
+    bad = [hostile.padding_poison(v, 900 + i, attacker.now(), claims="low") for i in range(5)]
     assert attacker.publish_records("groups", bad)
     out = run_steps(sp, 15)
     for rows in out.values():
@@ -181,7 +181,7 @@ def test_groups_over_the_budget_are_taken_round_robin_across_senders(swarm):
     groups from both, and the attacker's completions never exceed our own (max_sender_share 1.0)."""
     sp, attacker, v = swarm
     now = attacker.now()
-    records = [attacks.plain(v, 2000 + i, created=now) for i in range(64)]
+    records = [hostile.plain(v, 2000 + i, created=now) for i in range(64)]
     assert attacker.publish_records("groups", records)
     out = run_steps(sp, 4)
     for rows in out.values():

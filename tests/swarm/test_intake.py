@@ -109,8 +109,9 @@ def test_an_empty_chunk_is_refused_by_the_receiver():
 
 def test_a_sender_of_endless_empty_chunks_costs_a_puller_one_refusal():
     """Issue 23, 5, through real nodes: a signed first chunk, then empty chunks for as long as the reader reads
-    (node/swarm/attacks.py EmptyChunkDHT); the pull is refused at the first empty one, at once."""
-    from node.swarm.attacks import EmptyChunkDHT
+    (bench/hostile.py EmptyChunkDHT); the pull is refused at the first empty one, at once."""
+    from hostile import EmptyChunkDHT
+
     from protocol.codec import WireCard
 
     card = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0.1.0")

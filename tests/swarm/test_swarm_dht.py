@@ -3,10 +3,10 @@ import time
 
 import numpy as np
 import pytest
+from hostile import HostileDHT
 
 from node.config import SwarmConfig
 from node.errors import SwarmUnreachable
-from node.swarm.attacks import HostileDHT
 from node.swarm.dht import SwarmDHT, announcement_kind, record_key, signature_check
 from protocol import ANNOUNCE_SHARDS, MAX_ANNOUNCEMENT
 from protocol.codec import (

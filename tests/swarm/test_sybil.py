@@ -5,11 +5,11 @@ at every step of both honest peers: all newcomers together contribute at most `s
 per-sender cap completions to a step, however many identities; the per-step intake stays within its caps and
 the swarm phase within the gather deadline (+ the CPU budget); and the established honest peer is not crowded
 out."""
+import hostile
 import pytest
 
 from node.config import SwarmConfig, build_config
 from node.peer import Peer
-from node.swarm import attacks
 from node.swarm.dht import SwarmDHT
 
 STEPS = 30
@@ -32,10 +32,10 @@ def config(model: str, seed: int):
 def test_fifty_identities_cannot_exceed_the_newcomer_slots_the_caps_or_the_deadline():
     boot = SwarmDHT(SwarmConfig(), bundles=False)
     initial = tuple(boot.visible_maddrs())
-    victim = attacks.victim_for("tiny-add", "arith-add")
+    victim = hostile.victim_for("tiny-add", "arith-add")
     # the identities announce and serve, and hold no DHT keys (50 DHT servers in one process would be a slow-
     # holder attack on the DHT itself, hivemind's concern, not the selection policy's)
-    sybil = attacks.SybilSwarm(SwarmConfig(initial_peers=initial, client_mode=True), victim.card, IDENTITIES)
+    sybil = hostile.SybilSwarm(SwarmConfig(initial_peers=initial, client_mode=True), victim.card, IDENTITIES)
     dhts = [SwarmDHT(SwarmConfig(initial_peers=initial)) for _ in range(2)]
     peers = [Peer(config("tiny-add", 0), transport=dhts[0]), Peer(config("tiny-add-lora", 1), transport=dhts[1])]
     gathered = [[], []]
@@ -49,8 +49,8 @@ def test_fifty_identities_cannot_exceed_the_newcomer_slots_the_caps_or_the_deadl
         for step in range(STEPS):
             if step >= SYBIL_FROM:
                 now = sybil.nodes[0].now()
-                stored = sybil.publish(lambda i, step=step, now=now: [attacks.uninformative(
-                    victim, index, created=now) for index in attacks.random_indices(1000 * step + i, 8)])
+                stored = sybil.publish(lambda i, step=step, now=now: [hostile.uninformative(
+                    victim, index, created=now) for index in hostile.random_indices(1000 * step + i, 8)])
                 assert stored == IDENTITIES
             for i, peer in enumerate(peers):
                 result = peer.step(step)

@@ -1,13 +1,7 @@
 """bench/error_kinds.py's classifier: the first wrong step of a column-arithmetic completion, by kind."""
-import sys
-from pathlib import Path
+from error_kinds import first_mistake
 
-ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "bench"))
-
-from error_kinds import first_mistake  # noqa: E402
-
-from node.tasks.digits import worked  # noqa: E402
+from node.tasks.digits import worked
 
 SUM = (703567, "+", 578)
 RIGHT = worked(*SUM, 1.0)[0]  # 7+8=15,6+7+1=14,5+5+1=11,3+1=4,0=0,7=7;704145

@@ -18,6 +18,7 @@ import msgpack
 
 from node.errors import SwarmUnreachable
 from node.models.loading import encode_prompt
+from node.swarm.dht import NOT_SERVED, SwarmDHT, announcement_kind, record_key
 from node.tasks import Task, get_task, offline_task
 from protocol import ANNOUNCE_SHARDS
 from protocol import swarm_pb2 as pb
@@ -36,8 +37,6 @@ from protocol.codec import (
     encode_summary,
     pack_bundle,
 )
-
-from .dht import NOT_SERVED, SwarmDHT, announcement_kind, record_key
 
 HUB_TASKS = ("gsm8k", "math500")  # dataset-backed: an offline receiver must never try to load them
 GYM_TASKS = ("gym:chain_sum", "gym:basic_arithmetic", "gym:leg_counting", "gym:fraction_simplification",
@@ -68,8 +67,7 @@ class Victim:
 def victim_for(model_name: str, task_name: str, max_new_tokens: int = 8, with_model: bool = False) -> Victim:
     from node.config import ModelConfig
     from node.models.loading import load_model
-
-    from .exchange import make_card
+    from node.swarm.exchange import make_card
 
     loaded = load_model(ModelConfig(name=model_name))
     card = make_card(loaded.model, loaded.tokenizer, "transformers", 1.0, 1.0, lora=False)
