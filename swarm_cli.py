@@ -110,7 +110,9 @@ def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
     from node.report import Presence, Progress, RunLog, plot_rewards, summary
     from node.runner import train_loop
 
-    run_log = RunLog(cfg.train.steps)
+    run_log = RunLog(cfg.train.steps, totals=status.totals if status is not None else None)  # one running total:
+    if exporter is not None:  # the summary, `swarm status` and Prometheus read it
+        exporter.watch(run_log.totals)
     if peer.start_step:
         run_log.load(peer.history, peer.start_step)
         truncate_metrics(args.metrics, peer.start_step)

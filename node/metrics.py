@@ -111,6 +111,41 @@ class StepResult:
         return cls(**{k: parts[k](**v) if k in parts else v for k, v in row.items()})
 
 
+@dataclass
+class Totals:
+    """A node's running totals over this process's steps: fed once a step (`add`, by the run's RunLog) and read
+    by the end summary, the control API (`swarm status`) and Prometheus, so the three never disagree."""
+
+    steps: int = 0
+    published: int = 0  # own groups published
+    received: int = 0  # received groups decoded for the first time
+    used: int = 0  # received groups trained on
+    uninformative: int = 0  # valid received groups not trained on (equal rewards)
+    distrusted: int = 0  # senders distrusted for good
+    demoted: int = 0  # senders demoted
+    bytes_in: int = 0
+    bytes_out: int = 0
+    peers_max: int = 0  # other peers seen at once, at most
+    peers_last: int = 0  # other peers seen at the last step
+    rejected: dict[str, int] = field(default_factory=dict)  # reason -> received records rejected
+
+    def add(self, result: StepResult) -> None:
+        s = result.swarm
+        self.steps += 1
+        self.published += s.published
+        self.received += s.groups_received
+        self.used += s.groups_used
+        self.uninformative += s.uninformative
+        self.distrusted += s.distrusted
+        self.demoted += s.demoted
+        self.bytes_in += s.bytes_in
+        self.bytes_out += s.bytes_out
+        self.peers_max = max(self.peers_max, s.peers)
+        self.peers_last = s.peers
+        for reason, count in s.rejected.items():
+            self.rejected[reason] = self.rejected.get(reason, 0) + count
+
+
 def metrics_writer(path: str | None):
     """A callable writing one JSON line per step (flushed, so `swarm local` can follow it), or a no-op."""
     if not path:

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from .metrics import StepResult
+from .metrics import StepResult, Totals
 
 
 def window_mean(values: list[float], frac: float = 0.1, head: bool = True) -> float:
@@ -99,7 +99,9 @@ class RunLog:
     buckets of steps (adjacent buckets merge when there are more than `points`). `state()` goes into a
     checkpoint, so a resumed run plots its whole curve."""
 
-    def __init__(self, total: int, window: int = 1000, points: int = 1000):
+    def __init__(self, total: int, window: int = 1000, points: int = 1000, totals: Totals | None = None):
+        """totals: the node's running totals, fed here once a step (`swarm status` and Prometheus read them)."""
+        self.totals = totals if totals is not None else Totals()
         self.window = min(max(1, total // 10), window) if total else 100  # steps in "first" / "last"
         self.points = points
         self.steps = self.tokens = 0
@@ -110,9 +112,6 @@ class RunLog:
         self.learn: collections.deque[float] = collections.deque(maxlen=window)
         self.eval_before: dict[str, float] = {}
         self.last_eval: dict[str, float] = {}
-        self.swarm = {"out": 0, "in": 0, "used": 0, "uninformative": 0, "peers_max": 0, "peers_last": 0,
-                      "distrusted": 0, "demoted": 0}
-        self.rejected: collections.Counter = collections.Counter()
         self.curve: list[float] = []  # mean reward of each bucket of `bucket` steps
         self.bucket, self.partial = 1, []
         self.resumed_at = 0  # steps done before this process (a resumed run)
@@ -129,13 +128,7 @@ class RunLog:
         self.learn.append(r.learn_seconds)
         self.eval_before = self.eval_before or dict(r.eval_before)
         self.last_eval = dict(r.eval) or self.last_eval
-        s = r.swarm
-        for key, value in (("out", s.published), ("in", s.groups_received), ("used", s.groups_used),
-                           ("uninformative", s.uninformative), ("distrusted", s.distrusted), ("demoted", s.demoted)):
-            self.swarm[key] += value
-        self.swarm["peers_max"] = max(self.swarm["peers_max"], s.peers)
-        self.swarm["peers_last"] = s.peers
-        self.rejected.update(s.rejected)
+        self.totals.add(r)
         self.partial.append(r.reward)
         if len(self.partial) == self.bucket:
             self.curve.append(sum(self.partial) / self.bucket)
@@ -214,14 +207,14 @@ def summary(log: RunLog, wall: float, total: int = 0) -> str:
         ("median step: generate / learn", f"{statistics.median(log.gen or [0.0]):.3f} s / "
                                           f"{statistics.median(log.learn or [0.0]):.3f} s"),
     ]
-    sw = log.swarm
-    if sw["out"] or sw["in"] or log.rejected:
-        rejected = ", ".join(f"{k} {v}" for k, v in sorted(log.rejected.items())) or "none"
-        rows += [("peers seen", f"at most {sw['peers_max']} at once, {sw['peers_last']} at the last step"),
-                 ("groups", f"sent {sw['out']}, received {sw['in']}, trained on {sw['used']}, "
-                            f"uninformative {sw['uninformative']}"),
+    t = log.totals
+    if t.published or t.received or t.rejected:
+        rejected = ", ".join(f"{k} {v}" for k, v in sorted(t.rejected.items())) or "none"
+        rows += [("peers seen", f"at most {t.peers_max} at once, {t.peers_last} at the last step"),
+                 ("groups", f"sent {t.published}, received {t.received}, trained on {t.used}, "
+                            f"uninformative {t.uninformative}"),
                  ("records rejected", rejected),
-                 ("senders", f"distrusted for good {sw['distrusted']} (false log-probs), demoted {sw['demoted']} "
+                 ("senders", f"distrusted for good {t.distrusted} (false log-probs), demoted {t.demoted} "
                              "(groups that pulled against ours)")]
     if log.last_eval:
         rows.append(("held-out accuracy", accuracy_change(log.eval_before, log.last_eval)))

@@ -77,12 +77,6 @@ def update_status(status: NodeStatus, result: StepResult, recent) -> None:
     status.reward = sum(recent) / len(recent)
     status.lam = result.group.lam
     status.peers = result.swarm.peers
-    status.groups_out += result.swarm.published
-    status.groups_in += result.swarm.groups_used
-    for reason, count in result.swarm.rejected.items():
-        status.rejected[reason] = status.rejected.get(reason, 0) + count
-    status.distrusted += result.swarm.distrusted
-    status.demoted += result.swarm.demoted
     if result.eval:
         status.accuracy, status.accuracy_step = dict(result.eval), result.step + 1
 

@@ -71,18 +71,29 @@ def test_prometheus_endpoint_counts_by_reason():
     from test_checkpoint import scrape
 
     from node.exporter import MetricsExporter
+    from node.swarm.control import NodeStatus
 
     exporter = MetricsExporter(0, model="tiny-add", swarm="s")
+    log = RunLog(total=2)
+    exporter.watch(log.totals)  # the counters read the run's one running total, as `swarm run` / `join` wire it
     try:
         first = result(0, 0.25, peers=2, polls=1, published=4, groups_received=8, groups_used=6, bytes_in=1000,
                        bytes_out=300, rejected={"replay": 2, "logprob": 1})
         first.eval = {"train/greedy": 0.5, "test/sampled": 0.125}
-        exporter.update(first)
-        exporter.update(result(1, 0.75, peers=1, polls=1, published=4, groups_received=2, bytes_in=10,
-                               rejected={"replay": 1}, distrusted=1, demoted=1, alignment=-0.25))
+        second = result(1, 0.75, peers=1, polls=1, published=4, groups_received=2, bytes_in=10,
+                        rejected={"replay": 1}, distrusted=1, demoted=1, alignment=-0.25)
+        for r in (first, second):
+            log.add(r)
+            exporter.update(r)
         got = scrape(exporter.port)
+        summary_text = summary(log, 1.0, 2)
+        reply = NodeStatus(totals=log.totals).to_reply()
     finally:
         exporter.close()
+    # the summary, the control API and Prometheus read the same totals
+    assert "sent 8, received 10, trained on 6" in summary_text and "replay 3" in summary_text
+    assert (reply.groups_out, reply.groups_in, dict(reply.rejected), reply.distrusted, reply.demoted) == (
+        8, 6, {"replay": 3, "logprob": 1}, 1, 1)
     assert got["swarm_steps_total"] == 2 and got["swarm_reward"] == 0.75 and got["swarm_peers"] == 1
     assert got["swarm_groups_rejected_total,reason=replay"] == 3
     assert got["swarm_groups_rejected_total,reason=logprob"] == 1

@@ -13,6 +13,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from node.errors import PortInUse
+from node.metrics import Totals
 from node.process import ensure_port_free
 from protocol import control_pb2, control_pb2_grpc
 
@@ -40,25 +41,21 @@ class NodeStatus:
     reward: float = 0.0
     lam: float = 0.0
     peers: int = 0
-    groups_out: int = 0
-    groups_in: int = 0
-    rejected: dict[str, int] = field(default_factory=dict)
+    totals: Totals = field(default_factory=Totals)  # the node's running totals (node/metrics.py), read when asked
     groups_per_minute: float = 0.0
     accuracy: dict[str, float] = field(default_factory=dict)  # latest held-out pass@1 (node/evaluation.py)
     accuracy_step: int = 0
     peer_list: list[dict] = field(default_factory=list)  # control_pb2.PeerInfo fields, the latest read first
-    distrusted: int = 0  # senders distrusted for good (node/rl/evidence.py)
-    demoted: int = 0  # senders demoted so far (node/rl/alignment.py)
     started: float = field(default_factory=time.monotonic)
 
     def to_reply(self) -> control_pb2.StatusReply:
         return control_pb2.StatusReply(
             peer_id=self.peer_id, role=self.role, maddrs=self.maddrs, model=self.model, step=self.step,
-            group_size=self.group_size, reward=self.reward, peers=self.peers, groups_out=self.groups_out,
-            groups_in=self.groups_in, rejected=self.rejected, uptime=time.monotonic() - self.started,
+            group_size=self.group_size, reward=self.reward, peers=self.peers, groups_out=self.totals.published,
+            groups_in=self.totals.used, rejected=self.totals.rejected, uptime=time.monotonic() - self.started,
             groups_per_minute=self.groups_per_minute, accuracy=self.accuracy, accuracy_step=self.accuracy_step,
-            peer_list=[control_pb2.PeerInfo(**p) for p in self.peer_list[:MAX_LISTED]], distrusted=self.distrusted,
-            demoted=self.demoted, **{"lambda": self.lam})
+            peer_list=[control_pb2.PeerInfo(**p) for p in self.peer_list[:MAX_LISTED]],
+            distrusted=self.totals.distrusted, demoted=self.totals.demoted, **{"lambda": self.lam})
 
 
 class _Control(control_pb2_grpc.ControlServicer):
