@@ -74,7 +74,7 @@ def _resume_point(args) -> Path | None:
     newer checkpoint that was unusable (the previous one is taken). --fresh sets earlier ones aside."""
     if not args.out:
         return None
-    from node.checkpoint import latest_checkpoint, remove_unfinished, set_aside
+    from node.models.saved import latest_checkpoint, remove_unfinished, set_aside
 
     out = Path(args.out)
     if args.fresh:
@@ -105,8 +105,8 @@ def _exporter(args, cfg):
 
 def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
     """The step loop shared by `run` and `join`: progress, metrics file, checkpoints, summary, saved outputs."""
-    from node.checkpoint import Checkpointer, save_outputs
     from node.metrics import metrics_writer, truncate_metrics
+    from node.persistence.checkpoint import Checkpointer, save_outputs
     from node.report import Presence, Progress, RunLog, plot_rewards, summary
     from node.runner import train_loop
 
@@ -167,13 +167,13 @@ def cmd_run(args) -> int:
     check_writable(args.out, "--out")
     _prepare(cfg)
     stop.check()
-    from node.peer import Peer
+    from node.persistence.checkpoint import resume_peer
 
     stop.check()
     exporter = _exporter(args, cfg)
     peer = None
     try:
-        peer = Peer(cfg, shuffle_control=args.shuffle_rewards, resume=_resume_point(args))
+        peer = resume_peer(cfg, _resume_point(args), shuffle_control=args.shuffle_rewards)
         stop.check()
         print(_describe(cfg, peer), file=sys.stderr)
         return _train(args, cfg, peer, stop.event, exporter=exporter)
@@ -201,7 +201,7 @@ def cmd_join(args) -> int:
     check_writable(args.out, "--out")
     _prepare(cfg)
     stop.check()
-    from node.peer import Peer
+    from node.persistence.checkpoint import resume_peer
     from node.runner import connect
     from node.swarm.control import ControlServer, NodeStatus
 
@@ -216,7 +216,7 @@ def cmd_join(args) -> int:
         dht = connect(cfg.swarm, args.join_attempts, stop.event)
         status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
         stop.check()
-        peer = Peer(cfg, transport=dht, resume=_resume_point(args))
+        peer = resume_peer(cfg, _resume_point(args), transport=dht)
         stop.check()
         if server is not None:
             server.set_serving(True)

@@ -52,7 +52,8 @@ class Peer:
     def __init__(self, cfg: NodeConfig, shuffle_control: bool = False, transport: SwarmTransport | None = None,
                  resume: Path | None = None):
         """transport: None for a peer alone, else the swarm (node/swarm/dht.py, or node/swarm/memory.py);
-        resume: a verified checkpoint folder (node/checkpoint.py) to go on from, at step `self.start_step`."""
+        resume: a verified checkpoint folder whose model to load (node/persistence/checkpoint.py `resume_peer`
+        restores the rest of its training state)."""
         set_threads(cfg.generation.threads)
         self.task = get_task(cfg.task.name, cfg.task.data_files)
         self.eval_task = get_task(cfg.eval.task, cfg.task.data_files) if cfg.eval.task else self.task
@@ -75,11 +76,7 @@ class Peer:
                                           self.task, cfg.generation.max_new_tokens, seed=cfg.train.seed)
         self.anchors: list[Group] = []  # our right completions, one a group, newest last (at most ANCHORS)
         self.probed: int | None = None  # the step of the last anchor probe
-        self.start_step, self.history = 0, {}
-        if resume is not None:
-            from .checkpoint import restore_state
-
-            self.start_step, self.history = restore_state(self, resume)
+        self.start_step, self.history = 0, {}  # (a resumed peer's: node/persistence/checkpoint.py resume_peer)
 
     def learning_rate(self) -> float:
         """The configured rate, else the one a saved model was trained with, else the model's recommended."""

@@ -14,9 +14,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from node.checkpoint import Checkpointer, checkpoint_name, latest_checkpoint, save_checkpoint, verify
 from node.config import CheckpointConfig, build_config
+from node.models.saved import checkpoint_name, latest_checkpoint, verify
 from node.peer import Peer
+from node.persistence.checkpoint import Checkpointer, resume_peer, save_checkpoint
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS, EVERY = 16, 4
@@ -24,7 +25,7 @@ RUN = ["run", "--model", "tiny-add", "--steps", str(STEPS), "--prompts", "16", "
        "--checkpoint-every", str(EVERY), "--checkpoint-minutes", "0", "--keep-checkpoints", "100"]
 KILL_DURING_WRITE = """
 import pathlib, sys, time
-import node.checkpoint as c
+import node.persistence.checkpoint as c
 write = c.write_manifest
 def stalled(folder, step):
     if step == {step}:  # the model and trainer files are written; the manifest is not
@@ -202,7 +203,7 @@ def test_a_resumed_peer_holds_the_checkpoint_state_bit_for_bit(tmp_path):
             peer.step(step)
         saved = save_checkpoint(peer, tmp_path / str(lora), 3, keep=2, history={"curve": [0.5]})
         assert verify(saved) is None
-        again = Peer(cfg, resume=saved)
+        again = resume_peer(cfg, saved)
         assert again.start_step == 3 and again.history == {"curve": [0.5]} and again.loaded.lora == lora
         a, b = dict(peer.loaded.model.named_parameters()), dict(again.loaded.model.named_parameters())
         assert a.keys() == b.keys() and all(a[k].equal(b[k]) for k in a)
@@ -231,7 +232,7 @@ def test_checkpointer_timing_keeps_the_newest_and_survives_a_failed_write(tmp_pa
     def full_disk(*args):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("node.checkpoint.write_state", full_disk)
+    monkeypatch.setattr("node.persistence.checkpoint.write_state", full_disk)
     assert ck.save(8) is None  # one warning, training goes on
     monkeypatch.undo()
 

