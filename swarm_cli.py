@@ -45,7 +45,7 @@ def _prepare(cfg) -> None:
     """Checks the task, the backend and a zoo model's files (before any network)."""
     from node.models.zoo import ZOO
     from node.models.zoo_store import zoo_model_path
-    from node.runtime import quiet_libraries
+    from node.system.runtime import quiet_libraries
     from node.tasks import get_task
 
     quiet_libraries()
@@ -96,7 +96,7 @@ def _exporter(args, cfg):
     """The Prometheus endpoint (--metrics-port), started before any model is loaded (a taken port fails first)."""
     if args.metrics_port is None:
         return None
-    from node.exporter import MetricsExporter
+    from node.observability.exporter import MetricsExporter
 
     exporter = MetricsExporter(args.metrics_port, args.metrics_host, cfg.model.name, cfg.swarm.name)
     print(f"Prometheus metrics on http://{args.metrics_host}:{exporter.port}/metrics", file=sys.stderr, flush=True)
@@ -105,10 +105,10 @@ def _exporter(args, cfg):
 
 def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
     """The step loop shared by `run` and `join`: progress, metrics file, checkpoints, summary, saved outputs."""
+    from node.app.runner import train_loop
     from node.metrics import metrics_writer, truncate_metrics
+    from node.observability.report import Presence, Progress, RunLog, plot_rewards, summary
     from node.persistence.checkpoint import Checkpointer, save_outputs
-    from node.report import Presence, Progress, RunLog, plot_rewards, summary
-    from node.runner import train_loop
 
     run_log = RunLog(cfg.train.steps, totals=status.totals if status is not None else None)  # one running total:
     if exporter is not None:  # the summary, `swarm status` and Prometheus read it
@@ -193,7 +193,7 @@ def cmd_join(args) -> int:
     stop = args.stop
     cfg = config_from_args(args, JOIN_DEFAULTS)
     if args.initial_peers_file:
-        from node.runner import read_address_file
+        from node.app.runner import read_address_file
 
         found = read_address_file(args.initial_peers_file, cfg.swarm.startup_timeout, stop.event)
         cfg = dataclasses.replace(cfg, swarm=dataclasses.replace(
@@ -201,8 +201,8 @@ def cmd_join(args) -> int:
     check_writable(args.out, "--out")
     _prepare(cfg)
     stop.check()
+    from node.app.runner import connect
     from node.persistence.checkpoint import resume_peer
-    from node.runner import connect
     from node.swarm.control import ControlServer, NodeStatus
 
     status = NodeStatus(role="peer", model=cfg.model.name)
@@ -242,9 +242,9 @@ def cmd_join(args) -> int:
 
 def cmd_bootstrap(args) -> int:
     """A DHT-only daemon that peers join through."""
+    from node.app.runner import run_bootstrap
     from node.config import config_from_args
     from node.errors import ConfigError
-    from node.runner import run_bootstrap
 
     cfg = config_from_args(args, BOOTSTRAP_DEFAULTS)  # a file shared with the peers works: [swarm] is read
     if cfg.swarm.client_mode:
@@ -257,8 +257,8 @@ def cmd_bootstrap(args) -> int:
 
 def cmd_local(args) -> int:
     """A bootstrap and N heterogeneous zoo peers as separate processes on loopback."""
+    from node.app.local_swarm import LOCAL_DEFAULTS, run_local
     from node.config import config_from_args
-    from node.local_swarm import LOCAL_DEFAULTS, run_local
 
     cfg = config_from_args(args, LOCAL_DEFAULTS)  # checked here: one line for a bad value, before anything
     return run_local(args, cfg, args.stop)
@@ -291,7 +291,7 @@ def cmd_status(args) -> int:
         lines.append(f"senders distrusted for good {reply.distrusted} (false log-probs), demoted {reply.demoted} "
                      "(their groups pulled against ours)")
     if reply.accuracy:
-        from node.report import accuracy_change
+        from node.observability.report import accuracy_change
 
         lines.append(f"held-out accuracy after step {reply.accuracy_step}: "
                      f"{accuracy_change({}, dict(reply.accuracy))}")
@@ -319,7 +319,7 @@ def cmd_eval(args) -> int:
     from node.evaluation import evaluate
     from node.generation import make_backend
     from node.models.loading import load_model
-    from node.runtime import set_threads
+    from node.system.runtime import set_threads
     from node.tasks import completion_cap, get_task
 
     cfg = config_from_args(args)
@@ -393,7 +393,7 @@ def _zoo_build(args) -> int:
         read_manifest,
         zoo_model_path,
     )
-    from node.runtime import quiet_libraries
+    from node.system.runtime import quiet_libraries
 
     names = [m.strip() for m in args.models.split(",")] if args.models else buildable()
     for name in names:
@@ -442,7 +442,7 @@ def cmd_tasks(args) -> int:
 
 
 def _stop_timeout(p: argparse.ArgumentParser) -> None:
-    from node.process import DEFAULT_STOP_TIMEOUT
+    from node.system.process import DEFAULT_STOP_TIMEOUT
 
     p.add_argument("--stop-timeout", type=float, default=DEFAULT_STOP_TIMEOUT,
                    help="seconds after SIGTERM / Ctrl-C within which the process ends, gracefully or not "
@@ -472,14 +472,14 @@ def _output_arguments(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
+    from node.app.local_swarm import LOCAL_DEFAULTS
     from node.config import CLIENT_FLAGS, EVAL_FLAGS, NETWORK_FLAGS, PEER_FLAGS, add_config_arguments
-    from node.local_swarm import LOCAL_DEFAULTS
 
     parser = argparse.ArgumentParser(prog="swarm", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    from node.report import PROGRESS_COLUMNS
+    from node.observability.report import PROGRESS_COLUMNS
 
     raw = argparse.RawDescriptionHelpFormatter
     run = sub.add_parser("run", help="train one peer alone (no swarm)", epilog=PROGRESS_COLUMNS, formatter_class=raw)
@@ -562,7 +562,7 @@ def main(argv: list[str] | None = None) -> int:
     command = next((a for a in argv if not a.startswith("-")), "")  # (the only global option takes no value)
     stop = None
     if command in LONG_RUNNING:  # before any other import: from its first instant, a stop is never a traceback
-        from node.process import StopSignal
+        from node.system.process import StopSignal
 
         stop = StopSignal()
     import logging

@@ -31,10 +31,10 @@ from pathlib import Path
 
 import hostile
 
+from node.app.local_swarm import SwarmProcesses
 from node.config import SwarmConfig
-from node.local_swarm import SwarmProcesses
-from node.process import rss_mb
-from node.runtime import quiet_libraries
+from node.system.process import rss_mb
+from node.system.runtime import quiet_libraries
 
 HONEST = {"full": ("tiny-add", 0), "lora": ("tiny-add-lora", 1)}
 COUNTING = {"full": ("tiny-count", 0), "lora": ("tiny-count", 1)}

@@ -30,9 +30,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from node.config import SwarmConfig  # noqa: E402
-from node.process import child_pids, rss_mb  # noqa: E402
 from node.swarm import dht as dht_module  # noqa: E402
 from node.swarm.dht import SwarmDHT, bundle_handler  # noqa: E402
+from node.system.process import child_pids, rss_mb  # noqa: E402
 from protocol.codec import pack_bundle  # noqa: E402
 
 SWARM = "net"

@@ -22,7 +22,7 @@ from node.config import GenerationConfig, ModelConfig
 from node.generation.rollouts import length_pieces
 from node.generation.transformers_backend import TransformersBackend, left_pad
 from node.models.loading import SMOLLM2, encode_prompt, load_model
-from node.runtime import quiet_libraries
+from node.system.runtime import quiet_libraries
 from node.tasks import completion_cap, get_task
 
 

@@ -319,7 +319,7 @@ def new_read(initial: str, steps: int, period: float, groups: int, tokens: int, 
 
 
 def start_bootstrap(out: Path) -> tuple[subprocess.Popen, str]:
-    from node.local_swarm import wait_for_address
+    from node.app.local_swarm import wait_for_address
 
     boot = subprocess.Popen(["ip", "netns", "exec", BOOT[0], sys.executable, str(ROOT / "swarm_cli.py"),
                              "bootstrap", "--host", BOOT[2], "--swarm", SWARM, "--status-every", "100000",
@@ -495,7 +495,7 @@ def main() -> int:
         return new_read(args.initial, args.steps, args.period, args.groups, args.tokens, int(args.peers))
     if os.geteuid() != 0:
         parser.error("needs root: the reader and the bootstrap run in their own network namespaces")
-    from node.runtime import quiet_libraries
+    from node.system.runtime import quiet_libraries
 
     quiet_libraries()
     out = Path(args.out)

@@ -28,7 +28,7 @@ from node.generation.transformers_backend import TransformersBackend
 from node.models.loading import encode_prompt, load_model
 from node.rl.batching import build_batch
 from node.rl.learner import Learner, sequence_logprobs
-from node.runtime import quiet_libraries
+from node.system.runtime import quiet_libraries
 from node.tasks import completion_cap, get_task
 
 

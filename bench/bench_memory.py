@@ -24,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # `python bench/bench_memory.py` from a checkout
 
-from node.process import rss_mb  # noqa: E402 (after the path)
+from node.system.process import rss_mb  # noqa: E402 (after the path)
 
 
 def child(args) -> None:
@@ -37,7 +37,7 @@ def child(args) -> None:
     from node.generation.rollouts import Completion, Group
     from node.models.loading import load_model
     from node.rl.learner import Learner
-    from node.runtime import quiet_libraries
+    from node.system.runtime import quiet_libraries
     from node.tasks import get_task
 
     quiet_libraries()

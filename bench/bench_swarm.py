@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import psutil
 
+from node.app.local_swarm import read_metrics
 from node.config import SwarmConfig
-from node.local_swarm import read_metrics
 from node.swarm.dht import SwarmDHT
 from protocol.codec import WireCard, WireCompletion, WireGroup, encode_group, pack_bundle
 

@@ -18,7 +18,7 @@ from node.config import GenerationConfig, ModelConfig
 from node.generation.transformers_backend import TransformersBackend
 from node.generation.vllm_backend import VLLMBackend
 from node.models.loading import SMOLLM2, encode_prompt, load_model
-from node.runtime import quiet_libraries
+from node.system.runtime import quiet_libraries
 from node.tasks import get_task
 
 # (prompts, G, max_new_tokens, temperature) per model: zoo answers are a few tokens, SmolLM2 talks

@@ -76,7 +76,7 @@ def main(argv=None) -> int:
     parser.add_argument("--group", type=int, default=8, help="completions per prompt (G)")
     parser.add_argument("--max-new-tokens", type=int, default=64)
     args = parser.parse_args(argv)
-    from node.runtime import quiet_libraries
+    from node.system.runtime import quiet_libraries
 
     quiet_libraries()
     models = [m.strip() for m in args.models.split(",") if m.strip()]

@@ -37,8 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from google.protobuf.message import DecodeError
 
-from node.process import rss_mb
 from node.swarm.intake import IntakeRefused, frame, parse_request, read_request
+from node.system.process import rss_mb
 from protocol import swarm_pb2 as pb
 from protocol.codec import (
     PROTOCOL_VERSION,

@@ -189,12 +189,12 @@ def execute(run: Run, scale: dict) -> dict:
     import torch
 
     from node.peer import Peer
-    from node.runtime import quiet_libraries
     from node.swarm.memory import MemorySwarm
+    from node.system.runtime import quiet_libraries
 
     quiet_libraries()
     torch.set_num_threads(1)
-    from node.local_swarm import reference_settings
+    from node.app.local_swarm import reference_settings
 
     hub = MemorySwarm() if len(run.models) > 1 and run.variant != "alone" else None
     names = [f"{model}#{i}" for i, model in enumerate(run.models)]
@@ -204,7 +204,7 @@ def execute(run: Run, scale: dict) -> dict:
                   "received": [], "foreign": [], "rejected": [], "received_reward": [], "filtered": [],
                   "group_size": [], "straggler": [], "gated": [], "floored": [], "distrusted": [], "evidence": [],
                   "demoted": [], "harm": [], "alignment": [], "anchors": [], "evals": [],
-                  "settings": reference_settings(p.cfg)}  # what an Alone reference must share (node/report.py)
+                  "settings": reference_settings(p.cfg)}  # what an Alone reference must share (report.py)
            for name, p in zip(names, peers, strict=True)}
     slow = run.cost / run.steps >= 20  # e.g. SmolLM2: a line now and then, so a long run shows progress
     try:
@@ -340,7 +340,7 @@ def run_sagc(name: str, extra: tuple[str, ...], steps: int, seed: int, out: Path
     """`swarm local` with the complementary pair on the digits task under one group policy (every peer its own
     process and DHT node, sharing with F-TIS); reads their metrics: each peer's held-out ID accuracy over its
     cumulative own step seconds."""
-    from node.local_swarm import read_metrics
+    from node.app.local_swarm import read_metrics
 
     path = out / f"sagc_{name.replace(' ', '').replace('=', '')}_s{seed}_n{steps}.json"
     if path.exists():
@@ -439,8 +439,9 @@ def at_seconds(evals: list[dict], key: str, seconds: float) -> float:
 
 def auc(evals: list[dict], key: str) -> float:
     """The primary endpoint: the area under the held-out accuracy curve, as the mean of the evaluations after
-    step 0 (evaluations are evenly spaced in steps; node/report.py held_out_auc, as `swarm local` reports it)."""
-    from node.report import held_out_auc
+    step 0 (evaluations are evenly spaced in steps; node/observability/report.py held_out_auc, as `swarm local`
+    reports it)."""
+    from node.observability.report import held_out_auc
 
     after = [e[key] for e in evals if e["step"] > 0]
     return held_out_auc(after) if after else evals[-1][key]
@@ -563,7 +564,7 @@ def verdict_runs(results: dict, pair: tuple[str, str], label: str) -> dict[int, 
 
 def alone_reference_file(results: dict, path: Path) -> Path | None:
     """Section 0's Alone cell per model (mean ID AUC over seeds, with the settings it was measured with): the
-    reference `swarm local` prints beside its own peers' AUC (node/report.py alone_reference)."""
+    reference `swarm local` prints beside its own peers' AUC (node/observability/report.py alone_reference)."""
     entries: dict[str, dict] = {}
     for res in results.values():
         run = res["run"]

@@ -19,7 +19,7 @@ import torch
 
 from node.config import build_config
 from node.peer import Peer
-from node.runtime import quiet_libraries
+from node.system.runtime import quiet_libraries
 
 FIXED = (4, 8, 12, 16)
 

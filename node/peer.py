@@ -10,6 +10,7 @@ import random
 import time
 from pathlib import Path
 
+from node.system.runtime import set_threads
 from protocol.codec import LengthSummary
 
 from .config import NodeConfig, with_completion_cap
@@ -20,7 +21,6 @@ from .metrics import StepResult, SwarmMetrics
 from .models.loading import encode_prompt, load_model, source_of
 from .models.zoo import recommended_lr
 from .rl.learner import Learner
-from .runtime import set_threads
 from .sagc.policy import make_group_policy, prompts_for, summarize
 from .swarm import SwarmTransport
 from .swarm.exchange import GatherResult, GroupExchange, make_card

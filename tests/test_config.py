@@ -97,7 +97,7 @@ def test_bad_files_and_assignments(tmp_path):
 def test_every_subcommand_resolves_through_the_same_path(tmp_path, monkeypatch):
     """Subcommand defaults < file < environment < named flags < --set, for join, bootstrap and local alike."""
     import swarm_cli
-    from node.local_swarm import LOCAL_DEFAULTS
+    from node.app.local_swarm import LOCAL_DEFAULTS
 
     path = tmp_path / "swarm.toml"
     path.write_text('[swarm]\nname = "from-file"\nport = 4000\n[train]\nprompts_per_step = 5\n')

@@ -7,14 +7,14 @@ from pathlib import Path
 
 import torch
 
+from node.app.runner import update_status
 from node.config import EvalConfig, build_config
 from node.evaluation import HELD_OUT_START, SplitScore, as_metrics, by_kind, evaluate, held_out_items, pass_at_1
 from node.generation.rollouts import Completion
 from node.metrics import StepResult
 from node.models.loading import encode_prompt
+from node.observability.report import accuracy_change
 from node.peer import Peer
-from node.report import accuracy_change
-from node.runner import update_status
 from node.swarm.control import NodeStatus
 from node.tasks import get_task
 from node.tasks.base import item_kind

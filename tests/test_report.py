@@ -1,6 +1,6 @@
 """What a run shows: the progress line, alone / rejoined, and a run log whose memory does not grow."""
 from node.metrics import StepResult, SwarmMetrics
-from node.report import Presence, RunLog, format_step, summary
+from node.observability.report import Presence, RunLog, format_step, summary
 
 
 def result(step, reward=0.5, peers=0, **swarm):
@@ -70,7 +70,7 @@ def test_prometheus_endpoint_counts_by_reason():
     """The exporter in process: gauges hold the last step, counters add up steps, rejections by reason."""
     from test_checkpoint import scrape
 
-    from node.exporter import MetricsExporter
+    from node.observability.exporter import MetricsExporter
     from node.swarm.control import NodeStatus
 
     exporter = MetricsExporter(0, model="tiny-add", swarm="s")
@@ -111,8 +111,9 @@ def test_swarm_local_compares_its_auc_with_the_alone_reference_of_the_same_setti
     import json
     import math
 
-    from node import local_swarm, report
+    from node.app import local_swarm
     from node.config import build_config
+    from node.observability import report
 
     assert report.held_out_auc([0.25, 0.5, 0.75]) == 0.5 and math.isnan(report.held_out_auc([]))
     cfg = build_config(local_swarm.LOCAL_DEFAULTS)

@@ -159,7 +159,7 @@ def load_base(name: str, dtype: str = "float32"):
                                  f"and not a directory with a config.json")
         model, tokenizer = _load_files(path, dtype, f"model directory {name!r}")
         return model, tokenizer, "local"
-    from node.runtime import hub_offline_reason
+    from node.system.runtime import hub_offline_reason
 
     reason = hub_offline_reason()
     what = f"model {name!r} ({reason}; only a cached copy would do)" if reason else f"model {name!r} from the hub"

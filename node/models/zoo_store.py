@@ -136,7 +136,7 @@ def build_into(out: Path, spec: ZooSpec, seed_offset: int = 0,
                progress: Callable[[str, int, int, float], None] | None = None) -> dict:
     """Pre-trains one model from its recipe into out/<name> (replacing what was there) and returns its manifest
     entry; the folder's manifest is not touched (see build_zoo)."""
-    from node.runtime import single_thread
+    from node.system.runtime import single_thread
 
     from .zoo import build_model
 

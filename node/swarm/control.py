@@ -14,7 +14,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from node.errors import PortInUse
 from node.metrics import Totals
-from node.process import ensure_port_free
+from node.system.process import ensure_port_free
 from protocol import control_pb2, control_pb2_grpc
 
 MAX_LISTED = 64  # peers listed in a status reply at most

@@ -37,9 +37,9 @@ from pathlib import Path
 
 from node.config import SwarmConfig
 from node.errors import IdentityCorrupt, IdentityInUse, Stopped, SwarmUnreachable, first_line
-from node.process import IdentityLock, ensure_port_free, kill_pids, own_children
 from node.swarm import Records, ServedBundles
 from node.swarm.intake import IntakeRefused, StreamLimits, frame, parse_request, read_request
+from node.system.process import IdentityLock, ensure_port_free, kill_pids, own_children
 from protocol import (
     ANNOUNCE_SHARDS,
     CLOCK_SKEW,

@@ -27,7 +27,7 @@ def _load_rows(name: str, split: str, data_files: str):
     import datasets
 
     from node.errors import TaskDataError, first_line
-    from node.runtime import hub_offline_reason
+    from node.system.runtime import hub_offline_reason
 
     hub_id, config, split_map, _, _ = _SPECS[name]
     if data_files:

@@ -19,7 +19,7 @@ def test_equal_rewards_give_zero_advantage_and_no_variance():
 
 
 def test_moving_average_exact():
-    from node.report import moving_average
+    from node.observability.report import moving_average
 
     assert moving_average([1.0, 0.0, 1.0, 1.0], window=2) == [1.0, 0.5, 0.5, 1.0]
 

@@ -3,7 +3,7 @@ import time
 
 import pytest
 
-from node.local_swarm import SwarmProcesses
+from node.app.local_swarm import SwarmProcesses
 
 
 def _wait_steps(sp: SwarmProcesses, name: str, steps: int, timeout: float):

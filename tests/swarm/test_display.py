@@ -20,7 +20,7 @@ def test_absurd_numbers_are_marked_as_claims():
 
 
 def test_the_bootstrap_lists_peers_by_when_it_read_them_not_by_their_stamps():
-    from node.runner import SwarmWatch
+    from node.app.runner import SwarmWatch
     from protocol.codec import Announcement, BundleRef, WireCard, encode_announcement
 
     card = WireCard("qwen2", 1, False, "fp", 64, "transformers", 1.0, 1.0, "0.1.0")

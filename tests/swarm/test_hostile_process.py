@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from node.local_swarm import SwarmProcesses
-from node.process import child_pids
+from node.app.local_swarm import SwarmProcesses
+from node.system.process import child_pids
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, str(ROOT / "swarm_cli.py")]

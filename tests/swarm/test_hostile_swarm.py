@@ -13,10 +13,10 @@ import time
 import hostile
 import pytest
 
+from node.app.local_swarm import SwarmProcesses
 from node.config import SwarmConfig
-from node.local_swarm import SwarmProcesses
-from node.process import rss_mb
 from node.swarm.dht import SwarmDHT
+from node.system.process import rss_mb
 from protocol import ANNOUNCE_SHARDS
 
 HONEST = ("honest-add", "honest-lora")

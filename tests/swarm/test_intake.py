@@ -9,10 +9,10 @@ import time
 import pytest
 
 from node.config import SwarmConfig
-from node.process import rss_mb
 from node.swarm import dht as dht_module
 from node.swarm.dht import SwarmDHT, bundle_handler
 from node.swarm.intake import IntakeRefused, StreamLimits, frame, parse_request, read_request
+from node.system.process import rss_mb
 from protocol import PROTOCOL_VERSION
 from protocol import swarm_pb2 as pb
 from protocol.codec import BundleAssembler, RecordError, bundle_chunks, pack_bundle

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from node.app.local_swarm import SwarmProcesses
 from node.config import SwarmConfig
-from node.local_swarm import SwarmProcesses
 from node.swarm.dht import SwarmDHT
 from protocol.codec import RecordError
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from .errors import IdentityInUse, PortInUse, Stopped
+from node.errors import IdentityInUse, PortInUse, Stopped
 
 EXIT_FORCED = 1  # exit code when the watchdog had to end the process
 DEFAULT_STOP_TIMEOUT = 20.0  # seconds from a stop signal to a forced end (the CLI's --stop-timeout)

@@ -1,6 +1,6 @@
 """Long-running loops behind the CLI: a training peer (alone or in a swarm) and the bootstrap daemon.
 
-Both stop cleanly on SIGTERM / Ctrl-C (node/process.py): the current step finishes, records are withdrawn,
+Both stop cleanly on SIGTERM / Ctrl-C (node/system/process.py): the current step finishes, records are withdrawn,
 the DHT and the control server shut down; a stop that takes longer than the stop time-out is forced. Joining
 retries an unreachable bootstrap with exponential back-off.
 """
@@ -15,15 +15,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from node.config import SwarmConfig
+from node.errors import Stopped, SwarmUnreachable, first_line
+from node.metrics import StepResult
+from node.swarm.control import ControlServer, NodeStatus
 from protocol import ANNOUNCE_SHARDS
 
-from .config import SwarmConfig
-from .errors import Stopped, SwarmUnreachable, first_line
-from .metrics import StepResult
-from .swarm.control import ControlServer, NodeStatus
-
 if TYPE_CHECKING:
-    from .peer import Peer
+    from node.peer import Peer
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +37,7 @@ def backoff_delays(first: float = 2.0, factor: float = 2.0, cap: float = 60.0):
 def connect(settings: SwarmConfig, attempts: int, stop: threading.Event, sleep: Callable[[float], bool] | None = None):
     """A SwarmDHT, retrying an unreachable swarm `attempts` times (0: until stopped) with back-off; raises
     Stopped when `stop` is set meanwhile."""
-    from .swarm.dht import SwarmDHT
+    from node.swarm.dht import SwarmDHT
 
     wait = sleep or stop.wait
     for attempt, delay in enumerate(backoff_delays(), start=1):
@@ -114,7 +113,7 @@ class SwarmWatch:
 
     def peer_list(self, now: float) -> list[dict]:
         """The publishing peers, the one whose announcement we read last first (our clock, not their stamps)."""
-        from .swarm.control import peer_info
+        from node.swarm.control import peer_info
 
         order = sorted(self.announcements, key=lambda k: -self.read_at.get(k, 0.0))
         return [peer_info(self.announcements[k], now - self.read_at.get(k, now)) for k in order]
@@ -139,7 +138,7 @@ def read_address_file(path: str, timeout: float, stop: threading.Event) -> list[
 def run_bootstrap(settings, status_every: float, control_port: int, stop: threading.Event,
                   say: Callable[[str], None], address_file: str | None = None) -> int:
     """A DHT-only node that others join through; prints its addresses, then a status line periodically."""
-    from .swarm.dht import SwarmDHT
+    from node.swarm.dht import SwarmDHT
 
     status = NodeStatus(role="bootstrap")
     # first: a taken control port fails before the DHT starts

@@ -17,13 +17,13 @@ import threading
 import time
 from pathlib import Path
 
-from .config import NodeConfig, is_config_variable, write_config
-from .errors import ConfigError, Stopped
-from .metrics import StepResult, read_metrics
-from .models.zoo import ZOO
-from .models.zoo_store import zoo_model_path
-from .process import StopSignal, kill_pids
-from .report import accuracy_change, alone_reference, held_out_auc, plot_curves, window_mean
+from node.config import NodeConfig, is_config_variable, write_config
+from node.errors import ConfigError, Stopped
+from node.metrics import StepResult, read_metrics
+from node.models.zoo import ZOO
+from node.models.zoo_store import zoo_model_path
+from node.observability.report import accuracy_change, alone_reference, held_out_auc, plot_curves, window_mean
+from node.system.process import StopSignal, kill_pids
 
 # the digits testbed: a borrows expert and a carries expert (each lacks the other's skill), the carries expert
 # through LoRA, the borrows expert with its own BPE tokenizer
@@ -34,7 +34,7 @@ DEFAULT_MODELS = ("digit-sub", "digit-add", "digit-add-lora", "digit-sub-bpe")
 LOCAL_DEFAULTS = {"train": {"steps": 150, "prompts_per_step": 8}, "swarm": {"received_groups": 8},
                   "generation": {"vllm_kv_cache_gib": 0.25}, "eval": {"every": 25},
                   "task": {"name": "digits"}}  # sums and differences: each expert has something to teach
-CLI = str(Path(__file__).resolve().parents[1] / "swarm_cli.py")
+CLI = str(Path(__file__).resolve().parents[2] / "swarm_cli.py")
 CHILD_STOP_GRACE = 30.0  # seconds a child has to stop after SIGTERM before it is killed (its own time-out: 20)
 
 
@@ -63,7 +63,7 @@ def peer_summary(rows: list[StepResult]) -> dict:
 
 
 def reference_settings(cfg: NodeConfig) -> dict:
-    """The settings an Alone reference must share with this run (node/report.py REFERENCE_KEYS)."""
+    """The settings an Alone reference must share with this run (node/observability/report.py REFERENCE_KEYS)."""
     return {"task": cfg.task.name, "steps": cfg.train.steps, "eval_every": cfg.eval.every,
             "prompts_per_step": cfg.train.prompts_per_step, "eval_prompts": cfg.eval.prompts}
 
@@ -196,8 +196,8 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
     """args: peers, models, out; cfg: every peer's configuration (resolved by the CLI, LOCAL_DEFAULTS below
     the user's); stop: SIGTERM / Ctrl-C. Each peer gets its resolved configuration as a TOML file,
     <out>/<peer>.toml."""
-    from .runtime import quiet_libraries
-    from .tasks import get_task
+    from node.system.runtime import quiet_libraries
+    from node.tasks import get_task
 
     models = [m.strip() for m in args.models.split(",")] if args.models else list(DEFAULT_MODELS)
     for model in models:
@@ -207,7 +207,7 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
         raise ConfigError(f"local: --peers must be >= 1, got {args.peers}")
     get_task(cfg.task.name, cfg.task.data_files)  # an unknown task is one line here, not four peer logs
     if cfg.generation.backend == "vllm":  # so is a missing vLLM
-        from .generation.vllm_backend import import_vllm
+        from node.generation.vllm_backend import import_vllm
 
         import_vllm()
     out = Path(args.out)

@@ -9,7 +9,7 @@ peer's model and swarm are labels of `swarm_peer_info`. The HTTP server runs in 
 """
 from __future__ import annotations
 
-from .metrics import StepResult, Totals
+from node.metrics import StepResult, Totals
 
 COUNTERS = (  # (name, help, the Totals field it reads)
     ("steps", "training steps done by this process", "steps"),
@@ -45,7 +45,7 @@ class MetricsExporter:
         """Serves on host:port (0: any free port; `self.port` is the one bound). A taken port is PortInUse."""
         from prometheus_client import CollectorRegistry, Gauge, Info, start_http_server
 
-        from .process import ensure_port_free
+        from node.system.process import ensure_port_free
 
         ensure_port_free(host, port, "--metrics-port")
         self.registry = registry = CollectorRegistry()

@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from .metrics import StepResult, Totals
+from node.metrics import StepResult, Totals
 
 
 def window_mean(values: list[float], frac: float = 0.1, head: bool = True) -> float:
@@ -157,7 +157,7 @@ class RunLog:
         self.eval_before, self.last_eval = dict(state["eval_before"]), dict(state["last_eval"])
 
 
-ALONE_REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "results" / "alone_reference.json"
+ALONE_REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "results" / "alone_reference.json"
 REFERENCE_KEYS = ("task", "steps", "eval_every", "prompts_per_step", "eval_prompts")  # what a reference depends on
 
 
