@@ -137,32 +137,33 @@ class Learner:
         return metrics, plan.evidence
 
     def _pieced_logprobs(self, batch: Batch, heads: HeadGradients | None) -> torch.Tensor:
-        """[N, T] log pi_theta of the whole batch in one autograd graph, computed over length pieces (each padded
-        to its own longest row) and put back in row order: the same values as one pass, fewer padded tokens."""
+        """[N, T] log pi_theta of the whole batch in one autograd graph, over length pieces: the same values as
+        one pass, fewer padded tokens."""
         pieces = length_pieces(batch.attention.sum(dim=1).tolist(), self.length_pieces)
         if len(pieces) == 1:
             return sequence_logprobs(self.model, batch, self.temperature, heads)
-        width = batch.mask.shape[1]
+        return self._logprobs_over(batch, pieces, heads)
+
+    def _logprobs_over(self, batch: Batch, pieces: list[list[int]],
+                       heads: HeadGradients | None = None) -> torch.Tensor:
+        """[N, T] log-probs of the batch computed piece by piece (each padded only to its own longest row) and put
+        back in row order."""
+        width, device = batch.mask.shape[1], batch.mask.device
         parts, order = [], []
         for piece in pieces:
-            part = sequence_logprobs(self.model, take_rows(batch, torch.tensor(piece, device=batch.mask.device)),
-                                     self.temperature, heads)
+            with self._autocast():
+                part = sequence_logprobs(self.model, take_rows(batch, torch.tensor(piece, device=device)),
+                                         self.temperature, heads)
             parts.append(torch.nn.functional.pad(part, (0, width - part.shape[1])))
             order += piece
-        inverse = torch.empty(len(order), dtype=torch.long, device=batch.mask.device)
-        inverse[torch.tensor(order, device=batch.mask.device)] = torch.arange(len(order), device=batch.mask.device)
+        inverse = torch.empty(len(order), dtype=torch.long, device=device)
+        inverse[torch.tensor(order, device=device)] = torch.arange(len(order), device=device)
         return torch.cat(parts)[inverse]
 
     @torch.no_grad()
     def _logprobs_before(self, batch: Batch, pieces: list[list[int]]) -> torch.Tensor:
         """[N, T] log-probs of the whole batch before any update, micro-batch by micro-batch."""
-        out = torch.zeros(batch.mask.shape, dtype=torch.float32, device=batch.mask.device)
-        for piece in pieces:
-            rows = torch.tensor(piece, device=batch.mask.device)
-            part = take_rows(batch, rows)
-            with self._autocast():
-                out[rows, : part.mask.shape[1]] = sequence_logprobs(self.model, part, self.temperature)
-        return out
+        return self._logprobs_over(batch, pieces)
 
     def _in_pieces(self, batch: Batch, prior: torch.Tensor, widths: list[int], pieces: list[list[int]],
                    updates: list[list[int]], heads: HeadGradients | None) -> tuple[LossMetrics, torch.Tensor | None]:
