@@ -192,10 +192,14 @@ def cmd_join(args) -> int:
 
     stop = args.stop
     cfg = config_from_args(args, JOIN_DEFAULTS)
+    from node.swarm.addresses import check_addresses
+
+    check_addresses(cfg.swarm.initial_peers, cfg.swarm.announce)  # before anything starts: one line, exit 2
     if args.initial_peers_file:
         from node.app.runner import read_address_file
 
         found = read_address_file(args.initial_peers_file, cfg.swarm.startup_timeout, stop.event)
+        check_addresses(found, source=f"--initial-peers-file {args.initial_peers_file}:")
         cfg = dataclasses.replace(cfg, swarm=dataclasses.replace(
             cfg.swarm, initial_peers=(*cfg.swarm.initial_peers, *found)))
     check_writable(args.out, "--out")
@@ -247,6 +251,9 @@ def cmd_bootstrap(args) -> int:
     from node.errors import ConfigError
 
     cfg = config_from_args(args, BOOTSTRAP_DEFAULTS)  # a file shared with the peers works: [swarm] is read
+    from node.swarm.addresses import check_addresses
+
+    check_addresses(cfg.swarm.initial_peers, cfg.swarm.announce)
     if cfg.swarm.client_mode:
         raise ConfigError("swarm.client_mode: a bootstrap must accept connections (client mode is for peers "
                           "behind NAT)")

@@ -27,11 +27,23 @@ def swarm(*args, env=None):
     (["local", "--task", "nope", "--out", "{out}"], "unknown task 'nope'"),
     (["local", "--variant", "bogus", "--out", "{out}"], "loss.variant must be one of"),
     (["local", "--models", "tiny-add,gpt-9", "--out", "{out}"], "'gpt-9' is not a zoo model"),
+    # the address a volunteer pastes, checked before anything starts (once, these retried the daemon for ever)
+    (["join", "--initial-peers", "garbage"], "--initial-peers 'garbage' is not a multiaddr (it must begin with /)"),
+    (["join", "--initial-peers", "127.0.0.1:31330"], "did you mean /ip4/127.0.0.1/tcp/31330/p2p/<peer id>?"),
+    (["join", "--initial-peers", "/ip4/127.0.0.1/tcp/9/p2p/QmNotAPeerId"], "its /p2p/ part is not a peer id"),
+    (["join", "--initial-peers", "/ip4/127.0.0.1/tcp/9"], "names no peer id"),
+    (["join", "--initial-peers-file", "{addresses}"], "--initial-peers-file {addresses}: 'localhost:4000' is "
+                                                       "host:port"),
+    (["bootstrap", "--announce", "1.2.3.4:5"], "--announce '1.2.3.4:5' is host:port, not a multiaddr: did you mean "
+                                                "/ip4/1.2.3.4/tcp/5?"),
 ])
 def test_bad_input_is_one_clear_line(args, message, tmp_path):
-    out = swarm(*[a.format(out=tmp_path / "local") for a in args])
+    addresses = tmp_path / "addresses.txt"
+    addresses.write_text("localhost:4000\n")
+    out = swarm(*[a.format(out=tmp_path / "local", addresses=addresses) for a in args])
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
+    message = message.format(addresses=addresses)
     assert len(lines) == 1 and message in lines[0] and lines[0].startswith("swarm: error:"), out.stderr
     assert "Traceback" not in out.stderr
     assert not (tmp_path / "local").exists()  # `local` wrote nothing: no summary, no plot claimed
