@@ -332,6 +332,9 @@ def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tupl
 # ---- section 4: SAGC in a real local swarm -------------------------------------------------------------
 
 SAGC_POLICIES = (("sagc", ()), ("fixed G=16", ("--group-size", "16")), ("fixed G=8", ("--group-size", "8")))
+SAGC_STEP_FACTOR = {"sagc": 2, "fixed G=16": 1, "fixed G=8": 2}  # steps, in units of --sagc-steps: a policy
+# whose steps may cost less than G = 16's gets as many completions' worth of steps as G = 16 has, so that "time
+# to reach G = 16's accuracy" is not cut short by a step count (G = 8 at equal steps had half G = 16's time)
 SAGC_MODELS = ("digit-sub", "digit-add")  # the verdict's complementary pair, as two `swarm local` processes
 
 
@@ -942,9 +945,12 @@ def sagc_table(out: Path) -> list[str]:
              "pass@1 on 128 prompts every 10 steps. Time = a peer's cumulative own step seconds (generation, "
              "sharing, learning; not evaluation), the mean of the two peers. Target = the accuracy fixed G = 16 "
              "ends at (the mean of its last two evaluations) in the same seed; time to target as a ratio to "
-             "G = 16's (below 1: faster; 'not reached' counts as never).", "",
-             "| policy | seeds | time to G = 16's accuracy (median ratio; per seed) | training seconds (median) | "
-             "straggler rate | mean G | reward, last 20% | final ID |", "|---|---|---|---|---|---|---|---|"]
+             "G = 16's (below 1: faster; 'not reached' counts as never). Steps: a policy whose steps may cost "
+             "less than G = 16's runs twice G = 16's steps (as many completions' worth at most), so that its time "
+             "to the target is not cut short by a step count; its final ID is at its own last step.", "",
+             "| policy | seeds | steps | time to G = 16's accuracy (median ratio; per seed) | training seconds "
+             "(median) | straggler rate | mean G | reward, last 20% | final ID |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for name, _ in SAGC_POLICIES:
         runs = [r[name] for r in by_seed.values() if name in r]
         if not runs:
@@ -952,7 +958,7 @@ def sagc_table(out: Path) -> list[str]:
         rs = ratios.get(name, [])
         cell = (f"{statistics.median(rs):.2f} ({', '.join('not reached' if math.isinf(x) else f'{x:.2f}' for x in rs)})"
                 if rs else "n/a")
-        lines.append(f"| {name} | {len(runs)} | {cell} | "
+        lines.append(f"| {name} | {len(runs)} | {max(max(r['steps']) for r in runs)} | {cell} | "
                      f"{statistics.median(r['train_seconds'] for r in runs):.1f} | "
                      f"{statistics.mean(r['straggler_rate'] for r in runs):.3f} | "
                      f"{statistics.mean(r['mean_g'] for r in runs):.1f} | "
@@ -1311,7 +1317,8 @@ def main(argv=None) -> int:
             for seed in range(min(args.seeds, args.sagc_seeds)):
                 for name, extra in SAGC_POLICIES[:1] if args.smoke else SAGC_POLICIES:  # (smoke: CI's time)
                     print(f"SAGC section: swarm local, policy {name}, seed {seed}", flush=True)
-                    r = run_sagc(name, extra, 4 if args.smoke else args.sagc_steps, seed, out, args.smoke, origin)
+                    steps = 4 if args.smoke else args.sagc_steps * SAGC_STEP_FACTOR[name]
+                    r = run_sagc(name, extra, steps, seed, out, args.smoke, origin)
                     print(f"  {name}: {r['train_seconds']:.1f} s of training, mean G {r['mean_g']:.1f}, straggler "
                           f"rate {r['straggler_rate']:.3f}, final ID {r['id']:.3f}", flush=True)
     meta = {"machine": f"{os.cpu_count()} CPU cores"}
