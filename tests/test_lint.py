@@ -35,6 +35,22 @@ def test_the_installed_node_carries_no_attack_tooling():
     assert (ROOT / "bench" / "hostile.py").exists()
 
 
+def test_hivemind_is_imported_by_one_module():
+    """node/swarm/dht.py is hivemind's only importer (README's Layout): the rest of the node reaches the DHT
+    library through it, imports inside functions included."""
+    import ast
+
+    importers = set()
+    for package in ("node", "protocol"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                if any(name.split(".")[0] == "hivemind" for name in names):
+                    importers.add(str(path.relative_to(ROOT)))
+    assert importers == {"node/swarm/dht.py"}
+
+
 def test_the_import_contracts_hold():
     """The layers, the wire format's and the trust boundary's independence and no cycles ([tool.importlinter] in
     pyproject.toml), checked by import-linter; a broken contract fails with its name."""

@@ -1,9 +1,9 @@
 """Checking the addresses a user gives (`--initial-peers`, an address file, `--announce`) before a node starts.
 
 A malformed address used to reach the p2p daemon, which failed to start and was retried with back-off for ever
-(issue 26). Here each one is parsed as a multiaddr first (hivemind's own parser) and a mistake is said in one line
-that names it and the form expected; an address that is well formed but unreachable is left to the connection's
-retries, as before.
+(issue 26). Here each one is parsed as a multiaddr first (hivemind's own parser, through node/swarm/dht.py),
+and a mistake is said in one line that names it and the form expected; an address that is well formed but
+unreachable is left to the connection's retries, as before.
 """
 from __future__ import annotations
 
@@ -34,8 +34,7 @@ def _suggestion(text: str, needs_peer_id: bool) -> str:
 def address_problem(text: str, *, needs_peer_id: bool) -> str | None:
     """What is wrong with one address, in a phrase (None when it is a usable multiaddr). `needs_peer_id`: it
     names a node to dial (it must end in /p2p/<peer id>); otherwise it is one of our own announced addresses."""
-    from hivemind.utils.multiaddr import Multiaddr
-    from hivemind.utils.multiaddr.exceptions import Error as MultiaddrError
+    from node.swarm.dht import multiaddr_protocols  # (dht.py: the one module that imports hivemind)
 
     expected = PEER_FORM if needs_peer_id else "/ip4/HOST/tcp/PORT"
     if not text.startswith("/"):
@@ -45,8 +44,8 @@ def address_problem(text: str, *, needs_peer_id: bool) -> str | None:
                 " (a bootstrap prints its full addresses when it starts)" if needs_peer_id else "")
         return f"is not a multiaddr (it must begin with /): expected {expected}"
     try:
-        names = [p.name for p in Multiaddr(text).protocols()]
-    except MultiaddrError as err:  # one of its parts: its message says which and why
+        names = multiaddr_protocols(text)
+    except ValueError as err:  # one of its parts: its message says which and why
         reason = str(err).split(f"{text!r}", 1)[-1].strip(" :")
         if "p2p" in reason and "multihash" in reason:
             reason = "its /p2p/ part is not a peer id (peer ids look like Qm... or 12D3KooW...)"

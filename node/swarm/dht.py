@@ -106,6 +106,18 @@ def record_key(swarm: str, kind: str) -> str:
     return f"{swarm}/v{PROTOCOL_VERSION}/{kind}"
 
 
+def multiaddr_protocols(text: str) -> list[str]:
+    """The protocol names of a multiaddr, in order (hivemind's parser); ValueError, saying which part is wrong and
+    why, for text that is not one (node/swarm/addresses.py words it for the user)."""
+    from hivemind.utils.multiaddr import Multiaddr
+    from hivemind.utils.multiaddr.exceptions import Error
+
+    try:
+        return [p.name for p in Multiaddr(text).protocols()]
+    except Error as err:
+        raise ValueError(str(err)) from None
+
+
 def announcement_kind(shard: int) -> str:
     """The record kind (and so the DHT key) of announcement shard `shard`."""
     return f"ann/{shard}"
