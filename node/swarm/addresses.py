@@ -7,6 +7,7 @@ unreachable is left to the connection's retries, as before.
 """
 from __future__ import annotations
 
+import ipaddress
 import re
 
 from node.errors import ConfigError
@@ -22,11 +23,9 @@ def _suggestion(text: str, needs_peer_id: bool) -> str:
     if not match:
         return ""
     host, port = match["host"], match["port"]
-    if re.fullmatch(r"\d{1,3}(\.\d{1,3}){3}", host):
-        kind = "ip4"
-    elif ":" in host:
-        kind = "ip6"
-    else:
+    try:
+        kind = f"ip{ipaddress.ip_address(host).version}"
+    except ValueError:  # a name, not a literal address
         kind = "dns4"
     return f"/{kind}/{host}/tcp/{port}" + ("/p2p/<peer id>" if needs_peer_id else "")
 
