@@ -15,22 +15,26 @@ def test_ruff_finds_nothing():
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
 
 
+def imports_of_the_package():
+    """(file, line, imported module) of every import in node/ and protocol/, those inside functions included."""
+    import ast
+
+    for package in ("node", "protocol"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                for name in names:
+                    yield str(path.relative_to(ROOT)), node.lineno, name
+
+
 def test_the_installed_node_carries_no_attack_tooling():
     """The attack catalogue (bench/hostile.py) stays outside the package volunteers install: no module of node/ or
     protocol/ imports it, and the package's sources hold no attack builder."""
-    import ast
-
-    offenders = []
-    for package in ("node", "protocol"):
-        for path in (ROOT / package).rglob("*.py"):
-            tree = ast.parse(path.read_text(), filename=str(path))
-            for node in ast.walk(tree):
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-                if any(name == "hostile" or name.endswith(".attacks") or name == "attacks" for name in names):
-                    offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}")
-            if "class HostileDHT" in path.read_text():
-                offenders.append(str(path.relative_to(ROOT)))
+    offenders = [f"{path}:{line}" for path, line, name in imports_of_the_package()
+                 if name == "hostile" or name.endswith(".attacks") or name == "attacks"]
+    offenders += [str(path.relative_to(ROOT)) for package in ("node", "protocol")
+                  for path in (ROOT / package).rglob("*.py") if "class HostileDHT" in path.read_text()]
     assert offenders == []
     assert (ROOT / "bench" / "hostile.py").exists()
 
@@ -38,16 +42,7 @@ def test_the_installed_node_carries_no_attack_tooling():
 def test_hivemind_is_imported_by_one_module():
     """node/swarm/dht.py is hivemind's only importer (README's Layout): the rest of the node reaches the DHT
     library through it, imports inside functions included."""
-    import ast
-
-    importers = set()
-    for package in ("node", "protocol"):
-        for path in (ROOT / package).rglob("*.py"):
-            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-                names = ([a.name for a in node.names] if isinstance(node, ast.Import)
-                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
-                if any(name.split(".")[0] == "hivemind" for name in names):
-                    importers.add(str(path.relative_to(ROOT)))
+    importers = {path for path, _, name in imports_of_the_package() if name.split(".")[0] == "hivemind"}
     assert importers == {"node/swarm/dht.py"}
 
 
