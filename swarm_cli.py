@@ -20,7 +20,9 @@ EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
 
 
-JOIN_DEFAULTS = {"train": {"steps": 0}}  # a volunteer runs until stopped
+# a volunteer runs until stopped, and sees held-out accuracy move: a small fixed set every 50 steps (a few
+# seconds on the zoo; --eval-every 0 turns it off)
+JOIN_DEFAULTS = {"train": {"steps": 0}, "eval": {"every": 50, "prompts": 64}}
 BOOTSTRAP_DEFAULTS = {"swarm": {"port": 31330,  # a well-known port peers are told about
                                 "identity": str(Path.home() / ".local" / "share" / "swarm-node" / "bootstrap.id")}}
 
@@ -146,14 +148,15 @@ def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
         try:
             save_outputs(peer, out)
             plot_rewards(*run_log.rewards_curve(), out / "reward.png",
-                         f"{cfg.model.name} on {cfg.task.name} ({cfg.loss.variant})")
+                         f"{cfg.model.name} on {cfg.task.name} ({cfg.loss.variant})", evals=run_log.evals)
         except (OSError, RuntimeError) as err:  # e.g. a full disk: the checkpoints stay usable
             from node.errors import first_line
 
             print(f"swarm: error: outputs not saved to {out}: {getattr(err, 'strerror', None) or first_line(err)}"
                   f" (its newest checkpoint still holds the model)", file=sys.stderr)
             return 1
-        print(f"  saved model (model/), resolved configuration (swarm-config.toml) and reward plot (reward.png) "
+        print(f"  saved model (model/), resolved configuration (swarm-config.toml) and a plot of held-out accuracy "
+              f"and reward (reward.png) "
               f"to {out}; `--model {out}` trains it further")
     return 0
 
@@ -275,8 +278,13 @@ def cmd_status(args) -> int:
     """Asks a running node (peer or bootstrap) through its control API."""
     import grpc
 
+    from node.swarm.addresses import control_address_problem
     from node.swarm.control import query_health, query_status
 
+    problem = control_address_problem(args.address)
+    if problem:
+        print(f"swarm: error: {args.address!r} {problem}", file=sys.stderr)
+        return EXIT_USAGE
     query = query_health if args.health else query_status  # health: the standard grpc.health.v1 check
     try:
         reply = query(args.address, timeout=args.timeout)
@@ -325,11 +333,16 @@ def cmd_eval(args) -> int:
     from node.config import config_from_args, with_completion_cap
     from node.evaluation import evaluate
     from node.generation import make_backend
-    from node.models.loading import load_model
+    from node.models.loading import eval_defaults, load_model, read_meta, saved_model_folder, skipped_checkpoints
     from node.system.runtime import set_threads
     from node.tasks import completion_cap, get_task
 
     cfg = config_from_args(args)
+    folder = saved_model_folder(cfg.model.name)
+    if folder is not None:  # a peer's saved model: its task and eval settings, unless given here
+        cfg = config_from_args(args, defaults=eval_defaults(read_meta(folder)))
+        for line in skipped_checkpoints(cfg.model.name):
+            print(f"swarm eval: {line}; evaluating {folder.parent.name}", file=sys.stderr)
     _prepare(cfg)
     task = get_task(cfg.eval.task or cfg.task.name, cfg.task.data_files)  # an unknown eval.task: before the model
     cfg = with_completion_cap(cfg, completion_cap(task))
@@ -407,8 +420,6 @@ def _zoo_build(args) -> int:
         if name not in ZOO or ZOO[name].base:
             raise ConfigError(f"zoo build: {name!r} is not a zoo model with weights of its own "
                               f"(one of {', '.join(buildable())})")
-    if args.workers < 1:
-        raise ConfigError(f"zoo build: --workers must be >= 1 (got {args.workers})")
     if not args.out and not args.check:
         raise ConfigError("zoo build: give --out DIR (then SWARM_ZOO_DIR=DIR uses it) or --check")
     if args.check and args.seed_offset:
@@ -448,31 +459,55 @@ def cmd_tasks(args) -> int:
     return 0
 
 
+def _number(kind: type, low: float, high: float):
+    """An argparse type: an int or a finite float within [low, high]; anything else is a usage error (exit 2)
+    that names the flag, the range and what was given."""
+    import argparse
+    import math
+
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {'an integer' if kind is int else 'a number'}, "
+                                             f"got {text!r}") from None
+        if (kind is float and not math.isfinite(value)) or not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low:g} and {high:g}, got {text!r}")
+        return value
+
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
 def _stop_timeout(p: argparse.ArgumentParser) -> None:
     from node.system.process import DEFAULT_STOP_TIMEOUT
 
-    p.add_argument("--stop-timeout", type=float, default=DEFAULT_STOP_TIMEOUT,
+    p.add_argument("--stop-timeout", type=_number(float, 0, 86400), default=DEFAULT_STOP_TIMEOUT,
                    help="seconds after SIGTERM / Ctrl-C within which the process ends, gracefully or not "
                         f"(default: {DEFAULT_STOP_TIMEOUT:.0f})")
 
 
-EVAL_PEER_FLAGS = ("--model", "--lora", "--task", "--seed", "--threads", "--backend")
+EVAL_PEER_FLAGS = ("--model", "--task", "--seed", "--threads", "--backend")
 LOCAL_FLAGS = ("--task", "--steps", "--variant", "--backend", "--group-policy", "--group-size", "--prompts",
                "--eval-every")
 
 
 def _output_arguments(p: argparse.ArgumentParser) -> None:
+    from node.config import MAX_INT
+
     p.add_argument("--metrics", help="append one JSON line of metrics per step to this file")
     p.add_argument("--out", help="checkpoints (periodically and at a stop) and, at the end, the trained model, "
                    "resolved configuration and a reward plot go here; a run resumes from its newest valid "
                    "checkpoint here")
-    p.add_argument("--metrics-port", type=int, help="serve Prometheus metrics on this port (0: any free port; "
+    p.add_argument("--metrics-port", type=_number(int, 0, 65535),
+                   help="serve Prometheus metrics on this port (0: any free port; "
                    "default: off)")
     p.add_argument("--metrics-host", default="127.0.0.1", help="interface of the metrics endpoint (0.0.0.0 in "
                    "containers) (default: 127.0.0.1)")
     p.add_argument("--fresh", action="store_true", help="do not resume from --out's checkpoints (they are "
                    "moved aside, not deleted)")
-    p.add_argument("--log-every", type=int, default=10, help="steps between progress lines when not a tty "
+    p.add_argument("--log-every", type=_number(int, 1, MAX_INT), default=10,
+                   help="steps between progress lines when not a tty "
                    "(default: 10)")
 
 
@@ -480,9 +515,15 @@ def build_parser() -> argparse.ArgumentParser:
     import argparse
 
     from node.app.local_swarm import LOCAL_DEFAULTS
-    from node.config import CLIENT_FLAGS, EVAL_FLAGS, NETWORK_FLAGS, PEER_FLAGS, add_config_arguments
+    from node.config import CLIENT_FLAGS, EVAL_FLAGS, MAX_INT, NETWORK_FLAGS, PEER_FLAGS, add_config_arguments
 
-    parser = argparse.ArgumentParser(prog="swarm", description=__doc__.splitlines()[0])
+    class Parser(argparse.ArgumentParser):
+        """Usage mistakes as one line, like every other bad value (argparse prints the usage block first)."""
+
+        def error(self, message: str):
+            self.exit(EXIT_USAGE, f"swarm: error: {message} (see `{self.prog} --help`)\n")
+
+    parser = Parser(prog="swarm", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -501,11 +542,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_arguments(join, PEER_FLAGS + NETWORK_FLAGS + CLIENT_FLAGS, JOIN_DEFAULTS)
     _output_arguments(join)
     _stop_timeout(join)
-    join.add_argument("--join-attempts", type=int, default=0,
+    join.add_argument("--join-attempts", type=_number(int, 0, MAX_INT), default=0,
                       help="tries to reach the swarm (0: until stopped) (default: 0)")
     join.add_argument("--initial-peers-file", help="read initial peers from this file (one multiaddr a line; "
                       "waits up to the start-up time-out for it to appear)")
-    join.add_argument("--control-port", type=int, default=0,
+    join.add_argument("--control-port", type=_number(int, -1, 65535), default=0,
                       help="control API port (0: any free, -1: off) (default: 0)")
     join.add_argument("--control-host", default="127.0.0.1", help="control API interface (default: 127.0.0.1)")
     join.set_defaults(func=cmd_join)
@@ -513,16 +554,18 @@ def build_parser() -> argparse.ArgumentParser:
     boot = sub.add_parser("bootstrap", help="run a DHT-only bootstrap node")
     add_config_arguments(boot, NETWORK_FLAGS, BOOTSTRAP_DEFAULTS)
     _stop_timeout(boot)
-    boot.add_argument("--status-every", type=float, default=30.0, help="seconds between status lines (default: 30)")
+    boot.add_argument("--status-every", type=_number(float, 0.1, 86400), default=30.0,
+                      help="seconds between status lines (default: 30)")
     boot.add_argument("--address-file", help="also write the multiaddrs here (peers read it: --initial-peers-file)")
-    boot.add_argument("--control-port", type=int, default=-1,
+    boot.add_argument("--control-port", type=_number(int, -1, 65535), default=-1,
                       help="control API port (0: any free, -1: off) (default: -1)")
     boot.set_defaults(func=cmd_bootstrap)
 
     local = sub.add_parser("local", help="a local swarm: bootstrap + heterogeneous zoo peers as processes; "
                            "the configuration applies to every peer")
     add_config_arguments(local, tuple(f for f in PEER_FLAGS if f.flag in LOCAL_FLAGS), LOCAL_DEFAULTS)
-    local.add_argument("--peers", type=int, default=4, help="number of peers (models cycle through the zoo) "
+    local.add_argument("--peers", type=_number(int, 1, 64), default=4,
+                       help="number of peers (models cycle through the zoo) "
                        "(default: 4)")
     local.add_argument("--models", help="comma-separated zoo models to cycle through (default: "
                        "digit-sub,digit-add,digit-add-lora,digit-sub-bpe)")
@@ -532,7 +575,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="ask a running node through its control API")
     status.add_argument("address", help="host:port of the node's control API")
-    status.add_argument("--timeout", type=float, default=5.0)
+    status.add_argument("--timeout", type=_number(float, 0.1, 3600), default=5.0)
     status.add_argument("--health", action="store_true", help="only the gRPC health check (exit 0 if SERVING)")
     status.set_defaults(func=cmd_status)
 
@@ -550,9 +593,11 @@ def build_parser() -> argparse.ArgumentParser:
     zoo.add_argument("--check", action="store_true", help="build: compare the rebuild, tensor by tensor, with the "
                      "zoo in use; exit 1 unless identical")
     zoo.add_argument("--models", help="build: comma-separated models (default: every model with its own weights)")
-    zoo.add_argument("--workers", type=int, default=1, help="build: models built at once, one process and one "
+    zoo.add_argument("--workers", type=_number(int, 1, 64), default=1,
+                     help="build: models built at once, one process and one "
                      "core each (the weights do not depend on it; default: 1)")
-    zoo.add_argument("--seed-offset", type=int, default=0, help="build: add this to every model's seeds (a zoo "
+    zoo.add_argument("--seed-offset", type=_number(int, 0, MAX_INT), default=0,
+                     help="build: add this to every model's seeds (a zoo "
                      "as another machine might have built it) (default: 0)")
     zoo.set_defaults(func=cmd_zoo)
 

@@ -578,13 +578,20 @@ def alone_reference_file(results: dict, path: Path) -> Path | None:
                 "task": DIGITS_BASE["task"]["name"], "steps": run["steps"], "eval_every": run["eval_every"],
                 "prompts_per_step": DIGITS_BASE["train"]["prompts_per_step"],
                 "eval_prompts": DIGITS_BASE["eval"]["prompts"]}
-            entry = entries.setdefault(log["model"], {"settings": settings, "aucs": []})
+            entry = entries.setdefault(log["model"], {"settings": settings, "aucs": [], "curves": []})
             if entry["settings"] == settings:
                 entry["aucs"].append(auc(log["evals"], "train/greedy"))
+                entry["curves"].append({e["step"]: e["train/greedy"] for e in log["evals"]})
     if not entries:
         return None
+
+    def mean_curve(curves: list[dict]) -> list[list[float]]:  # [step, mean ID accuracy] where every run has it
+        steps = sorted(set.intersection(*(set(c) for c in curves)))
+        return [[step, statistics.mean(c[step] for c in curves)] for step in steps]
+
     path.write_text(json.dumps({m: {"auc": statistics.mean(e["aucs"]), "seeds": len(e["aucs"]),
-                                    "settings": e["settings"]} for m, e in entries.items()}, indent=1) + "\n")
+                                    "settings": e["settings"], "curve": mean_curve(e["curves"])}
+                                for m, e in entries.items()}, indent=1) + "\n")
     return path
 
 

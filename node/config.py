@@ -11,6 +11,7 @@ named flags are one table (`PEER_FLAGS`, `NETWORK_FLAGS`, `CLIENT_FLAGS`) of fla
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import typing
 from dataclasses import dataclass, field
@@ -387,8 +388,23 @@ def with_completion_cap(cfg: NodeConfig, cap: int) -> NodeConfig:
 _KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false", str: "a string"}
 
 
+MAX_INT = 2**31 - 1  # no count, size, port or seed of a node is larger: beyond it a value is a typing mistake
+
+
 def _coerce(section: str, name: str, kind: type, raw):
-    """Turns a TOML, environment or flag value into the field's type, or raises a ConfigError."""
+    """Turns a TOML, environment or flag value into the field's type, or raises a ConfigError; integers beyond
+    +-MAX_INT and numbers that are not finite are refused here, for every field."""
+    value = _coerce_kind(section, name, kind, raw)
+    where = f"{section}.{name}"
+    if kind is int and abs(value) > MAX_INT:
+        bound = f"at most {MAX_INT}" if value > 0 else f"at least {-MAX_INT}"
+        raise ConfigError(f"{where} must be {bound}, got {raw!r}")
+    if kind is float and not math.isfinite(value):
+        raise ConfigError(f"{where} must be a finite number, got {raw!r}")
+    return value
+
+
+def _coerce_kind(section: str, name: str, kind: type, raw):
     where = f"{section}.{name}"
     if kind in (tuple[int, ...], tuple[str, ...]):
         inner = typing.get_args(kind)[0]

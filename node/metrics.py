@@ -111,6 +111,30 @@ class StepResult:
         return cls(**{k: parts[k](**v) if k in parts else v for k, v in row.items()})
 
 
+REJECTION_REASONS = {  # every reason a received record is counted as rejected (Totals.rejected's keys)
+    "announcement": "an announcement that does not decode or verify",
+    "digest": "a record whose bytes do not match the digest it was announced with",
+    "fetch": "reading the announcements failed this step",
+    "future": "stamped in the future",
+    "length": "a completion longer than we generate",
+    "logprob": "log-probabilities that no sampler could have produced",
+    "malformed": "bytes that do not parse as a record",
+    "missing": "a record its sender no longer holds",
+    "oversize": "a record over the size limits",
+    "prompt": "prompt ids that are not the item's prompt",
+    "replay": "a group received before, sent again",
+    "shape": "fields whose sizes disagree",
+    "signature": "a signature that does not verify",
+    "stale": "older than swarm.max_age",
+    "summary": "a length summary that does not decode",
+    "task": "not a task reference we can rebuild",
+    "tokenizer": "a tokenizer we cannot use",
+    "type": "a record of another kind than expected",
+    "version": "a protocol version we do not read",
+    "vocab": "token ids outside the vocabulary",
+}
+
+
 @dataclass
 class Totals:
     """A node's running totals over this process's steps: fed once a step (`add`, by the run's RunLog) and read

@@ -36,6 +36,15 @@ def swarm(*args, env=None):
                                                        "host:port"),
     (["bootstrap", "--announce", "1.2.3.4:5"], "--announce '1.2.3.4:5' is host:port, not a multiaddr: did you mean "
                                                 "/ip4/1.2.3.4/tcp/5?"),
+    # absurd numbers and usage mistakes: one line too (argparse's usage block is not printed)
+    (["run", "--steps", "99999999999999999999999"], "train.steps must be at most 2147483647"),
+    (["run", "--set", "loss.trunc_c=inf"], "loss.trunc_c must be a finite number"),
+    (["join", "--metrics-port", "99999"], "argument --metrics-port: must be between 0 and 65535, got '99999'"),
+    (["join", "--stop-timeout", "nan"], "argument --stop-timeout: must be between 0 and 86400"),
+    (["local", "--peers", "0", "--out", "{out}"], "argument --peers: must be between 1 and 64, got '0'"),
+    (["eval", "--lora"], "unrecognized arguments: --lora"),
+    (["run", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    (["status", "localhost"], "'localhost' names no port: expected HOST:PORT"),
 ])
 def test_bad_input_is_one_clear_line(args, message, tmp_path):
     addresses = tmp_path / "addresses.txt"
@@ -129,7 +138,7 @@ def test_run_prints_a_summary(tmp_path):
     out = swarm("run", "--steps", "3", "--prompts", "4", "--metrics", str(tmp_path / "m.jsonl"),
                 "--out", str(tmp_path / "ckpt"))
     assert out.returncode == 0, out.stderr
-    assert "reward, last 10% of steps" in out.stdout
+    assert "reward, first 1 step " in out.stdout and "reward, last 1 step " in out.stdout  # never overlapping
     assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 3
     assert (tmp_path / "ckpt" / "model" / "swarm-model.json").exists()
     assert (tmp_path / "ckpt" / "swarm-config.toml").exists() and not (tmp_path / "ckpt" / "config.json").exists()

@@ -1,6 +1,7 @@
 """Held-out evaluation: the fixed prompt set, exact pass@1 arithmetic, greedy decoding through the real backend,
 and evaluation inside training (metrics file, summary, control API)."""
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,46 @@ def test_swarm_eval_command(tiny):
     bad = subprocess.run([sys.executable, str(ROOT / "swarm_cli.py"), "eval", "--eval-splits", "dev"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "eval.splits" in bad.stderr
+
+
+def swarm_cli(*args, timeout=300):
+    return subprocess.run([sys.executable, str(ROOT / "swarm_cli.py"), *args], capture_output=True, text=True,
+                          cwd=ROOT, timeout=timeout, check=False)
+
+
+def test_swarm_eval_of_a_saved_model_defaults_to_its_task_and_names_a_skipped_checkpoint(tmp_path):
+    out = tmp_path / "out"
+    run = swarm_cli("run", "--model", "tiny-add", "--task", "arith", "--steps", "2", "--prompts", "4",
+                    "--eval-prompts", "12", "--checkpoint-every", "1", "--checkpoint-minutes", "0", "--out", str(out))
+    assert run.returncode == 0, run.stderr
+    meta = json.loads((out / "model" / "swarm-model.json").read_text())
+    assert meta["task"] == {"name": "arith", "data_files": ""} and meta["eval"]["prompts"] == 12
+
+    trained = swarm_cli("eval", "--model", str(out), "--json")  # the task it was trained on, not eval's default
+    assert trained.returncode == 0, trained.stderr
+    report = json.loads(trained.stdout)
+    assert report["task"] == "arith" and all(s["prompts"] == 12 for s in report["splits"])
+    chosen = swarm_cli("eval", "--model", str(out), "--task", "arith-add", "--eval-prompts", "8", "--json")
+    assert json.loads(chosen.stdout)["task"] == "arith-add"  # what the user gives wins
+
+    # a run that never finished, whose newest checkpoint lost bytes: the older one is evaluated, and said so
+
+    shutil.rmtree(out / "model")
+    newest = out / "checkpoints" / "step-000000002"
+    weights = newest / "model" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    older = swarm_cli("eval", "--model", str(out), "--eval-splits", "train", "--json")
+    assert older.returncode == 0, older.stderr
+    assert older.stderr.strip().splitlines() == [
+        f"swarm eval: checkpoint {newest} skipped: model/model.safetensors has 1000 bytes, the manifest says "
+        f"{(out / 'checkpoints' / 'step-000000001' / 'model' / 'model.safetensors').stat().st_size}; "
+        "evaluating step-000000001"]
+    assert json.loads(older.stdout)["task"] == "arith"
+
+
+def test_swarm_eval_refuses_lora_and_absurd_numbers():
+    lora = swarm_cli("eval", "--lora", timeout=120)
+    assert lora.returncode == 2 and "--lora" in lora.stderr
+    huge = swarm_cli("eval", "--eval-prompts", "99999999999999999999999", timeout=120)
+    assert huge.returncode == 2 and huge.stderr.strip().count("\n") == 0
+    assert "eval.prompts must be at most 2147483647" in huge.stderr

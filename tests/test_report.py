@@ -1,6 +1,14 @@
 """What a run shows: the progress line, alone / rejoined, and a run log whose memory does not grow."""
 from node.metrics import StepResult, SwarmMetrics
-from node.observability.report import Presence, RunLog, format_step, summary
+from node.observability.report import (
+    Presence,
+    RunLog,
+    accuracy_over_time,
+    format_step,
+    plot_rewards,
+    reward_windows,
+    summary,
+)
 
 
 def result(step, reward=0.5, peers=0, **swarm):
@@ -53,7 +61,7 @@ def test_run_log_state_continues_the_curve_after_a_resume():
     steps, curve = resumed.rewards_curve()
     assert len(curve) == 20 and steps[0] == 0.5 and resumed.resumed_at == 10
     text = summary(resumed, 1.0, 20)
-    assert "10 (resumed after step 10)" in text and "reward, first 10% of steps" in text
+    assert "10 (resumed after step 10)" in text and "reward, first 2 steps" in text  # this process's 10: 2 + 2
 
 
 def test_summary_of_a_sharing_peer_counts_groups_and_rejections():
@@ -97,6 +105,7 @@ def test_prometheus_endpoint_counts_by_reason():
     assert got["swarm_steps_total"] == 2 and got["swarm_reward"] == 0.75 and got["swarm_peers"] == 1
     assert got["swarm_groups_rejected_total,reason=replay"] == 3
     assert got["swarm_groups_rejected_total,reason=logprob"] == 1
+    assert got["swarm_groups_rejected_total,reason=signature"] == 0  # every reason is there before it happens
     assert (got["swarm_groups_sent_total"], got["swarm_groups_received_total"], got["swarm_groups_used_total"]) == (
         8, 10, 6)
     assert (got["swarm_bytes_in_total"], got["swarm_bytes_out_total"]) == (1010, 300)
@@ -130,3 +139,56 @@ def test_swarm_local_compares_its_auc_with_the_alone_reference_of_the_same_setti
     assert "no Alone reference for digit-sub" in local_swarm.alone_line("digit-sub", 0.4, cfg)
     path.write_text("{not json")  # a damaged file: no reference, no crash
     assert report.alone_reference("digit-add", settings, path) is None
+
+
+def test_every_rejection_reason_the_code_counts_is_listed():
+    """REJECTION_REASONS (exported at 0 before they happen) names every reason a record is rejected for: the
+    RecordError reasons of protocol/ and node/, and those the exchange counts by name."""
+    import re
+    from pathlib import Path
+
+    from node.metrics import REJECTION_REASONS
+
+    root = Path(__file__).resolve().parents[1]
+    sources = "\n".join(p.read_text() for folder in ("protocol", "node") for p in (root / folder).rglob("*.py"))
+    found = set(re.findall(r'RecordError\(\s*"([a-z]+)"', sources))
+    found |= set(re.findall(r'_reject\(result, sender, "([a-z]+)"', sources))
+    found |= set(re.findall(r'rejected\["([a-z]+)"\]', sources))
+    found |= set(re.findall(r'return None, "([a-z]+)"', (root / "node" / "swarm" / "exchange.py").read_text()))
+    assert len(found) >= 15 and found <= set(REJECTION_REASONS), found - set(REJECTION_REASONS)
+
+
+def test_reward_windows_never_overlap():
+    assert reward_windows([0.0] * 100, [1.0] * 100, 117, 100) == (58, 0.0, 1.0)  # 117 steps: halves, not 100s
+    assert reward_windows([0.0, 0.5], [0.5, 1.0], 2, 100) == (1, 0.0, 1.0)
+    n, first, last = reward_windows([0.0] * 100, [1.0] * 100, 10_000, 100)
+    assert (n, first, last) == (100, 0.0, 1.0)
+    assert reward_windows([0.25], [0.25], 1, 100)[0] == 0  # one step: nothing to compare
+    log = RunLog(total=0)  # a join until stopped (window 100), resumed, 48 steps in this process
+    for i in range(48):
+        log.add(result(i, 0.0 if i < 24 else 1.0))
+    text = summary(log, 1.0)
+    rows = {line.split("  ")[1].strip(): line.split()[-1] for line in text.splitlines()}
+    assert rows["reward, first 24 steps"] == "0.000" and rows["reward, last 24 steps"] == "1.000"
+
+
+def test_held_out_accuracy_is_kept_over_time_and_survives_a_resume(tmp_path):
+    log = RunLog(total=0, points=4)
+    for i in range(60):
+        r = result(i)
+        if i == 0:
+            r.eval_before = {"train/greedy": 0.1, "test/greedy": 0.0}
+        if (i + 1) % 10 == 0:
+            r.eval = {"train/greedy": 0.1 + (i + 1) / 100, "test/greedy": 0.01}
+        log.add(r)
+    assert log.evals[0] == [0, 0.1, 0.0] and log.evals[-1] == [60, 0.7, 0.01]
+    assert len(log.evals) <= 4  # bounded: every other evaluation kept, the newest always
+    resumed = RunLog(total=0)
+    resumed.load(log.state(), 60)
+    assert resumed.evals == log.evals
+    assert accuracy_over_time([[0, 0.1, None], [25, 0.2, None], [50, None, 0.5]]) == "step 0 0.100, 25 0.200"
+    evenly = accuracy_over_time([[s, s / 100, 0] for s in range(0, 101, 10)], points=3)
+    assert evenly == "step 0 0.000, 50 0.500, 100 1.000"
+    assert "held-out ID over time step 0 0.100, 40 0.500, 60 0.700" in " ".join(summary(log, 1.0).split())
+    path = plot_rewards(*log.rewards_curve(), tmp_path / "p.png", "t", evals=log.evals)
+    assert path.read_bytes()[:4] == b"\x89PNG"

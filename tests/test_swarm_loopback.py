@@ -55,5 +55,5 @@ def test_three_heterogeneous_peers_share_and_learn(tmp_path):
             assert end >= start + 0.1, (name, start, end, s)
         else:  # received groups do not drag the weakest learner down
             assert end >= start - 0.03, (name, start, end, s)
-    assert (tmp_path / "rewards.png").exists()
+    assert (tmp_path / "accuracy.png").exists()
     assert out.stdout.count("held-out accuracy: ID (train) ") == 3, out.stdout

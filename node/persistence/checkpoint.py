@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from node.config import CheckpointConfig, NodeConfig, write_config
 from node.errors import first_line
-from node.models.loading import save_model
+from node.models.loading import save_model, trained_on
 from node.models.saved import (
     CHECKPOINTS,
     DIGEST,
@@ -46,7 +46,7 @@ def write_state(peer: Peer, folder: Path, steps_done: int, history: dict) -> Non
     """Every part of a peer's training state, as files in `folder` (no manifest)."""
     import torch
 
-    save_model(peer.loaded, folder / "model", peer.learning_rate())
+    save_model(peer.loaded, folder / "model", peer.learning_rate(), trained_on(peer.cfg.task, peer.cfg.eval))
     trainer = {"optimizer": peer.learner.optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
     torch.save(trainer, folder / "trainer.pt")
@@ -149,7 +149,7 @@ def save_outputs(peer: Peer, out: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}model-", dir=out))
     try:
-        save_model(peer.loaded, tmp / "model", peer.learning_rate())
+        save_model(peer.loaded, tmp / "model", peer.learning_rate(), trained_on(peer.cfg.task, peer.cfg.eval))
         write_config(peer.cfg, tmp / "swarm-config.toml")
         target, old = out / "model", out / f"{TMP_PREFIX}old-model"
         if target.exists():

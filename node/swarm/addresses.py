@@ -68,3 +68,15 @@ def check_addresses(initial_peers=(), announce=(), source: str = "--initial-peer
             problem = address_problem(text, needs_peer_id=needs_peer_id)
             if problem:
                 raise ConfigError(f"{flag} {text!r} {problem}")
+
+
+def control_address_problem(text: str) -> str | None:
+    """What is wrong with a control API address (`swarm status HOST:PORT`), in a phrase; None when usable."""
+    match = _HOST_PORT.match(text.strip())
+    if match:
+        port = int(match["port"])
+        return None if 1 <= port <= 65535 else f"has port {port}: ports are 1-65535"
+    if text.startswith("/"):
+        return "is a multiaddr: the control API takes HOST:PORT (the control port the node printed)"
+    return ("names no port: expected HOST:PORT, e.g. 127.0.0.1:PORT with the control port the node printed "
+            "(`swarm join --control-port`)")
