@@ -112,7 +112,7 @@ class GatherResult:
     senders: int = 0  # other peers whose groups were used this step
     bytes_in: int = 0
     polls: int = 0
-    peers: int = 0  # other peers with a live group record at the last poll
+    peers: int = 0  # other peers present at the last poll: a live announcement, and no pull failed since
     waited: float = 0.0  # seconds slept between polls (waiting for fresh groups, not work)
     budget_hit: str = ""  # the per-step work budget that ended processing ("records", "bytes", "cpu"), if any
     late_fetches: int = 0  # fetches not finished by the gather deadline (kept for the next poll or step)
@@ -335,7 +335,7 @@ class GroupExchange:
             self._learn(read, result)
             self.transport.relay_owners = self.relay_owners()
         self._start_pulls()  # senders learned just now
-        result.peers = len(self.senders.live(self.transport.now()))
+        result.peers = len(self.senders.present(self.transport.now()))
         interval = 0.05
         while True:
             result.polls += 1

@@ -47,6 +47,7 @@ class SenderState:
     seen: float = 0.0  # our clock when we first read its newest announcement (what `swarm status` orders by)
     evidence: float = 0.0  # e-detector statistic against its claims (node/rl/evidence.py), fed by the learner
     harm: float = 0.0  # harm statistic of its groups against ours (node/rl/alignment.py), fed by the learner
+    unreachable: bool = False  # a pull failed since its newest announcement (it may be dead: not counted present)
 
     @property
     def established(self) -> bool:
@@ -74,6 +75,8 @@ class Senders:
             while len(self.known) > self.capacity:
                 self.known.popitem(last=False)
         elif announcement.created >= state.announcement.created:
+            if announcement.created > state.announcement.created:
+                state.unreachable = False  # it announced again: alive
             state.announcement, state.expires, state.seen = announcement, expires, seen
         self.known.move_to_end(subkey)
 
@@ -89,6 +92,12 @@ class Senders:
         for subkey in [k for k, s in self.known.items() if s.expires <= now]:
             del self.known[subkey]
         return list(self.known)
+
+    def present(self, now: float) -> list[bytes]:
+        """Live senders that look alive: none of our pulls failed since their newest announcement. A peer that
+        died leaves its announcement in the directory until it expires; the first pull that fails after that
+        stops it being counted (what the progress line's `peers` and `alone:` say)."""
+        return [k for k in self.live(now) if not self.known[k].unreachable]
 
     def choose(self, now: float, step: int, k: int, busy: set[bytes], explore: int) -> list[bytes]:
         """Up to k live senders not busy (a pull in flight, also under another identity's name for the same
@@ -129,6 +138,8 @@ class Senders:
             state.retry_step = step + backoff_steps(state.failures)
             if refused:
                 state.informative_pulls = 0
+            else:  # it did not answer
+                state.unreachable = True
 
     def observe(self, subkey: bytes, evidence: float, bound: float) -> bool:
         """Records a sender's evidence after a step; True when it has just reached `bound` (> 0) and the
@@ -165,6 +176,6 @@ class Senders:
     def succeeded(self, subkey: bytes, informative_share: float) -> None:
         state = self.known.get(subkey)
         if state is not None:
-            state.failures, state.retry_step = 0, 0
+            state.failures, state.retry_step, state.unreachable = 0, 0, False
             state.score = 0.7 * state.score + 0.3 * informative_share
             state.informative_pulls += informative_share > 0

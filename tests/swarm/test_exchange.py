@@ -490,3 +490,25 @@ def test_a_peer_relays_only_for_owners_whose_live_announcement_names_it():
         assert p.exchange.transport.relay_owners == frozenset({"natted"})
     finally:
         p.close()
+
+
+def test_a_peer_that_dies_stops_being_counted_and_alone_is_said():
+    """Its announcement stays in the directory until it expires; the first pull that fails after it died
+    takes it out of `peers`, so `alone:` comes within a few steps (issue 26: it stayed counted ~40 steps)."""
+    from node.observability.report import Presence
+
+    hub = MemorySwarm()
+    a, b = peer(hub, "survivor"), peer(hub, "dies", model="tiny-sub")
+    for p in (a, b):
+        p.step(0)
+    assert gather(a, budget=8, sender_cap=8).peers == 1
+    hub.served.pop(b.exchange.transport.peer_id)  # killed: no answer, its announcement still live
+    presence, said, counts = Presence(), [], []
+    for _ in range(8):
+        counts.append(gather(a, budget=8, sender_cap=8).peers)
+        said.append(presence.update(counts[-1]))
+    assert counts[0] <= 1 and counts[1:] == [0] * 7
+    assert any(line and line.startswith("alone:") for line in said[:7])
+    assert len(a.exchange.senders.live(hub.clock())) == 1  # still in the directory: only presence changed
+    b.step(1)  # it comes back and announces again
+    assert gather(a, budget=8, sender_cap=8).peers == 1

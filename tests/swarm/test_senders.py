@@ -133,3 +133,21 @@ def test_a_harmful_sender_is_demoted_for_a_while_then_tried_afresh():
     assert b"a" in chosen and len(chosen & {b"b", b"b2"}) == 1
     assert senders.observe_harm(b"b", 6.0, bound=5.0, step=80, rest=50) and senders.demoted == {"B": 131}
     assert not senders.observe_harm(b"unknown", 50.0, bound=5.0, step=80, rest=50)
+
+
+def test_a_sender_is_present_until_a_pull_fails_and_again_when_it_announces_or_answers():
+    senders = Senders(capacity=10, rng=random.Random(0))
+    for name in ("alive", "dead", "rude"):
+        senders.learn(name.encode(), announcement(name), expires=1000.0)
+    senders.failed(b"dead", step=3)  # did not answer: its announcement is still live, but it is not counted
+    senders.failed(b"rude", step=3, refused=True)  # answered with records we refused: there, if unwelcome
+    assert senders.live(now=0.0) == [b"alive", b"dead", b"rude"]
+    assert senders.present(now=0.0) == [b"alive", b"rude"]
+    senders.learn(b"dead", announcement("dead"), expires=1000.0)  # the same announcement read again: still gone
+    assert b"dead" not in senders.present(now=0.0)
+    senders.learn(b"dead", announcement("dead", created=101.0), expires=1000.0)  # a new one: back
+    assert b"dead" in senders.present(now=0.0)
+    senders.failed(b"dead", step=4)
+    senders.succeeded(b"dead", informative_share=1.0)  # a pull that worked: back too
+    assert b"dead" in senders.present(now=0.0)
+    assert senders.present(now=2000.0) == []  # expired announcements are forgotten
