@@ -50,6 +50,7 @@ class SwarmMetrics:
     groups_used: int = 0  # received groups trained on
     foreign_used: int = 0  # of which from peers with another tokenizer (re-tokenized; swarm.foreign_tokenizers)
     uninformative: int = 0  # valid received groups not trained on: equal rewards (swarm.informative_only)
+    duplicates: int = 0  # a sender's own earlier groups sent again (a restarted peer): not used, not refused
     gated: int = 0  # received groups left out by the gate (outcome variant, swarm.received_baseline = greedy):
     #                 our own greedy answer was right already (or as good as their best)
     senders_used: int = 0
@@ -145,6 +146,7 @@ class Totals:
     received: int = 0  # received groups decoded for the first time
     used: int = 0  # received groups trained on
     uninformative: int = 0  # valid received groups not trained on (equal rewards)
+    duplicates: int = 0  # senders' own earlier groups sent again (restarted peers): benign, not used twice
     distrusted: int = 0  # senders distrusted for good
     demoted: int = 0  # senders demoted
     bytes_in: int = 0
@@ -160,6 +162,7 @@ class Totals:
         self.received += s.groups_received
         self.used += s.groups_used
         self.uninformative += s.uninformative
+        self.duplicates += s.duplicates
         self.distrusted += s.distrusted
         self.demoted += s.demoted
         self.bytes_in += s.bytes_in

@@ -16,6 +16,7 @@ COUNTERS = (  # (name, help, the Totals field it reads)
     ("groups_sent", "own groups published", "published"),
     ("groups_received", "received groups decoded for the first time", "received"),
     ("groups_used", "received groups trained on", "used"),
+    ("groups_duplicate", "a sender's own earlier groups received again (a restarted peer): not refused", "duplicates"),
     ("senders_distrusted", "senders distrusted for good (their claimed log-probs)", "distrusted"),
     ("senders_demoted", "senders demoted (their groups pulled against our own)", "demoted"),
     ("bytes_in", "received bytes", "bytes_in"),

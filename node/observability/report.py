@@ -240,7 +240,9 @@ def summary(log: RunLog, wall: float, total: int = 0) -> str:
         rejected = ", ".join(f"{k} {v}" for k, v in sorted(t.rejected.items())) or "none"
         rows += [("peers seen", f"at most {t.peers_max} at once, {t.peers_last} at the last step"),
                  ("groups", f"sent {t.published}, received {t.received}, trained on {t.used}, "
-                            f"uninformative {t.uninformative}"),
+                            f"uninformative {t.uninformative}"
+                  + (f", duplicates {t.duplicates} (restarted peers' own groups again, not refused)"
+                     if t.duplicates else "")),
                  ("records rejected", rejected),
                  ("senders", f"distrusted for good {t.distrusted} (false log-probs), demoted {t.demoted} "
                              "(groups that pulled against ours)")]

@@ -71,6 +71,7 @@ from protocol.codec import (
 )
 
 from . import SwarmTransport
+from .display import safe_text
 from .senders import Senders
 
 log = logging.getLogger(__name__)
@@ -119,6 +120,7 @@ class GatherResult:
     pull_failures: int = 0  # pulls that found the sender gone or unreachable (not counted as rejections)
     taken: dict[bytes, int] = field(default_factory=dict)  # sender -> completions accepted this step
     uninformative: int = 0  # valid received groups left out: equal rewards everywhere (informative_only)
+    duplicates: int = 0  # a sender's own earlier groups sent again (a restarted peer): not used, not refused
 
 
 @dataclass
@@ -208,6 +210,7 @@ class GroupExchange:
         self.limits = Limits(max_tokens=max_new_tokens)
         self.rng = random.Random(seed)
         self.seen = BoundedSet(MEMORY)  # digests of records and group identities already handled
+        self.sent_by = BoundedSet(MEMORY)  # (sender, group identity) of the groups first received from each
         self.done_bundles = BoundedSet(MEMORY)  # digests of bundles whose every record was handled
         self.summary_steps = BoundedSet(MEMORY)  # (sender, step) pairs whose summaries were counted
         self.logged = BoundedSet(4096)  # (sender, reason) already logged once
@@ -541,11 +544,12 @@ class GroupExchange:
                 if raw is None:
                     continue
                 progressed = True
+                duplicates = result.duplicates
                 group = self._accept(result, sender, raw, work)
-                if group is None:
-                    outcome[sender][2] += 1
-                else:
+                if group is not None:
                     self._use(group, sender, result, taken, outcome)
+                elif result.duplicates == duplicates:  # refused (a duplicate is not held against its sender)
+                    outcome[sender][2] += 1
                 if len(result.groups) >= budget or work.exhausted():
                     return
             if not progressed:
@@ -596,9 +600,14 @@ class GroupExchange:
         except RecordError as err:
             self._reject(result, sender, err.reason, str(err))
             return None
-        if not self.seen.add(group_identity(wire)):
+        identity = group_identity(wire)
+        if not self.seen.add(identity):
+            if (sender, identity) in self.sent_by:  # its own earlier group again (a restarted peer regenerates
+                result.duplicates += 1  #             the steps after its checkpoint): benign, not used twice
+                return None
             self._reject(result, sender, "replay", f"group {wire.task}/{wire.split}/{wire.index} seen before")
             return None
+        self.sent_by.add((sender, identity))
         result.received += 1
         reason = self._check(wire, foreign.stop_ids if foreign else self.eos_ids)
         group, reason = (None, reason) if reason else self._rebuild(wire, foreign)
@@ -662,10 +671,16 @@ class GroupExchange:
         comp.token_ids = ids
         return True
 
+    def peer_name(self, sender: bytes) -> str:
+        """How logs name a sender: its peer id (Qm..., as `swarm status` and the progress show it) when its
+        announcement is known, else its identity key's digest."""
+        state = self.senders.known.get(sender)
+        return state.announcement.peer_id if state is not None else f"with identity {sender[-12:].hex()}"
+
     def _reject(self, result: GatherResult, sender: bytes, reason: str, detail: str) -> None:
         result.rejected[reason] += 1
         if self.logged.add((sender, reason)):  # once per sender and reason
-            log.warning("rejected a record from peer %s: %s", sender[-12:].hex(), detail)
+            log.warning("rejected a record from peer %s: %s", safe_text(self.peer_name(sender), 64), detail)
 
     def _summaries(self, sender: bytes, value: bytes, result: GatherResult, work: WorkBudget) -> None:
         """A sender's pulled length summaries, each (sender, sender step) counted once."""

@@ -281,6 +281,26 @@ def test_replays_restamps_echoes_and_the_future_are_refused(victim):
     assert m_a.rejected["replay"] >= 4 and m_a.rejected["future"] == 1
 
 
+def test_a_restarted_peers_own_groups_again_are_duplicates_not_replays(victim):
+    """After a resume a peer regenerates the steps after its checkpoint: the same groups, stamped anew. From
+    their first sender they are benign duplicates (not used twice, not counted as refused, not held against
+    it); the same groups from anyone else are replays."""
+    hub = MemorySwarm()
+    a, b = lone_peer(hub, "a"), lone_peer(hub, "b", model="tiny-sub")
+    a.step(0)
+    original = latest_records(hub, "a")
+    assert b.step(0).swarm.groups_used == 4
+    sender = next(iter(b.exchange.senders.known))
+    publish_bundles(hub, "a", groups=pack_bundle([hostile.restamped(r, 0, hub.clock()) for r in original],
+                                                 3 << 20)[0])  # "a" again, as after its restart
+    again = b.step(1).swarm
+    assert (again.duplicates, again.rejected, again.groups_used) == (4, {}, 0)
+    assert b.exchange.senders.known[sender].failures == 0  # not backed off, not a newcomer again for it
+    publish(hub, "m", [hostile.restamped(r, 0, hub.clock()) for r in original])  # anyone else: replays
+    other = b.step(2).swarm
+    assert other.rejected == {"replay": 4} and other.duplicates == 0
+
+
 def test_one_sender_cannot_fill_a_step(victim):
     hub = MemorySwarm()
     a = lone_peer(hub, received_groups=64)
