@@ -192,3 +192,16 @@ def test_held_out_accuracy_is_kept_over_time_and_survives_a_resume(tmp_path):
     assert "held-out ID over time step 0 0.100, 40 0.500, 60 0.700" in " ".join(summary(log, 1.0).split())
     path = plot_rewards(*log.rewards_curve(), tmp_path / "p.png", "t", evals=log.evals)
     assert path.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_local_swarm_time_left_is_the_slowest_peers():
+    from node.app.local_swarm import seconds_left
+
+    def rows(n, step_seconds, eval_seconds=0.0):
+        out = [StepResult(i, 0.5, 8, 4, 0.1, 0.2, 32, step_seconds=step_seconds) for i in range(n)]
+        out[-1].eval_seconds = eval_seconds
+        return out
+
+    assert seconds_left([rows(10, 2.0), rows(5, 1.0)], total=100) == 90 * 2.0  # 90 steps at 2 s vs 95 at 1 s
+    assert seconds_left([rows(20, 1.0, eval_seconds=20.0)], total=30) == 10 * 2.0  # evaluation time counts
+    assert seconds_left([rows(3, 1.0), []], total=10) is None  # a peer has not started: no estimate yet

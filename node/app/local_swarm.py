@@ -188,6 +188,19 @@ def progress_line(name: str, rows: list[StepResult]) -> str:
             f"  rejected {sum(last.swarm.rejected.values())}")
 
 
+def seconds_left(runs: list[list[StepResult]], total: int, recent: int = 20) -> float | None:
+    """The local swarm's time left: the slowest peer's steps to go times its recent seconds a step (training
+    and evaluation); None before every peer has done a step."""
+    if not runs or any(not rows for rows in runs):
+        return None
+    left = []
+    for rows in runs:
+        tail = rows[-recent:]
+        per_step = sum(r.step_seconds + r.eval_seconds for r in tail) / len(tail)
+        left.append(max(total - (rows[-1].step + 1), 0) * per_step)
+    return max(left)
+
+
 def peer_configs(cfg: NodeConfig, models: list[str], n: int) -> dict[str, NodeConfig]:
     """Peer i runs zoo model i (cycling) with seed cfg.train.seed + i; everything else is `cfg`."""
     out = {}
@@ -239,10 +252,18 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
                              "--join-attempts", "5")
         print(f"{len(names)} peers started; logs, metrics and configurations in {out}/ (Ctrl-C stops "
               f"everything)", file=sys.stderr, flush=True)
-        while any(p.poll() is None for p in swarm.peers.values()) and not stop.event.wait(5):
-            print(f"[{time.monotonic() - started:.0f} s]", file=sys.stderr)
-            for name in names:
-                print(progress_line(name, swarm.metrics(name)), file=sys.stderr, flush=True)
+        tty, shown = sys.stderr.isatty(), {}  # a terminal: a block every 5 s; a log file: a line per peer
+        while any(p.poll() is None for p in swarm.peers.values()) and not stop.event.wait(5 if tty else 60):
+            runs = {name: swarm.metrics(name) for name in names}  # that moved, once a minute
+            left = seconds_left(list(runs.values()), cfg.train.steps) if cfg.train.steps else None
+            head = f"[{time.monotonic() - started:.0f} s" + (f", about {left / 60:.0f} min left]" if left else "]")
+            moved = [name for name in names if len(runs[name]) != shown.get(name)]
+            if tty:
+                print(head, file=sys.stderr)
+            for name in names if tty else moved:
+                line = progress_line(name, runs[name])
+                print(line if tty else f"{head} {line.strip()}", file=sys.stderr, flush=True)
+                shown[name] = len(runs[name])
     except Stopped as err:
         print(f"local swarm stopped {err}", file=sys.stderr, flush=True)
     finally:

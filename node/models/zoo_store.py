@@ -18,6 +18,7 @@ import dataclasses
 import functools
 import hashlib
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -142,8 +143,10 @@ def build_into(out: Path, spec: ZooSpec, seed_offset: int = 0,
 
     built = reseeded(spec, seed_offset)
     step_cb = (lambda step, loss: progress(spec.name, step, spec.steps, loss)) if progress else None
+    start = time.monotonic()
     with single_thread():  # (the recipe's numbers were measured on one thread)
         model, tokenizer, losses = build_model(built, step_cb)
+    seconds = time.monotonic() - start
     out.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(dir=out, prefix=f".{spec.name}-"))
     scratch.chmod(0o755)  # (mkdtemp's 0700 would keep other users of a shared zoo folder out)
@@ -160,7 +163,8 @@ def build_into(out: Path, spec: ZooSpec, seed_offset: int = 0,
         raise
     return {"recipe": recipe_hash(built), "seed": built.seed, "seed_offset": seed_offset,
             "params": sum(p.numel() for p in model.parameters()),
-            "final_loss": round(losses[-1], 6) if losses else None, "built_on": machine(), "files": files}
+            "final_loss": round(losses[-1], 6) if losses else None, "built_on": machine(),
+            "build_seconds": round(seconds), "files": files}
 
 
 def write_manifest(out: Path, entries: dict[str, dict]) -> Path:
@@ -178,19 +182,26 @@ def write_manifest(out: Path, entries: dict[str, dict]) -> Path:
 
 class BuildProgress:
     """Progress of zoo pre-training on stderr: a line when a model starts, then every tenth of its steps with
-    the time left. Picklable, so that build workers each print their own."""
+    the time left for it and, while models wait for a worker, for the whole build (if they take as long as
+    this one). Picklable, so that build workers each print their own."""
 
-    def __init__(self):
+    def __init__(self, models: int = 1, workers: int = 1):
         self.started: dict[str, float] = {}
+        self.models, self.workers = models, max(workers, 1)
 
     def __call__(self, name: str, step: int, total: int, loss: float) -> None:
         if name not in self.started:
             self.started[name] = time.monotonic()
             print(f"pre-training zoo model {name} ({total} steps)", file=sys.stderr, flush=True)
-        if step == total or step % max(total // 10, 1) == 0:
+        if step > 0 and (step == total or step % max(total // 10, 1) == 0):
             spent = time.monotonic() - self.started[name]
-            print(f"  {name}: step {step}/{total} loss {loss:.3f}, {spent:.0f} s, "
-                  f"~{spent * (total - step) / step:.0f} s left", file=sys.stderr, flush=True)
+            left = spent * (total - step) / step
+            line = f"  {name}: step {step}/{total} loss {loss:.3f}, {spent:.0f} s, ~{left:.0f} s left"
+            waiting = self.models - self.workers - (len(self.started) - 1)  # models not yet started anywhere
+            if waiting > 0 and step < total:
+                whole = left + math.ceil(waiting / self.workers) * spent * total / step
+                line += f" (the whole build ~{whole / 60:.0f} min if the {waiting} still waiting take as long)"
+            print(line, file=sys.stderr, flush=True)
 
 
 def build_zoo(out: Path, seed_offsets: dict[str, int],

@@ -157,3 +157,19 @@ def test_the_shipped_zoo_starts_where_the_published_runs_started(name, task, rig
     backend = make_backend(GenerationConfig(max_new_tokens=64 if task == "digits" else 8), loaded)
     scores, _ = evaluate(backend, loaded.tokenizer, get_task(task), EvalConfig(prompts=512, splits=("train",)))
     assert abs(scores[0].greedy * 512 - right) <= 2, scores
+
+
+def test_build_progress_estimates_the_model_and_the_whole_build(capsys, monkeypatch):
+    from node.models import zoo_store
+
+    clock = iter([0.0, 10.0, 100.0])  # started at 0; a tenth of the steps after 10 s; done after 100 s
+    monkeypatch.setattr(zoo_store.time, "monotonic", lambda: next(clock))
+    progress = zoo_store.BuildProgress(models=3, workers=1)
+    progress("digit-add", 1, 100, 1.0)
+    progress("digit-add", 10, 100, 0.5)
+    progress("digit-add", 100, 100, 0.1)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == "pre-training zoo model digit-add (100 steps)"
+    # 90 s left for this one, and two more models of ~100 s each wait for the one worker: ~290 s in all
+    assert lines[-2].endswith("~90 s left (the whole build ~5 min if the 2 still waiting take as long)")
+    assert lines[-1].endswith("~0 s left")
