@@ -302,6 +302,9 @@ def cmd_status(args) -> int:
     lines.append(f"peers {reply.peers}, groups out {reply.groups_out}, in {reply.groups_in}, "
                  f"rejected: {rejected}" + (f", {reply.groups_per_minute:.0f} groups/min"
                                             if reply.role == "bootstrap" else ""))
+    if reply.role == "peer":
+        lines.append(f"groups of ours other peers trained on: {reply.credited} (as {reply.credited_by} "
+                     f"peer{'s' if reply.credited_by != 1 else ''} say in their announcements)")
     if reply.distrusted or reply.demoted:
         lines.append(f"senders distrusted for good {reply.distrusted} (false log-probs), demoted {reply.demoted} "
                      "(their groups pulled against ours)")
@@ -319,7 +322,8 @@ def cmd_status(args) -> int:
         for p in reply.peer_list:  # what peers claim is shown so it cannot disguise itself
             trust = ("" if reply.role == "bootstrap" else
                      ", established" if p.established else ", newcomer")
-            lines.append(f"  {safe_text(p.peer_id, 64)}  {safe_text(p.family, 24)} {safe_params(p.params)}"
+            model = f"{safe_text(p.model, 48)} ({safe_text(p.family, 24)}" if p.model else f"({safe_text(p.family, 24)}"
+            lines.append(f"  {safe_text(p.peer_id, 64)}  {model} {safe_params(p.params)})"
                          f"{' LoRA' if p.lora else ''}, step {safe_count(p.step, MAX_STEP)}, "
                          f"read {p.age:.0f} s ago{trust}" + (f", {p.failures} failed pulls" if p.failures else ""))
     print("\n".join(lines))

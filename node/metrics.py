@@ -51,6 +51,8 @@ class SwarmMetrics:
     foreign_used: int = 0  # of which from peers with another tokenizer (re-tokenized; swarm.foreign_tokenizers)
     uninformative: int = 0  # valid received groups not trained on: equal rewards (swarm.informative_only)
     duplicates: int = 0  # a sender's own earlier groups sent again (a restarted peer): not used, not refused
+    credited: int = 0  # our groups other peers say (in their announcements) they trained on, in all
+    credited_by: int = 0  # how many peers say so
     gated: int = 0  # received groups left out by the gate (outcome variant, swarm.received_baseline = greedy):
     #                 our own greedy answer was right already (or as good as their best)
     senders_used: int = 0
@@ -147,6 +149,8 @@ class Totals:
     used: int = 0  # received groups trained on
     uninformative: int = 0  # valid received groups not trained on (equal rewards)
     duplicates: int = 0  # senders' own earlier groups sent again (restarted peers): benign, not used twice
+    credited: int = 0  # our groups others say they trained on (the latest figure: it is a total already)
+    credited_by: int = 0  # peers that say so
     distrusted: int = 0  # senders distrusted for good
     demoted: int = 0  # senders demoted
     bytes_in: int = 0
@@ -163,6 +167,7 @@ class Totals:
         self.used += s.groups_used
         self.uninformative += s.uninformative
         self.duplicates += s.duplicates
+        self.credited, self.credited_by = max(self.credited, s.credited), max(self.credited_by, s.credited_by)
         self.distrusted += s.distrusted
         self.demoted += s.demoted
         self.bytes_in += s.bytes_in

@@ -18,7 +18,7 @@ from .evaluation import as_metrics, evaluate
 from .generation import make_backend
 from .generation.rollouts import Group, has_variance, score_completion, score_group
 from .metrics import StepResult, SwarmMetrics
-from .models.loading import encode_prompt, load_model, source_of
+from .models.loading import display_name, encode_prompt, load_model, source_of
 from .models.zoo import recommended_lr
 from .rl.learner import Learner
 from .sagc.policy import make_group_policy, prompts_for, summarize
@@ -73,7 +73,8 @@ class Peer:
                              cfg.generation.temperature, cfg.generation.top_p, self.loaded.lora,
                              tokenizer_source=source_of(self.loaded.base))
             self.exchange = GroupExchange(transport, cfg.swarm, self.loaded.tokenizer, card, self.backend.eos_ids,
-                                          self.task, cfg.generation.max_new_tokens, seed=cfg.train.seed)
+                                          self.task, cfg.generation.max_new_tokens, seed=cfg.train.seed,
+                                          model=display_name(cfg.model.name))
         self.anchors: list[Group] = []  # our right completions, one a group, newest last (at most ANCHORS)
         self.probed: int | None = None  # the step of the last anchor probe
         self.start_step, self.history = 0, {}  # (a resumed peer's: node/persistence/checkpoint.py resume_peer)
@@ -202,7 +203,9 @@ class Peer:
         published = self.exchange.publish(groups, summaries, step)
         sender_cap = max(1, int(own_completions * self.cfg.swarm.max_sender_share))
         received = self.exchange.gather(self.cfg.swarm.received_groups, sender_cap)
+        credited, credited_by = self.exchange.credit()
         return received, SwarmMetrics(
+            credited=credited, credited_by=credited_by,
             published=published.published, unsent=published.unsent, publish_ok=published.ok,
             bytes_out=published.bytes_out, groups_received=received.received, groups_used=len(received.groups),
             foreign_used=sum(g.foreign for g in received.groups),

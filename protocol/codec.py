@@ -399,6 +399,7 @@ class BundleAssembler:
 
 MAX_MADDRS = 4  # addresses in one announcement
 MAX_RELAYS = 2  # relays in one announcement
+MAX_CREDITS = 12  # senders credited in one announcement (the most recently used)
 
 
 @dataclass(frozen=True)
@@ -418,6 +419,8 @@ class Announcement:
     groups: BundleRef
     summaries: BundleRef
     relays: tuple[str, ...] = ()  # peer ids that relay pulls to this peer (it cannot accept connections)
+    model: str = ""  # the model's name (informational: what `swarm status` shows)
+    credits: tuple[tuple[str, int], ...] = ()  # (sender peer id, its groups we trained on in all)
 
 
 def announcement_shard(subkey: bytes, shards: int = ANNOUNCE_SHARDS) -> int:
@@ -429,7 +432,8 @@ def encode_announcement(a: Announcement) -> bytes:
     refs = {name: pb.BundleRef(digest=ref.digest, size=ref.size, records=ref.records)
             for name, ref in (("groups", a.groups), ("summaries", a.summaries))}
     data = pb.Announcement(version=PROTOCOL_VERSION, peer_id=a.peer_id, maddrs=list(a.maddrs), step=a.step,
-                           created=a.created, card=_card_message(a.card), relays=list(a.relays),
+                           created=a.created, card=_card_message(a.card), relays=list(a.relays), model=a.model,
+                           credits=[pb.Credit(peer_id=p, groups=n) for p, n in a.credits[-MAX_CREDITS:]],
                            **refs).SerializeToString()
     if len(data) > MAX_ANNOUNCEMENT:
         raise ValueError(f"announcement of {len(data)} bytes > {MAX_ANNOUNCEMENT}")
@@ -447,9 +451,9 @@ def decode_announcement(data: bytes, limits: Limits = Limits()) -> Announcement:
     """Parses and validates an announcement (size, version, digests, addresses, numbers)."""
     msg = _parse(data, Limits(max_bytes=min(limits.max_bytes, MAX_ANNOUNCEMENT)), pb.Announcement)
     if (not msg.peer_id or len(msg.maddrs) > MAX_MADDRS or len(msg.relays) > MAX_RELAYS
-            or not np.isfinite(msg.created)):
+            or len(msg.credits) > MAX_CREDITS or not np.isfinite(msg.created)):
         raise RecordError("announcement", f"peer id {msg.peer_id[:16]!r}, {len(msg.maddrs)} addresses, "
-                                          f"{len(msg.relays)} relays")
+                                          f"{len(msg.relays)} relays, {len(msg.credits)} credits")
     card = msg.card
     if not (2 <= card.vocab_size <= 1 << 24 and np.isfinite(card.temperature) and np.isfinite(card.top_p)):
         raise RecordError("announcement", "model card")
@@ -458,4 +462,7 @@ def decode_announcement(data: bytes, limits: Limits = Limits()) -> Announcement:
                         maddrs=tuple(_check_text("address", m, limits) for m in msg.maddrs), step=msg.step,
                         created=msg.created, card=wire_card, groups=_decode_ref(msg.groups, limits.max_bytes),
                         summaries=_decode_ref(msg.summaries, limits.max_bytes),
-                        relays=tuple(_check_text("relay", r, limits) for r in msg.relays))
+                        relays=tuple(_check_text("relay", r, limits) for r in msg.relays),
+                        model=_check_text("model name", msg.model, limits),
+                        credits=tuple((_check_text("credited peer id", c.peer_id, limits), c.groups)
+                                      for c in msg.credits if c.peer_id != msg.peer_id))  # never itself

@@ -24,7 +24,7 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rcontrol.proto\x12\x10swarm.control.v1\"\x0f\n\rStatusRequest\"\xb9\x04\n\x0bStatusReply\x12\x0f\n\x07peer_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0e\n\x06maddrs\x18\x03 \x03(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0c\n\x04step\x18\x05 \x01(\x04\x12\x12\n\ngroup_size\x18\x06 \x01(\r\x12\x0e\n\x06reward\x18\x07 \x01(\x01\x12\x0e\n\x06lambda\x18\x08 \x01(\x01\x12\r\n\x05peers\x18\t \x01(\r\x12\x12\n\ngroups_out\x18\n \x01(\x04\x12\x11\n\tgroups_in\x18\x0b \x01(\x04\x12=\n\x08rejected\x18\x0c \x03(\x0b\x32+.swarm.control.v1.StatusReply.RejectedEntry\x12\x0e\n\x06uptime\x18\r \x01(\x01\x12\x19\n\x11groups_per_minute\x18\x0e \x01(\x01\x12=\n\x08\x61\x63\x63uracy\x18\x0f \x03(\x0b\x32+.swarm.control.v1.StatusReply.AccuracyEntry\x12\x15\n\raccuracy_step\x18\x10 \x01(\x04\x12-\n\tpeer_list\x18\x11 \x03(\x0b\x32\x1a.swarm.control.v1.PeerInfo\x12\x12\n\ndistrusted\x18\x12 \x01(\x04\x12\x0f\n\x07\x64\x65moted\x18\x13 \x01(\x04\x1a/\n\rRejectedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x1a/\n\rAccuracyEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x8b\x01\n\x08PeerInfo\x12\x0f\n\x07peer_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\x0e\n\x06params\x18\x03 \x01(\x04\x12\x0c\n\x04lora\x18\x04 \x01(\x08\x12\x0c\n\x04step\x18\x05 \x01(\x04\x12\x0b\n\x03\x61ge\x18\x06 \x01(\x01\x12\x13\n\x0b\x65stablished\x18\x07 \x01(\x08\x12\x10\n\x08\x66\x61ilures\x18\x08 \x01(\r2S\n\x07\x43ontrol\x12H\n\x06Status\x12\x1f.swarm.control.v1.StatusRequest\x1a\x1d.swarm.control.v1.StatusReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\rcontrol.proto\x12\x10swarm.control.v1\"\x0f\n\rStatusRequest\"\xe0\x04\n\x0bStatusReply\x12\x0f\n\x07peer_id\x18\x01 \x01(\t\x12\x0c\n\x04role\x18\x02 \x01(\t\x12\x0e\n\x06maddrs\x18\x03 \x03(\t\x12\r\n\x05model\x18\x04 \x01(\t\x12\x0c\n\x04step\x18\x05 \x01(\x04\x12\x12\n\ngroup_size\x18\x06 \x01(\r\x12\x0e\n\x06reward\x18\x07 \x01(\x01\x12\x0e\n\x06lambda\x18\x08 \x01(\x01\x12\r\n\x05peers\x18\t \x01(\r\x12\x12\n\ngroups_out\x18\n \x01(\x04\x12\x11\n\tgroups_in\x18\x0b \x01(\x04\x12=\n\x08rejected\x18\x0c \x03(\x0b\x32+.swarm.control.v1.StatusReply.RejectedEntry\x12\x0e\n\x06uptime\x18\r \x01(\x01\x12\x19\n\x11groups_per_minute\x18\x0e \x01(\x01\x12=\n\x08\x61\x63\x63uracy\x18\x0f \x03(\x0b\x32+.swarm.control.v1.StatusReply.AccuracyEntry\x12\x15\n\raccuracy_step\x18\x10 \x01(\x04\x12-\n\tpeer_list\x18\x11 \x03(\x0b\x32\x1a.swarm.control.v1.PeerInfo\x12\x12\n\ndistrusted\x18\x12 \x01(\x04\x12\x0f\n\x07\x64\x65moted\x18\x13 \x01(\x04\x12\x10\n\x08\x63redited\x18\x14 \x01(\x04\x12\x13\n\x0b\x63redited_by\x18\x15 \x01(\r\x1a/\n\rRejectedEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x04:\x02\x38\x01\x1a/\n\rAccuracyEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x01:\x02\x38\x01\"\x9a\x01\n\x08PeerInfo\x12\x0f\n\x07peer_id\x18\x01 \x01(\t\x12\x0e\n\x06\x66\x61mily\x18\x02 \x01(\t\x12\x0e\n\x06params\x18\x03 \x01(\x04\x12\x0c\n\x04lora\x18\x04 \x01(\x08\x12\x0c\n\x04step\x18\x05 \x01(\x04\x12\x0b\n\x03\x61ge\x18\x06 \x01(\x01\x12\x13\n\x0b\x65stablished\x18\x07 \x01(\x08\x12\x10\n\x08\x66\x61ilures\x18\x08 \x01(\r\x12\r\n\x05model\x18\t \x01(\t2S\n\x07\x43ontrol\x12H\n\x06Status\x12\x1f.swarm.control.v1.StatusRequest\x1a\x1d.swarm.control.v1.StatusReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,13 +38,13 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STATUSREQUEST']._serialized_start=35
   _globals['_STATUSREQUEST']._serialized_end=50
   _globals['_STATUSREPLY']._serialized_start=53
-  _globals['_STATUSREPLY']._serialized_end=622
-  _globals['_STATUSREPLY_REJECTEDENTRY']._serialized_start=526
-  _globals['_STATUSREPLY_REJECTEDENTRY']._serialized_end=573
-  _globals['_STATUSREPLY_ACCURACYENTRY']._serialized_start=575
-  _globals['_STATUSREPLY_ACCURACYENTRY']._serialized_end=622
-  _globals['_PEERINFO']._serialized_start=625
-  _globals['_PEERINFO']._serialized_end=764
-  _globals['_CONTROL']._serialized_start=766
-  _globals['_CONTROL']._serialized_end=849
+  _globals['_STATUSREPLY']._serialized_end=661
+  _globals['_STATUSREPLY_REJECTEDENTRY']._serialized_start=565
+  _globals['_STATUSREPLY_REJECTEDENTRY']._serialized_end=612
+  _globals['_STATUSREPLY_ACCURACYENTRY']._serialized_start=614
+  _globals['_STATUSREPLY_ACCURACYENTRY']._serialized_end=661
+  _globals['_PEERINFO']._serialized_start=664
+  _globals['_PEERINFO']._serialized_end=818
+  _globals['_CONTROL']._serialized_start=820
+  _globals['_CONTROL']._serialized_end=903
 # @@protoc_insertion_point(module_scope)

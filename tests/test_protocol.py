@@ -7,14 +7,19 @@ import pytest
 from protocol import PROTOCOL_VERSION
 from protocol import swarm_pb2 as pb
 from protocol.codec import (
+    MAX_CREDITS,
+    Announcement,
+    BundleRef,
     LengthSummary,
     Limits,
     RecordError,
     WireCard,
     WireCompletion,
     WireGroup,
+    decode_announcement,
     decode_group,
     decode_summary,
+    encode_announcement,
     encode_group,
     encode_summary,
     pack_ids,
@@ -186,3 +191,19 @@ def test_a_group_is_what_it_contains():
     moved = group()
     moved.index = 8
     assert group_identity(moved) != group_identity(g)
+
+
+def test_an_announcement_carries_model_and_credits_but_never_self_credit():
+    ref = BundleRef(b"\1" * 16, 10, 1)
+    credits = (("QmOther", 7), ("QmMe", 99))
+    back = decode_announcement(encode_announcement(Announcement("QmMe", (), 3, 1.0, card(), ref, ref,
+                                                                model="digit-add", credits=credits)))
+    assert back.model == "digit-add" and back.credits == (("QmOther", 7),)  # its credit to itself dropped
+    many = tuple((f"Qm{i}", i) for i in range(MAX_CREDITS + 5))
+    kept = decode_announcement(encode_announcement(Announcement("QmMe", (), 3, 1.0, card(), ref, ref,
+                                                                credits=many))).credits
+    assert kept == many[-MAX_CREDITS:]  # the most recently used senders
+    msg = pb.Announcement.FromString(encode_announcement(Announcement("QmMe", (), 3, 1.0, card(), ref, ref)))
+    msg.credits.extend(pb.Credit(peer_id=f"Qm{i}", groups=1) for i in range(MAX_CREDITS + 1))
+    with pytest.raises(RecordError, match="credits"):
+        decode_announcement(msg.SerializeToString())

@@ -22,9 +22,9 @@ def test_progress_line_of_an_unbounded_run_and_of_a_sharing_peer():
     assert "peers" not in alone
     shared = format_step(result(4, peers=3, polls=1, published=4, groups_received=16, groups_used=12,
                                 rejected={"replay": 2, "logprob": 1}), 10, 1.0, [0.5])
-    assert "peers 3 out 4 in 16 used 12 rej 3 " in shared and "distrusted" not in shared
+    assert "peers 3 out 4 in 16 used 12 rej 3 given 0 " in shared and "distrusted" not in shared
     warned = format_step(result(4, peers=3, polls=1, distrusted=1, demoted=2), 10, 1.0, [0.5])
-    assert "rej 0 distrusted 1 demoted 2 " in warned
+    assert "rej 0 given 0 distrusted 1 demoted 2 " in warned
 
 
 def test_presence_says_alone_once_and_rejoined_once():

@@ -119,6 +119,20 @@ def _smollm2_location() -> tuple[Path, str]:
     return folder, files[0].name
 
 
+def display_name(name: str) -> str:
+    """A model name as other peers may see it: a zoo or hub name as it is, a local path by its last part only
+    (a volunteer's directories are not the swarm's business)."""
+    if name in _zoo_names() or not looks_like_path(name):
+        return name
+    return Path(name).expanduser().resolve().name or name
+
+
+def _zoo_names() -> tuple[str, ...]:
+    from .zoo import ZOO
+
+    return (*ZOO, SMOLLM2)
+
+
 def looks_like_path(name: str) -> bool:
     return name.startswith((".", "/", "~")) or name.count("/") != 1 or Path(name).expanduser().exists()
 

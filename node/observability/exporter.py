@@ -19,6 +19,7 @@ COUNTERS = (  # (name, help, the Totals field it reads)
     ("groups_duplicate", "a sender's own earlier groups received again (a restarted peer): not refused", "duplicates"),
     ("senders_distrusted", "senders distrusted for good (their claimed log-probs)", "distrusted"),
     ("senders_demoted", "senders demoted (their groups pulled against our own)", "demoted"),
+    ("groups_credited", "our groups other peers say they trained on (their announcements)", "credited"),
     ("bytes_in", "received bytes", "bytes_in"),
     ("bytes_out", "published bytes", "bytes_out"),
 )

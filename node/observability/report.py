@@ -29,7 +29,7 @@ def format_step(result: StepResult, total: int, elapsed: float, recent: list[flo
     s = result.swarm
     trust = "".join(f"{name} {n} " for name, n in (("distrusted", s.distrusted), ("demoted", s.demoted)) if n)
     shared = (f"peers {s.peers} out {s.published} in {s.groups_received} used {s.groups_used} "
-              f"rej {sum(s.rejected.values())} {trust} " if s.polls or s.published else "")
+              f"rej {sum(s.rejected.values())} given {s.credited} {trust} " if s.polls or s.published else "")
     return (f"step {step}  reward {result.reward:.3f} (avg{len(recent):>3} {avg:.3f})  "
             f"G {result.group_size:>2} strag {result.group.straggler_rate:.2f} lam {result.group.lam:.2f}  "
             f"{shared}|grad| {result.loss.grad_norm:.3f}  w {result.loss.mean_weight:.3f}  "
@@ -39,7 +39,8 @@ def format_step(result: StepResult, total: int, elapsed: float, recent: list[flo
 PROGRESS_COLUMNS = """progress columns: step (of total), sampled reward of own completions (and its recent average),
 G (group size) strag (share of own groups that straggled) lam (SAGC's lambda); in a swarm: peers (other peers
 seen at the last poll), out (own groups published), in (received groups decoded), used (received groups
-trained on), rej (received records rejected), and, on a step that had any, distrusted (senders distrusted for
+trained on), rej (received records rejected), given (our groups other peers say they trained on, in all), and,
+on a step that had any, distrusted (senders distrusted for
 good: false log-probs) and demoted (senders whose groups pulled against ours); |grad| (gradient norm before
 clipping), w (mean importance weight), gen / learn (seconds generating / learning), elapsed seconds"""
 
@@ -243,6 +244,8 @@ def summary(log: RunLog, wall: float, total: int = 0) -> str:
                             f"uninformative {t.uninformative}"
                   + (f", duplicates {t.duplicates} (restarted peers' own groups again, not refused)"
                      if t.duplicates else "")),
+                 ("given", f"{t.credited} of our groups trained on by other peers (as {t.credited_by} "
+                           f"say in their announcements)"),
                  ("records rejected", rejected),
                  ("senders", f"distrusted for good {t.distrusted} (false log-probs), demoted {t.demoted} "
                              "(groups that pulled against ours)")]

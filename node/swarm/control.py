@@ -25,7 +25,8 @@ def peer_info(announcement, age: float, established: bool = False, failures: int
     we read it (our clock: a peer's own stamp is its claim)."""
     card = announcement.card
     return {"peer_id": announcement.peer_id, "family": card.family, "params": card.n_params, "lora": card.lora,
-            "step": announcement.step, "age": max(age, 0.0), "established": established, "failures": failures}
+            "step": announcement.step, "age": max(age, 0.0), "established": established, "failures": failures,
+            "model": announcement.model}
 
 
 @dataclass
@@ -55,7 +56,8 @@ class NodeStatus:
             groups_in=self.totals.used, rejected=self.totals.rejected, uptime=time.monotonic() - self.started,
             groups_per_minute=self.groups_per_minute, accuracy=self.accuracy, accuracy_step=self.accuracy_step,
             peer_list=[control_pb2.PeerInfo(**p) for p in self.peer_list[:MAX_LISTED]],
-            distrusted=self.totals.distrusted, demoted=self.totals.demoted, **{"lambda": self.lam})
+            distrusted=self.totals.distrusted, demoted=self.totals.demoted, credited=self.totals.credited,
+            credited_by=self.totals.credited_by, **{"lambda": self.lam})
 
 
 class _Control(control_pb2_grpc.ControlServicer):

@@ -47,6 +47,7 @@ from node.tasks import Task, task_of_record
 from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW
 from protocol.codec import (
     MAX_BUNDLE,
+    MAX_CREDITS,
     MAX_MADDRS,
     MAX_RELAYS,
     Announcement,
@@ -183,6 +184,7 @@ REFUSED_BECAUSE = {  # the log line for a group refused after decoding, by reaso
 }
 FOREIGN_TOKEN_FACTOR = 8  # a foreign completion may have at most this many times our token limit in its ids
 FOREIGN_MEMORY = 16  # other tokenizers remembered (resolved or not)
+CREDIT_MEMORY = 4096  # peers remembered for the credit they gave us, and for the credit we give
 
 
 @dataclass
@@ -202,10 +204,17 @@ def to_wire(group: Group, card: WireCard, step: int, created: float) -> WireGrou
 
 class GroupExchange:
     def __init__(self, transport: SwarmTransport, cfg: SwarmConfig, tokenizer, card: WireCard, eos_ids: set[int],
-                 task: Task, max_new_tokens: int, sleep: Callable[[float], None] = time.sleep, seed: int = 0):
+                 task: Task, max_new_tokens: int, sleep: Callable[[float], None] = time.sleep, seed: int = 0,
+                 model: str = ""):
         """task: the task this peer trains on (received references to it reuse it); max_new_tokens: this
-        peer's generation limit, which no received completion may exceed."""
+        peer's generation limit, which no received completion may exceed; model: its name in announcements."""
         self.transport, self.cfg, self.tokenizer, self.card = transport, cfg, tokenizer, card
+        self.model = model
+        self.published = 0  # own groups published in all (no one can credit us with more)
+        self.given: collections.OrderedDict[str, int] = collections.OrderedDict()  # sender peer id -> its groups
+        #                                  we trained on in all, the most recently used last (announced: credits)
+        self.credited: collections.OrderedDict[str, int] = collections.OrderedDict()  # peer id -> our groups it
+        #                                  says it trained on (its latest announcement; kept after it leaves)
         self.eos_ids, self.sleep, self.own_task = eos_ids, sleep, task
         self.limits = Limits(max_tokens=max_new_tokens)
         self.rng = random.Random(seed)
@@ -280,14 +289,21 @@ class GroupExchange:
                     for kind, value, n in (("groups", bundle, len(records) - unsent),
                                            ("summaries", sum_bundle, min(len(sums), MAX_BUNDLE)))}
             announcement = Announcement(self.transport.peer_id, self.maddrs, step, now, self.card, **refs,
-                                        relays=self.relays())
+                                        relays=self.relays(), model=self.model,
+                                        credits=tuple(self.given.items())[-MAX_CREDITS:])
             self.pending.append(self.transport.announce_async(encode_announcement(announcement),
                                                               self.cfg.record_ttl))
         except (TimeoutError, OSError, RuntimeError, ValueError) as err:
             log.warning("announcing our groups failed (%s); training goes on", err)
             ok = False
         ok &= self._collect_publishes()
+        self.published += len(records) - unsent
         return PublishResult(len(records) - unsent, unsent, ok, len(bundle) + len(sum_bundle))
+
+    def credit(self) -> tuple[int, int]:
+        """(our groups other peers say they trained on, how many peers say so): each peer's latest figure, at
+        most what we published (a claim cannot exceed it), summed."""
+        return sum(min(n, self.published) for n in self.credited.values()), len(self.credited)
 
     def relays(self) -> tuple[str, ...]:
         """In client mode (no inbound connections), the peers that relay pulls to us: the last ones we pulled
@@ -435,6 +451,7 @@ class GroupExchange:
                 self._reject(result, sender, "future", "announcement from the future")
             elif now - announcement.created <= self.cfg.max_age:
                 self.senders.learn(sender, announcement, expires, seen=now)
+                self._read_credit(announcement)
 
     def _start_pulls(self) -> None:
         """Starts pulling the latest bundles of newly chosen senders, up to swarm.pull_peers in flight."""
@@ -566,6 +583,12 @@ class GroupExchange:
         outcome[sender][1] += informative
         if informative or not self.cfg.informative_only:
             state = self.senders.known.get(sender)
+            if state is not None:  # credit where it is due: announced with our next groups
+                peer_id = state.announcement.peer_id
+                self.given[peer_id] = self.given.get(peer_id, 0) + 1
+                self.given.move_to_end(peer_id)
+                while len(self.given) > CREDIT_MEMORY:
+                    self.given.popitem(last=False)
             group.sender = sender
             group.evidence, group.harm = (state.evidence, state.harm) if state is not None else (0.0, 0.0)
             result.groups.append(group)
@@ -670,6 +693,15 @@ class GroupExchange:
         comp.logprobs = spread_logprob(float(sum(comp.logprobs)), len(ids))
         comp.token_ids = ids
         return True
+
+    def _read_credit(self, announcement: Announcement) -> None:
+        """What an announcement says it trained on of ours (a peer cannot credit itself: protocol/codec.py)."""
+        mine = [n for peer_id, n in announcement.credits if peer_id == self.transport.peer_id]
+        if mine and announcement.peer_id != self.transport.peer_id:
+            self.credited[announcement.peer_id] = max(mine[0], self.credited.get(announcement.peer_id, 0))
+            self.credited.move_to_end(announcement.peer_id)
+            while len(self.credited) > CREDIT_MEMORY:
+                self.credited.popitem(last=False)
 
     def peer_name(self, sender: bytes) -> str:
         """How logs name a sender: its peer id (Qm..., as `swarm status` and the progress show it) when its

@@ -532,3 +532,27 @@ def test_a_peer_that_dies_stops_being_counted_and_alone_is_said():
     assert len(a.exchange.senders.live(hub.clock())) == 1  # still in the directory: only presence changed
     b.step(1)  # it comes back and announces again
     assert gather(a, budget=8, sender_cap=8).peers == 1
+
+
+def test_credit_flows_back_to_the_sender_and_cannot_be_self_given_or_inflated():
+    """b trains on a's groups and says so in its announcements; a reads it as 'given'. A peer cannot credit
+    itself, and a claim beyond what we published is clamped."""
+    hub = MemorySwarm()
+    a, b = peer(hub, "giver"), peer(hub, "taker", model="tiny-sub")
+    for step in range(3):
+        a.step(step)
+        b.step(step)
+    a_id = a.exchange.transport.peer_id
+    used = b.exchange.given[a_id]
+    assert used > 0
+    b.step(3)  # announces what it trained on of a's so far (then takes more)
+    m = a.step(3).swarm  # a reads that announcement
+    assert (m.credited, m.credited_by) == (used, 1) == a.exchange.credit()
+    card = zoo_card()
+    ref = BundleRef(b"\0" * 16, 10, 1)
+    liar = Announcement("liar", (), 0, hub.clock(), card, ref, ref, credits=(("liar", 10**6), (a_id, 10**6)))
+    hub.transport("liar").announce_async(encode_announcement(liar), 60)
+    a.step(4)
+    credited, by = a.exchange.credit()
+    assert by == 2 and credited == used + a.exchange.published  # the lie clamped at what a ever published
+    assert a.exchange.published == 5 * 4 < 10**6
