@@ -105,6 +105,24 @@ def _exporter(args, cfg):
     return exporter
 
 
+def _dashboard(args, status):
+    """The web dashboard (--dashboard-port), started before the swarm is joined (a taken port fails first)."""
+    if getattr(args, "dashboard_port", None) is None:
+        return None
+    from node.observability.dashboard import Dashboard
+
+    board = Dashboard(status.snapshot, args.dashboard_port, args.dashboard_host)
+    print(f"dashboard on http://{args.dashboard_host}:{board.port}/", file=sys.stderr, flush=True)
+    return board
+
+
+def _dashboard_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--dashboard-port", type=_number(int, 0, 65535), help="serve a web dashboard of the swarm and "
+                   "this node on this port (0: any free port; default: off)")
+    p.add_argument("--dashboard-host", default="127.0.0.1", help="interface of the dashboard (0.0.0.0 in "
+                   "containers) (default: 127.0.0.1)")
+
+
 def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
     """The step loop shared by `run` and `join`: progress, metrics file, checkpoints, summary, saved outputs."""
     from node.app.runner import train_loop
@@ -121,13 +139,24 @@ def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
     progress = Progress(cfg.train.steps, every=args.log_every)
     presence = Presence() if peer.exchange is not None else None
     write = metrics_writer(args.metrics)
+    board = None
+    if args.tensorboard:
+        from node.observability.tensorboard import TensorBoardLogger
+
+        board = TensorBoardLogger(args.tensorboard)
     out = Path(args.out) if args.out else None
     checkpointer = Checkpointer(peer, out, cfg.checkpoint, run_log.state, peer.start_step) if out else None
 
     def on_step(result):
         progress.update(result)
         write(result)
+        if board is not None:
+            board.log(result)
         run_log.add(result)
+        if status is not None:  # the dashboard's curves
+            steps, rewards = run_log.rewards_curve()
+            status.curves = {"reward": [[x, r] for x, r in zip(steps, rewards, strict=True)],
+                             "accuracy": [list(e) for e in run_log.evals]}
         if exporter is not None:
             exporter.update(result)
         said = presence.update(result.swarm.peers) if presence else None
@@ -137,7 +166,11 @@ def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
             checkpointer.after_step(result.step + 1)
 
     start = time.monotonic()
-    done = train_loop(peer, cfg.train.steps, stop, on_step, status, start=peer.start_step)
+    try:
+        done = train_loop(peer, cfg.train.steps, stop, on_step, status, start=peer.start_step)
+    finally:
+        if board is not None:
+            board.close()
     if stop.is_set():
         print("\nstopped: summary of the steps done so far", file=sys.stderr)
     if checkpointer is not None and checkpointer.save(done):
@@ -146,7 +179,7 @@ def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
     print(summary(run_log, time.monotonic() - start, cfg.train.steps))
     if out is not None:
         try:
-            save_outputs(peer, out)
+            save_outputs(peer, out, done, run_log.last_eval)
             plot_rewards(*run_log.rewards_curve(), out / "reward.png",
                          f"{cfg.model.name} on {cfg.task.name} ({cfg.loss.variant})", evals=run_log.evals)
         except (OSError, RuntimeError) as err:  # e.g. a full disk: the checkpoints stay usable
@@ -213,12 +246,13 @@ def cmd_join(args) -> int:
     from node.swarm.control import ControlServer, NodeStatus
 
     status = NodeStatus(role="peer", model=cfg.model.name)
-    server = dht = peer = exporter = None
+    server = dht = peer = exporter = board = None
     try:
         if args.control_port >= 0:  # first: a taken port fails before the swarm is joined
             server = ControlServer(lambda: status, host=args.control_host, port=args.control_port, serving=False)
             print(f"control API on {args.control_host}:{server.port}", file=sys.stderr, flush=True)
         exporter = _exporter(args, cfg)
+        board = _dashboard(args, status)
         stop.check()
         dht = connect(cfg.swarm, args.join_attempts, stop.event)
         status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
@@ -243,6 +277,8 @@ def cmd_join(args) -> int:
             server.stop()
         if exporter is not None:
             exporter.close()
+        if board is not None:
+            board.close()
         if dht is not None:
             dht.shutdown()
 
@@ -262,7 +298,8 @@ def cmd_bootstrap(args) -> int:
                           "behind NAT)")
     args.stop.check()
     return run_bootstrap(cfg.swarm, args.status_every, args.control_port, args.stop.event,
-                         lambda line: print(line, flush=True), address_file=args.address_file)
+                         lambda line: print(line, flush=True), address_file=args.address_file,
+                         dashboard=lambda status: _dashboard(args, status))
 
 
 def cmd_local(args) -> int:
@@ -371,6 +408,17 @@ def cmd_eval(args) -> int:
     print(f"  {'split':<28} {'greedy pass@1':>13} {f'sampled pass@1 (x{cfg.eval.samples})':>22}")
     for s in scores:
         print(f"  {names.get(s.split, s.split):<28} {s.greedy:>13.3f} {s.sampled:>22.3f}")
+    return 0
+
+
+def cmd_export(args) -> int:
+    """A trained peer's model as a Hugging Face-ready folder (weights or merged LoRA, tokenizer, model card)."""
+    from node.models.export import export_model, push_to_hub
+
+    folder = export_model(args.source, Path(args.target))
+    print(f"exported {args.source} to {folder} (weights, tokenizer, README.md model card)")
+    if args.push_to_hub:
+        print(f"pushed to {push_to_hub(folder, args.push_to_hub)}")
     return 0
 
 
@@ -514,6 +562,8 @@ def _output_arguments(p: argparse.ArgumentParser) -> None:
                    "containers) (default: 127.0.0.1)")
     p.add_argument("--fresh", action="store_true", help="do not resume from --out's checkpoints (they are "
                    "moved aside, not deleted)")
+    p.add_argument("--tensorboard", metavar="DIR", help="also log each step's figures to TensorBoard in DIR "
+                   "(needs the tensorboard package)")
     p.add_argument("--log-every", type=_number(int, 1, MAX_INT), default=10,
                    help="steps between progress lines when not a tty "
                    "(default: 10)")
@@ -557,6 +607,7 @@ def build_parser() -> argparse.ArgumentParser:
     join.add_argument("--control-port", type=_number(int, -1, 65535), default=0,
                       help="control API port (0: any free, -1: off) (default: 0)")
     join.add_argument("--control-host", default="127.0.0.1", help="control API interface (default: 127.0.0.1)")
+    _dashboard_arguments(join)
     join.set_defaults(func=cmd_join)
 
     boot = sub.add_parser("bootstrap", help="run a DHT-only bootstrap node")
@@ -567,6 +618,7 @@ def build_parser() -> argparse.ArgumentParser:
     boot.add_argument("--address-file", help="also write the multiaddrs here (peers read it: --initial-peers-file)")
     boot.add_argument("--control-port", type=_number(int, -1, 65535), default=-1,
                       help="control API port (0: any free, -1: off) (default: -1)")
+    _dashboard_arguments(boot)
     boot.set_defaults(func=cmd_bootstrap)
 
     local = sub.add_parser("local", help="a local swarm: bootstrap + heterogeneous zoo peers as processes; "
@@ -591,6 +643,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_arguments(evaluation, tuple(f for f in PEER_FLAGS if f.flag in EVAL_PEER_FLAGS) + EVAL_FLAGS)
     evaluation.add_argument("--json", action="store_true", help="print the scores as one JSON object")
     evaluation.set_defaults(func=cmd_eval)
+
+    export = sub.add_parser("export", help="a trained peer's model as a Hugging Face-ready folder (weights or "
+                            "merged LoRA, tokenizer, model card)")
+    export.add_argument("source", help="a run's --out folder (or a checkpoint, or its model/ folder)")
+    export.add_argument("target", help="the folder to write (must not exist or be empty)")
+    export.add_argument("--push-to-hub", metavar="REPO", help="then upload it to this hub repository (needs the "
+                        "hub and a token: huggingface-cli login or HF_TOKEN)")
+    export.set_defaults(func=cmd_export)
 
     zoo = sub.add_parser("zoo", help="the offline model zoo: list what peers load, or rebuild it from its recipe",
                          description="Peers load the zoo weights shipped with swarm-node (checked against their "

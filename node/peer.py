@@ -90,6 +90,7 @@ class Peer:
 
     def step(self, step: int) -> StepResult:
         before = self.evaluate()[0] if step == 0 and self.cfg.eval.every > 0 else {}
+        self.announce_accuracy(before)
         step_start = time.perf_counter()
         if self.exchange is not None:
             self.exchange.prefetch()  # other peers' records arrive while we generate
@@ -138,6 +139,7 @@ class Peer:
                             group=group_metrics, eval_before=before)
         if self.evaluates_after(step):
             result.eval, result.eval_seconds = self.evaluate()
+            self.announce_accuracy(result.eval)
         return result
 
     def gate(self, groups: list[Group], seed: int) -> list[Group]:
@@ -187,6 +189,11 @@ class Peer:
         """Whether held-out accuracy is measured after this step: every eval.every steps and after the last."""
         every, steps = self.cfg.eval.every, self.cfg.train.steps
         return every > 0 and ((step + 1) % every == 0 or step + 1 == steps)
+
+    def announce_accuracy(self, scores: dict[str, float]) -> None:
+        """Our latest held-out ID accuracy goes into our announcements (other peers' dashboards show it)."""
+        if self.exchange is not None and "train/greedy" in scores:
+            self.exchange.accuracy = scores["train/greedy"]
 
     def evaluate(self) -> tuple[dict[str, float], float]:
         """Held-out pass@1 of the current weights (node/evaluation.py) and the seconds it took."""

@@ -421,6 +421,7 @@ class Announcement:
     relays: tuple[str, ...] = ()  # peer ids that relay pulls to this peer (it cannot accept connections)
     model: str = ""  # the model's name (informational: what `swarm status` shows)
     credits: tuple[tuple[str, int], ...] = ()  # (sender peer id, its groups we trained on in all)
+    accuracy: float = -1.0  # its latest held-out ID greedy pass@1, as it claims (-1: not evaluated yet)
 
 
 def announcement_shard(subkey: bytes, shards: int = ANNOUNCE_SHARDS) -> int:
@@ -434,6 +435,7 @@ def encode_announcement(a: Announcement) -> bytes:
     data = pb.Announcement(version=PROTOCOL_VERSION, peer_id=a.peer_id, maddrs=list(a.maddrs), step=a.step,
                            created=a.created, card=_card_message(a.card), relays=list(a.relays), model=a.model,
                            credits=[pb.Credit(peer_id=p, groups=n) for p, n in a.credits[-MAX_CREDITS:]],
+                           accuracy=a.accuracy,
                            **refs).SerializeToString()
     if len(data) > MAX_ANNOUNCEMENT:
         raise ValueError(f"announcement of {len(data)} bytes > {MAX_ANNOUNCEMENT}")
@@ -465,4 +467,5 @@ def decode_announcement(data: bytes, limits: Limits = Limits()) -> Announcement:
                         relays=tuple(_check_text("relay", r, limits) for r in msg.relays),
                         model=_check_text("model name", msg.model, limits),
                         credits=tuple((_check_text("credited peer id", c.peer_id, limits), c.groups)
-                                      for c in msg.credits if c.peer_id != msg.peer_id))  # never itself
+                                      for c in msg.credits if c.peer_id != msg.peer_id),  # never itself
+                        accuracy=msg.accuracy if 0.0 <= msg.accuracy <= 1.0 else -1.0)  # (NaN: not in range)

@@ -136,8 +136,22 @@ def test_help_is_light():
 
 def test_run_prints_a_summary(tmp_path):
     out = swarm("run", "--steps", "3", "--prompts", "4", "--metrics", str(tmp_path / "m.jsonl"),
-                "--out", str(tmp_path / "ckpt"))
+                "--out", str(tmp_path / "ckpt"), "--tensorboard", str(tmp_path / "tb"), "--eval-every", "2",
+                "--set", "eval.prompts=8")
     assert out.returncode == 0, out.stderr
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from node.metrics import read_metrics
+
+    board = EventAccumulator(str(tmp_path / "tb"))
+    board.Reload()
+    rows = read_metrics(tmp_path / "m.jsonl")
+    assert [(e.step, e.value) for e in board.Scalars("reward")] == [(r.step + 1, pytest.approx(r.reward))
+                                                                    for r in rows]
+    accuracy = [(e.step, e.value) for e in board.Scalars("accuracy/train_greedy")]  # before training, 2, 3
+    assert [step for step, _ in accuracy] == [0, 2, 3]
+    assert accuracy[0][1] == pytest.approx(rows[0].eval_before["train/greedy"])
+    assert accuracy[-1][1] == pytest.approx(rows[-1].eval["train/greedy"])
     assert "reward, first 1 step " in out.stdout and "reward, last 1 step " in out.stdout  # never overlapping
     assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 3
     assert (tmp_path / "ckpt" / "model" / "swarm-model.json").exists()

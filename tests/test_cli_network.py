@@ -122,7 +122,8 @@ def test_address_file_discovery_one_configuration_path_and_status_of_both_roles(
         assert boot_status.startswith("bootstrap ") and "peers 1," in boot_status, boot_status
         assert "0 groups/min" not in boot_status, boot_status  # the watch saw the peer's bundles arrive
         peer_id = peer_status.split()[1]
-        assert "known peers (1; " in boot_status and f"  {peer_id}  qwen2 0.31M, step " in boot_status, boot_status
+        assert "known peers (1; " in boot_status and f"  {peer_id}  tiny-add (qwen2 0.31M), step " in boot_status, \
+            boot_status
     finally:
         assert stop(peer) == 0 and stop(boot) == 0
 

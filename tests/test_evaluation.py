@@ -143,7 +143,8 @@ def swarm_cli(*args, timeout=300):
 def test_swarm_eval_of_a_saved_model_defaults_to_its_task_and_names_a_skipped_checkpoint(tmp_path):
     out = tmp_path / "out"
     run = swarm_cli("run", "--model", "tiny-add", "--task", "arith", "--steps", "2", "--prompts", "4",
-                    "--eval-prompts", "12", "--checkpoint-every", "1", "--checkpoint-minutes", "0", "--out", str(out))
+                    "--set", "eval.prompts=12", "--checkpoint-every", "1", "--checkpoint-minutes", "0",
+                    "--out", str(out))
     assert run.returncode == 0, run.stderr
     meta = json.loads((out / "model" / "swarm-model.json").read_text())
     assert meta["task"] == {"name": "arith", "data_files": ""} and meta["eval"]["prompts"] == 12

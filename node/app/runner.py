@@ -136,14 +136,18 @@ def read_address_file(path: str, timeout: float, stop: threading.Event) -> list[
 
 
 def run_bootstrap(settings, status_every: float, control_port: int, stop: threading.Event,
-                  say: Callable[[str], None], address_file: str | None = None) -> int:
-    """A DHT-only node that others join through; prints its addresses, then a status line periodically."""
+                  say: Callable[[str], None], address_file: str | None = None,
+                  dashboard: Callable[[NodeStatus], object] | None = None) -> int:
+    """A DHT-only node that others join through; prints its addresses, then a status line periodically.
+    `dashboard`: starts a web dashboard of this status (returns it, or None; closed at the end)."""
     from node.swarm.dht import SwarmDHT
 
     status = NodeStatus(role="bootstrap")
     # first: a taken control port fails before the DHT starts
     server = ControlServer(lambda: status, port=control_port, serving=False) if control_port >= 0 else None
+    board = None
     try:
+        board = dashboard(status) if dashboard is not None else None
         dht = SwarmDHT(settings, stop=stop, bundles=False)  # a DHT node only: it serves and relays no bundles
         try:
             status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
@@ -163,6 +167,8 @@ def run_bootstrap(settings, status_every: float, control_port: int, stop: thread
     finally:
         if server:
             server.stop()
+        if board is not None:
+            board.close()
     say("bootstrap stopped")
     return 0
 

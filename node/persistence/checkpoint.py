@@ -46,7 +46,8 @@ def write_state(peer: Peer, folder: Path, steps_done: int, history: dict) -> Non
     """Every part of a peer's training state, as files in `folder` (no manifest)."""
     import torch
 
-    save_model(peer.loaded, folder / "model", peer.learning_rate(), trained_on(peer.cfg.task, peer.cfg.eval))
+    save_model(peer.loaded, folder / "model", peer.learning_rate(),
+               trained_with(peer, steps_done, history.get("last_eval", {})))
     trainer = {"optimizer": peer.learner.optimizer.state_dict(), "torch_rng": torch.get_rng_state(),
                "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
     torch.save(trainer, folder / "trainer.pt")
@@ -143,13 +144,20 @@ class Checkpointer:
         return path
 
 
-def save_outputs(peer: Peer, out: Path) -> Path:
+def trained_with(peer: Peer, steps_done: int, accuracy: dict) -> dict:
+    """swarm-model.json's record of how this peer's model was trained (node/models/loading.py trained_on)."""
+    cfg = peer.cfg
+    return trained_on(cfg.task, cfg.eval, steps_done, accuracy, cfg.swarm.name if peer.exchange is not None else "")
+
+
+def save_outputs(peer: Peer, out: Path, steps_done: int = 0, accuracy: dict | None = None) -> Path:
     """The final model (weights or adapter, tokenizer, swarm-model.json) as `out/model`, replaced whole (a
-    new one is written beside it and renamed over), and the resolved configuration as `out/swarm-config.toml`."""
+    new one is written beside it and renamed over), and the resolved configuration as `out/swarm-config.toml`;
+    `steps_done` and the last held-out `accuracy` go into swarm-model.json."""
     out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}model-", dir=out))
     try:
-        save_model(peer.loaded, tmp / "model", peer.learning_rate(), trained_on(peer.cfg.task, peer.cfg.eval))
+        save_model(peer.loaded, tmp / "model", peer.learning_rate(), trained_with(peer, steps_done, accuracy or {}))
         write_config(peer.cfg, tmp / "swarm-config.toml")
         target, old = out / "model", out / f"{TMP_PREFIX}old-model"
         if target.exists():

@@ -13,20 +13,22 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from node.errors import PortInUse
-from node.metrics import Totals
+from node.metrics import REJECTION_REASONS, Totals
 from node.system.process import ensure_port_free
 from protocol import control_pb2, control_pb2_grpc
 
 MAX_LISTED = 64  # peers listed in a status reply at most
 
 
-def peer_info(announcement, age: float, established: bool = False, failures: int = 0) -> dict:
+def peer_info(announcement, age: float, established: bool = False, failures: int = 0, used: int = 0,
+              credited: int = 0) -> dict:
     """A PeerInfo's fields from another peer's announcement (protocol.codec.Announcement); `age`: seconds since
-    we read it (our clock: a peer's own stamp is its claim)."""
+    we read it (our clock: a peer's own stamp is its claim); `used`: its groups we trained on; `credited`: ours
+    it says it trained on."""
     card = announcement.card
     return {"peer_id": announcement.peer_id, "family": card.family, "params": card.n_params, "lora": card.lora,
             "step": announcement.step, "age": max(age, 0.0), "established": established, "failures": failures,
-            "model": announcement.model}
+            "model": announcement.model, "accuracy": announcement.accuracy, "used": used, "credited": credited}
 
 
 @dataclass
@@ -48,6 +50,21 @@ class NodeStatus:
     accuracy_step: int = 0
     peer_list: list[dict] = field(default_factory=list)  # control_pb2.PeerInfo fields, the latest read first
     started: float = field(default_factory=time.monotonic)
+    curves: dict = field(default_factory=dict)  # the dashboard's: {"reward": [[step, r]], "accuracy": [[step,
+    #                                             ID, OOD]]} (node/observability/report.py RunLog)
+
+    def snapshot(self) -> dict:
+        """What the dashboard shows (node/observability/dashboard.py): the status reply's fields, as JSON
+        numbers and text, and this node's curves."""
+        t = self.totals
+        return {"peer_id": self.peer_id, "role": self.role, "maddrs": list(self.maddrs), "model": self.model,
+                "step": self.step, "group_size": self.group_size, "reward": self.reward, "lambda": self.lam,
+                "peers": self.peers, "groups_out": t.published, "groups_in": t.used, "groups_received": t.received,
+                "rejected": {**dict.fromkeys(REJECTION_REASONS, 0), **t.rejected}, "duplicates": t.duplicates,
+                "uptime": time.monotonic() - self.started, "groups_per_minute": self.groups_per_minute,
+                "accuracy": dict(self.accuracy), "accuracy_step": self.accuracy_step,
+                "peer_list": [dict(p) for p in self.peer_list[:MAX_LISTED]], "distrusted": t.distrusted,
+                "demoted": t.demoted, "credited": t.credited, "credited_by": t.credited_by, "curves": self.curves}
 
     def to_reply(self) -> control_pb2.StatusReply:
         return control_pb2.StatusReply(

@@ -210,6 +210,7 @@ class GroupExchange:
         peer's generation limit, which no received completion may exceed; model: its name in announcements."""
         self.transport, self.cfg, self.tokenizer, self.card = transport, cfg, tokenizer, card
         self.model = model
+        self.accuracy = -1.0  # our latest held-out ID accuracy, announced (-1: not evaluated yet)
         self.published = 0  # own groups published in all (no one can credit us with more)
         self.given: collections.OrderedDict[str, int] = collections.OrderedDict()  # sender peer id -> its groups
         #                                  we trained on in all, the most recently used last (announced: credits)
@@ -268,7 +269,9 @@ class GroupExchange:
 
         now = self.transport.now()
         live = [self.senders.known[k] for k in self.senders.live(now)]
-        return [peer_info(s.announcement, now - s.seen, s.established, s.failures)
+        return [peer_info(s.announcement, now - s.seen, s.established, s.failures,
+                          used=self.given.get(s.announcement.peer_id, 0),
+                          credited=self.credited.get(s.announcement.peer_id, 0))
                 for s in sorted(live, key=lambda s: -s.seen)]
 
     # ---- publishing -------------------------------------------------------------------------------------
@@ -289,7 +292,7 @@ class GroupExchange:
                     for kind, value, n in (("groups", bundle, len(records) - unsent),
                                            ("summaries", sum_bundle, min(len(sums), MAX_BUNDLE)))}
             announcement = Announcement(self.transport.peer_id, self.maddrs, step, now, self.card, **refs,
-                                        relays=self.relays(), model=self.model,
+                                        relays=self.relays(), model=self.model, accuracy=self.accuracy,
                                         credits=tuple(self.given.items())[-MAX_CREDITS:])
             self.pending.append(self.transport.announce_async(encode_announcement(announcement),
                                                               self.cfg.record_ttl))

@@ -1,0 +1,112 @@
+"""The web dashboard: what it serves (pure and in process), then a real swarm (a bootstrap and two peers as
+processes) seen through a real headless browser (Debian's chromium), as a volunteer would open it."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from node.observability.dashboard import Dashboard, finite
+from node.swarm.control import NodeStatus
+
+ROOT = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, str(ROOT / "swarm_cli.py")]
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def get(port: int, path: str) -> tuple[int, str, bytes]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=30) as reply:
+            return reply.status, reply.headers["Content-Type"], reply.read()
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers["Content-Type"], err.read()
+
+
+def test_the_dashboard_serves_its_page_and_the_nodes_status_as_json():
+    status = NodeStatus(role="peer", model="digit-add", peer_id="QmMe", step=7, reward=float("nan"))
+    status.totals.rejected = {"replay": 2}
+    status.curves = {"accuracy": [[0, 0.25, None]]}
+    board = Dashboard(status.snapshot)
+    try:
+        code, kind, page = get(board.port, "/")
+        assert code == 200 and kind.startswith("text/html") and b"/api/status" in page
+        assert b"innerHTML" not in page and b"<script src" not in page  # peers' text only as text; self-contained
+        code, kind, body = get(board.port, "/api/status")
+        snap = json.loads(body)  # strict JSON: NaN went out as null
+        assert code == 200 and kind == "application/json" and snap["reward"] is None
+        assert (snap["peer_id"], snap["model"], snap["step"]) == ("QmMe", "digit-add", 7)
+        assert snap["rejected"]["replay"] == 2 and snap["rejected"]["signature"] == 0
+        assert snap["curves"] == {"accuracy": [[0, 0.25, None]]}
+        assert get(board.port, "/../etc/passwd")[0] == 404 and get(board.port, "/metrics")[0] == 404
+    finally:
+        board.close()
+    assert finite({"a": [float("inf"), 1.0], "b": (float("nan"),)}) == {"a": [None, 1.0], "b": [None]}
+
+
+def browse(url: str, *extra: str) -> str:
+    """The page as a real browser renders it after its script ran (its DOM), or a screenshot (extra)."""
+    out = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=4000",
+                          *extra, *(() if extra else ("--dump-dom",)), url],
+                         capture_output=True, text=True, timeout=180, check=False)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return out.stdout
+
+
+def read_json(port: int) -> dict:
+    try:
+        return json.loads(get(port, "/api/status")[2])
+    except OSError:
+        return {}
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs a headless browser: apt-get install chromium (.ci/run does)")
+def test_a_real_swarm_through_a_real_browser(tmp_path):
+    from test_cli_network import free_port
+
+    boot_port, boot_board, peer_board = free_port(), free_port(), free_port()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    address = tmp_path / "boot.addr"
+    boot = subprocess.Popen([*CLI, "bootstrap", "--port", str(boot_port), "--identity", str(tmp_path / "boot.id"),
+                             "--status-every", "1", "--address-file", str(address), "--dashboard-port",
+                             str(boot_board)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    peers = []
+    for name, model, board in (("a", "tiny-add", peer_board), ("b", "tiny-sub", None)):
+        with open(tmp_path / f"{name}.log", "w") as log:
+            peers.append(subprocess.Popen(
+                [*CLI, "join", "--initial-peers-file", str(address), "--model", model, "--task", "arith",
+                 "--prompts", "4", "--control-port", "-1", "--identity", str(tmp_path / f"{name}.id"),
+                 "--eval-every", "2", "--set", "eval.prompts=8", "--startup-timeout", "60",
+                 *(["--dashboard-port", str(board)] if board else [])],
+                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env))
+    try:
+        deadline, snap = time.monotonic() + 300, {}
+        while time.monotonic() < deadline:  # until a's dashboard shows b, b's groups used and a's credit
+            time.sleep(1)
+            assert all(p.poll() is None for p in [boot, *peers]), (tmp_path / "a.log").read_text()[-3000:]
+            snap = read_json(peer_board)
+            if (snap.get("peer_list") and snap["peer_list"][0].get("used") and snap.get("credited")
+                    and len(snap.get("curves", {}).get("accuracy", [])) >= 2):
+                break
+        assert snap.get("credited"), snap
+        dom = browse(f"http://127.0.0.1:{peer_board}/")
+        assert "swarm-node peer: tiny-add" in dom and '<div id="error"></div>' in dom, dom[-4000:]
+        assert "<td>tiny-sub</td>" in dom  # the other peer, by the model name it announces
+        assert dom.count('class="curve"') == 3  # sampled reward, held-out ID and OOD accuracy
+        boot_dom = browse(f"http://127.0.0.1:{boot_board}/")
+        assert "swarm-node bootstrap" in boot_dom and "<td>tiny-add</td>" in boot_dom and "<td>tiny-sub</td>" in \
+            boot_dom
+        shot = tmp_path / "dashboard.png"
+        browse(f"http://127.0.0.1:{peer_board}/", "--window-size=800,900", f"--screenshot={shot}")
+        assert shot.read_bytes()[:4] == b"\x89PNG"
+        if os.environ.get("SWARM_DASHBOARD_SHOT"):  # (how docs/dashboard.png was made)
+            shutil.copy(shot, os.environ["SWARM_DASHBOARD_SHOT"])
+    finally:
+        for p in [*peers, boot]:
+            p.send_signal(signal.SIGTERM)
+        assert all(p.wait(timeout=60) == 0 for p in [*peers, boot])
