@@ -13,7 +13,9 @@ COMPOSE = ROOT / "deploy" / "docker-compose.yml"
 
 
 def services():
-    return yaml.safe_load(COMPOSE.read_text())["services"]
+    """The swarm's nodes (the bootstrap and the peers: the swarm-node image), without the monitoring services."""
+    return {name: svc for name, svc in yaml.safe_load(COMPOSE.read_text())["services"].items()
+            if svc["image"].startswith("swarm-node:")}
 
 
 def test_every_service_command_parses_with_the_cli():
@@ -77,3 +79,56 @@ def test_gpu_profile_generates_with_vllm_and_cpu_peers_with_transformers():
     assert build["EXTRAS"] == "[vllm]" and build["TORCH_VERSION"] == "2.14.0"  # vllm 0.33.0 pins torch 2.14.0
     dockerfile = (ROOT / "deploy" / "Dockerfile").read_text()
     assert 'pip install --no-cache-dir ".${EXTRAS}"' in dockerfile and "torch==${TORCH_VERSION}" in dockerfile
+
+
+def exported_metric_names() -> set[str]:
+    """What a peer's Prometheus endpoint serves, scraped from a real exporter (counters end in _total)."""
+    import urllib.request
+
+    from node.metrics import StepResult
+    from node.observability.exporter import MetricsExporter
+    from node.observability.report import RunLog
+
+    exporter = MetricsExporter(0, model="digit-add", swarm="compose")
+    log = RunLog(total=1)
+    exporter.watch(log.totals)
+    result = StepResult(0, 0.5, 8, 4, 0.1, 0.2, 32)
+    result.eval = {"train/greedy": 0.5, "test/greedy": 0.0}
+    exporter.update(result)
+    try:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{exporter.port}/metrics", timeout=30).read().decode()
+    finally:
+        exporter.close()
+    return {line.split("{")[0].split()[0] for line in text.splitlines() if line and not line.startswith("#")}
+
+
+def test_monitoring_every_grafana_panel_names_metrics_a_peer_exports():
+    import json
+    import re
+
+    svc = yaml.safe_load(COMPOSE.read_text())["services"]
+    assert svc["prometheus"]["profiles"] == svc["grafana"]["profiles"] == ["monitoring"]
+    prometheus = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
+    targets = {t for job in prometheus["scrape_configs"] for c in job["static_configs"] for t in c["targets"]}
+    parser = swarm_cli.build_parser()
+    for name, s in svc.items():  # every peer serves metrics where Prometheus looks, and evaluates
+        if name.startswith("peer-"):
+            args = parser.parse_args(s["command"])
+            assert (args.metrics_port, args.metrics_host) == (9100, "0.0.0.0") and f"{name}:9100" in targets, name
+            assert config_from(args).eval.every > 0, name
+    exported = exported_metric_names()
+    board = json.loads((ROOT / "deploy" / "grafana" / "dashboards" / "swarm.json").read_text())
+    exprs = [t["expr"] for panel in board["panels"] for t in panel["targets"]]
+    used = {m for expr in exprs for m in re.findall(r"\bswarm_[a-z_]+", expr)}
+    assert len(board["panels"]) >= 10 and all(re.findall(r"\bswarm_[a-z_]+", e) for e in exprs)
+    assert used <= exported, used - exported  # a renamed metric would leave a panel empty
+    assert {"swarm_accuracy", "swarm_groups_credited_total", "swarm_groups_rejected_total"} <= used
+    datasource = yaml.safe_load((ROOT / "deploy" / "grafana" / "provisioning" / "datasources" /
+                                 "prometheus.yml").read_text())["datasources"][0]
+    assert {p["datasource"]["uid"] for p in board["panels"]} == {datasource["uid"]}
+
+
+def config_from(args):
+    from node.config import config_from_args
+
+    return config_from_args(args, swarm_cli.JOIN_DEFAULTS)
