@@ -22,7 +22,14 @@ from node.errors import ConfigError, Stopped
 from node.metrics import StepResult, read_metrics
 from node.models.zoo import ZOO
 from node.models.zoo_store import zoo_model_path
-from node.observability.report import accuracy_change, alone_reference, held_out_auc, plot_curves, window_mean
+from node.observability.report import (
+    accuracy_change,
+    accuracy_over_time,
+    alone_reference,
+    held_out_auc,
+    plot_curves,
+    window_mean,
+)
 from node.system.process import StopSignal, kill_pids
 
 # the digits testbed: a borrows expert and a carries expert (each lacks the other's skill), the carries expert
@@ -290,6 +297,8 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
               f"groups received {s['groups_received']}  rejected {sum(s['rejected'].values())}")
         if s["accuracy"]:
             print(f"  {'':<22} held-out accuracy: {accuracy_change(s['accuracy_start'], s['accuracy'])}")
+            print(f"  {'':<22} held-out ID over time: "
+                  f"{accuracy_over_time([[step, acc, None] for step, acc in s['accuracy_curve']])}")
         if s["auc"] is not None:
             print(f"  {'':<22} {alone_line(configs[name].model.name, s['auc'], configs[name])}")
     print(f"  written: {', '.join(map(str, written))}")
