@@ -1,5 +1,6 @@
 """The web dashboard: what it serves (pure and in process), then a real swarm (a bootstrap and two peers as
-processes) seen through a real headless browser (Debian's chromium), as a volunteer would open it."""
+processes) seen through a real headless browser (Debian's chromium), as a volunteer would open it; in the same
+swarm, a peer that dies and comes back from its checkpoint, as the survivor sees it."""
 import json
 import os
 import shutil
@@ -75,25 +76,30 @@ def test_a_real_swarm_through_a_real_browser(tmp_path):
     boot = subprocess.Popen([*CLI, "bootstrap", "--port", str(boot_port), "--identity", str(tmp_path / "boot.id"),
                              "--status-every", "1", "--address-file", str(address), "--dashboard-port",
                              str(boot_board)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-    peers = []
-    for name, model, board in (("a", "tiny-add", peer_board), ("b", "tiny-sub", None)):
-        with open(tmp_path / f"{name}.log", "w") as log:
-            peers.append(subprocess.Popen(
+    def join(name, model, *extra, board=None, log_mode="w"):
+        with open(tmp_path / f"{name}.log", log_mode) as log:
+            return subprocess.Popen(
                 [*CLI, "join", "--initial-peers-file", str(address), "--model", model, "--task", "arith",
                  "--prompts", "4", "--control-port", "-1", "--identity", str(tmp_path / f"{name}.id"),
-                 "--eval-every", "2", "--set", "eval.prompts=8", "--startup-timeout", "60",
-                 *(["--dashboard-port", str(board)] if board else [])],
-                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env))
+                 "--eval-every", "2", "--set", "eval.prompts=8", "--startup-timeout", "60", "--log-every", "1",
+                 "--out", str(tmp_path / f"{name}-out"), "--checkpoint-every", "4", "--checkpoint-minutes", "0",
+                 "--seed", str(ord(name)), "--metrics", str(tmp_path / f"{name}.jsonl"),
+                 *(["--dashboard-port", str(board)] if board else []), *extra],
+                stdout=log, stderr=subprocess.STDOUT, cwd=ROOT, env=env)
+
+    # b trains on its own groups only (it still shares them): resumed from a checkpoint, it regenerates exactly
+    # the groups it published after it, whatever a sent meanwhile
+    peers = [join("a", "tiny-add", board=peer_board), join("b", "tiny-sub", "--set", "swarm.received_groups=0")]
     try:
         deadline, snap = time.monotonic() + 300, {}
-        while time.monotonic() < deadline:  # until a's dashboard shows b, b's groups used and a's credit
+        while time.monotonic() < deadline:  # until a's dashboard shows b, b's groups used and two evaluations
             time.sleep(1)
             assert all(p.poll() is None for p in [boot, *peers]), (tmp_path / "a.log").read_text()[-3000:]
             snap = read_json(peer_board)
-            if (snap.get("peer_list") and snap["peer_list"][0].get("used") and snap.get("credited")
+            if (snap.get("peer_list") and snap["peer_list"][0].get("used")
                     and len(snap.get("curves", {}).get("accuracy", [])) >= 2):
                 break
-        assert snap.get("credited"), snap
+        assert snap["peer_list"][0]["used"] > 0 and snap["groups_in"] > 0, snap
         dom = browse(f"http://127.0.0.1:{peer_board}/")
         assert "swarm-node peer: tiny-add" in dom and '<div id="error"></div>' in dom, dom[-4000:]
         assert "<td>tiny-sub</td>" in dom  # the other peer, by the model name it announces
@@ -106,6 +112,31 @@ def test_a_real_swarm_through_a_real_browser(tmp_path):
         assert shot.read_bytes()[:4] == b"\x89PNG"
         if os.environ.get("SWARM_DASHBOARD_SHOT"):  # (how docs/dashboard.png was made)
             shutil.copy(shot, os.environ["SWARM_DASHBOARD_SHOT"])
+
+        # b dies (kill -9) three steps after a checkpoint: a stops counting it at its next failed pull and says
+        # alone within a few steps
+        deadline = time.monotonic() + 120
+        while len((tmp_path / "b.jsonl").read_text().splitlines()) % 4 != 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        peers[1].send_signal(signal.SIGKILL)
+        peers[1].wait(timeout=60)
+        died_at = read_json(peer_board)["step"]
+        deadline = time.monotonic() + 300
+        while "alone:" not in (tmp_path / "a.log").read_text() and time.monotonic() < deadline:
+            time.sleep(1)
+        assert read_json(peer_board)["peers"] == 0 and "alone:" in (tmp_path / "a.log").read_text()
+        assert read_json(peer_board)["step"] - died_at <= 12  # (5 steps of patience, a pull's back-off)
+        # b comes back from its checkpoint and regenerates the steps after it: a counts its own groups again
+        # as duplicates, never as refused replays
+        peers[1] = join("b", "tiny-sub", "--set", "swarm.received_groups=0", log_mode="a")
+        deadline, snap = time.monotonic() + 300, {}
+        while time.monotonic() < deadline and not snap.get("duplicates"):
+            time.sleep(1)
+            assert peers[1].poll() is None, (tmp_path / "b.log").read_text()[-3000:]
+            snap = read_json(peer_board)
+        assert "resuming from" in (tmp_path / "b.log").read_text()
+        assert snap.get("duplicates", 0) > 0 and snap["rejected"]["replay"] == 0, snap
+        assert "rejoined:" in (tmp_path / "a.log").read_text()
     finally:
         for p in [*peers, boot]:
             p.send_signal(signal.SIGTERM)

@@ -75,8 +75,9 @@ class Senders:
             while len(self.known) > self.capacity:
                 self.known.popitem(last=False)
         elif announcement.created >= state.announcement.created:
-            if announcement.created > state.announcement.created:
-                state.unreachable = False  # it announced again: alive
+            if announcement.created > state.announcement.created and state.unreachable:
+                state.unreachable = False  # it announced again after its pulls failed: alive (a restart),
+                state.failures = state.retry_step = 0  # so its back-off ends (refused records keep theirs)
             state.announcement, state.expires, state.seen = announcement, expires, seen
         self.known.move_to_end(subkey)
 

@@ -145,8 +145,14 @@ def test_a_sender_is_present_until_a_pull_fails_and_again_when_it_announces_or_a
     assert senders.present(now=0.0) == [b"alive", b"rude"]
     senders.learn(b"dead", announcement("dead"), expires=1000.0)  # the same announcement read again: still gone
     assert b"dead" not in senders.present(now=0.0)
-    senders.learn(b"dead", announcement("dead", created=101.0), expires=1000.0)  # a new one: back
-    assert b"dead" in senders.present(now=0.0)
+    for step in range(4, 10):  # it stayed dead: backed off for 2^6 steps
+        senders.failed(b"dead", step=step)
+    assert senders.known[b"dead"].retry_step == 9 + 64  # 7 failures in a row
+    senders.learn(b"dead", announcement("dead", created=101.0), expires=1000.0)  # a new one (a restart): back,
+    assert b"dead" in senders.present(now=0.0)  # and pulled at once
+    assert b"dead" in senders.choose(now=0.0, step=10, k=3, busy=set(), explore=3)
+    senders.learn(b"rude", announcement("rude", created=101.0), expires=1000.0)  # refusals keep their back-off
+    assert senders.known[b"rude"].retry_step == 4
     senders.failed(b"dead", step=4)
     senders.succeeded(b"dead", informative_share=1.0)  # a pull that worked: back too
     assert b"dead" in senders.present(now=0.0)
