@@ -105,6 +105,14 @@ class BoundedSet:
         return iter(list(self._items))
 
 
+def remember(table: collections.OrderedDict, key, value, size: int) -> None:
+    """table[key] = value as its newest entry, forgetting the oldest beyond `size`."""
+    table[key] = value
+    table.move_to_end(key)
+    while len(table) > size:
+        table.popitem(last=False)
+
+
 @dataclass
 class GatherResult:
     groups: list[Group] = field(default_factory=list)
@@ -588,10 +596,7 @@ class GroupExchange:
             state = self.senders.known.get(sender)
             if state is not None:  # credit where it is due: announced with our next groups
                 peer_id = state.announcement.peer_id
-                self.given[peer_id] = self.given.get(peer_id, 0) + 1
-                self.given.move_to_end(peer_id)
-                while len(self.given) > CREDIT_MEMORY:
-                    self.given.popitem(last=False)
+                remember(self.given, peer_id, self.given.get(peer_id, 0) + 1, CREDIT_MEMORY)
             group.sender = sender
             group.evidence, group.harm = (state.evidence, state.harm) if state is not None else (0.0, 0.0)
             result.groups.append(group)
@@ -701,10 +706,8 @@ class GroupExchange:
         """What an announcement says it trained on of ours (a peer cannot credit itself: protocol/codec.py)."""
         mine = [n for peer_id, n in announcement.credits if peer_id == self.transport.peer_id]
         if mine and announcement.peer_id != self.transport.peer_id:
-            self.credited[announcement.peer_id] = max(mine[0], self.credited.get(announcement.peer_id, 0))
-            self.credited.move_to_end(announcement.peer_id)
-            while len(self.credited) > CREDIT_MEMORY:
-                self.credited.popitem(last=False)
+            peer_id = announcement.peer_id
+            remember(self.credited, peer_id, max(mine[0], self.credited.get(peer_id, 0)), CREDIT_MEMORY)
 
     def peer_name(self, sender: bytes) -> str:
         """How logs name a sender: its peer id (Qm..., as `swarm status` and the progress show it) when its

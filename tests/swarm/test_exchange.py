@@ -556,3 +556,18 @@ def test_credit_flows_back_to_the_sender_and_cannot_be_self_given_or_inflated():
     credited, by = a.exchange.credit()
     assert by == 2 and credited == used + a.exchange.published  # the lie clamped at what a ever published
     assert a.exchange.published == 5 * 4 < 10**6
+
+
+def test_the_credit_a_peer_gives_survives_its_restart(tmp_path):
+    from node.persistence.checkpoint import resume_peer, save_checkpoint
+
+    hub = MemorySwarm()
+    a, b = peer(hub, "giver"), peer(hub, "taker", model="tiny-sub")
+    for step in range(2):
+        a.step(step)
+        b.step(step)
+    given = dict(b.exchange.given)
+    assert given and sum(given.values()) > 0
+    point = save_checkpoint(b, tmp_path, 2, keep=1, history={})
+    again = resume_peer(b.cfg, point, transport=hub.transport("taker"))
+    assert dict(again.exchange.given) == given  # announced on from there, not from 0
