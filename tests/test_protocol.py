@@ -207,3 +207,17 @@ def test_an_announcement_carries_model_and_credits_but_never_self_credit():
     msg.credits.extend(pb.Credit(peer_id=f"Qm{i}", groups=1) for i in range(MAX_CREDITS + 1))
     with pytest.raises(RecordError, match="credits"):
         decode_announcement(msg.SerializeToString())
+
+
+def test_the_largest_announcement_fits_its_limit():
+    """Every field at its bound (4 long addresses, 2 relays, MAX_CREDITS credits, a 64-character model name:
+    node/models/loading.py DISPLAY_NAME) stays under MAX_ANNOUNCEMENT, so a peer never fails to announce."""
+    from protocol import MAX_ANNOUNCEMENT
+
+    peer_id = "12D3KooW" + "x" * 44
+    wide = WireCard("q" * 24, 10**9, True, "f" * 64, 262144, "transformers", 1.0, 1.0, "s" * 32, "hub:" + "r" * 96)
+    ref = BundleRef(b"1" * 16, 3 << 20, 256)
+    biggest = Announcement(peer_id, tuple(f"/ip6/{'a' * 39}/tcp/31330/p2p/{peer_id}" for _ in range(4)), 10**9,
+                           1e9, wide, ref, ref, relays=(peer_id, peer_id), model="m" * 64,
+                           credits=tuple((peer_id, 10**9) for _ in range(MAX_CREDITS)), accuracy=0.5)
+    assert len(encode_announcement(biggest)) <= MAX_ANNOUNCEMENT

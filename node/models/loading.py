@@ -122,12 +122,15 @@ def _smollm2_location() -> tuple[Path, str]:
     return folder, files[0].name
 
 
+DISPLAY_NAME = 64  # characters of a model's name in announcements (receivers refuse strings over 128)
+
+
 def display_name(name: str) -> str:
     """A model name as other peers may see it: a zoo or hub name as it is, a local path by its last part only
-    (a volunteer's directories are not the swarm's business)."""
-    if name in _zoo_names() or not looks_like_path(name):
-        return name
-    return Path(name).expanduser().resolve().name or name
+    (a volunteer's directories are not the swarm's business), at most DISPLAY_NAME characters."""
+    if name not in _zoo_names() and looks_like_path(name):
+        name = Path(name).expanduser().resolve().name or name
+    return name[:DISPLAY_NAME]
 
 
 def _zoo_names() -> tuple[str, ...]:
