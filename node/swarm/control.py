@@ -31,6 +31,13 @@ def peer_info(announcement, age: float, established: bool = False, failures: int
             "model": announcement.model, "accuracy": announcement.accuracy, "used": used, "credited": credited}
 
 
+def shown(info: dict) -> dict:
+    """A PeerInfo dict with the text a peer chose (its id as it claims it, model, family) made safe to show."""
+    from .display import safe_text
+
+    return {**info, **{k: safe_text(info[k], 64) for k in ("peer_id", "model", "family") if k in info}}
+
+
 @dataclass
 class NodeStatus:
     """What a node reports; the node's loop updates it, the server reads it."""
@@ -63,7 +70,7 @@ class NodeStatus:
                 "rejected": {**dict.fromkeys(REJECTION_REASONS, 0), **t.rejected}, "duplicates": t.duplicates,
                 "uptime": time.monotonic() - self.started, "groups_per_minute": self.groups_per_minute,
                 "accuracy": dict(self.accuracy), "accuracy_step": self.accuracy_step,
-                "peer_list": [dict(p) for p in self.peer_list[:MAX_LISTED]], "distrusted": t.distrusted,
+                "peer_list": [shown(p) for p in self.peer_list[:MAX_LISTED]], "distrusted": t.distrusted,
                 "demoted": t.demoted, "credited": t.credited, "credited_by": t.credited_by, "curves": self.curves}
 
     def to_reply(self) -> control_pb2.StatusReply:
