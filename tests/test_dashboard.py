@@ -141,3 +141,17 @@ def test_a_real_swarm_through_a_real_browser(tmp_path):
         for p in [*peers, boot]:
             p.send_signal(signal.SIGTERM)
         assert all(p.wait(timeout=60) == 0 for p in [*peers, boot])
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs a headless browser: apt-get install chromium (.ci/run does)")
+def test_what_a_peer_claims_is_shown_as_text_never_as_html():
+    status = NodeStatus(role="bootstrap", peer_id="QmMe")
+    status.peer_list = [{"peer_id": "QmOther", "family": "qwen2", "params": 1000, "lora": False, "step": 3,
+                         "age": 1.0, "established": False, "failures": 0, "model": '<img src=x onerror="1">x<b>y</b>',
+                         "accuracy": 2.0, "used": 0, "credited": 0}]
+    board = Dashboard(status.snapshot)
+    try:
+        dom = browse(f"http://127.0.0.1:{board.port}/")
+    finally:
+        board.close()
+    assert "&lt;img src=x onerror=\"1\"&gt;x&lt;b&gt;y&lt;/b&gt;" in dom and "<img" not in dom and "<b>y" not in dom
