@@ -205,3 +205,26 @@ def test_local_swarm_time_left_is_the_slowest_peers():
     assert seconds_left([rows(10, 2.0), rows(5, 1.0)], total=100) == 90 * 2.0  # 90 steps at 2 s vs 95 at 1 s
     assert seconds_left([rows(20, 1.0, eval_seconds=20.0)], total=30) == 10 * 2.0  # evaluation time counts
     assert seconds_left([rows(3, 1.0), []], total=10) is None  # a peer has not started: no estimate yet
+
+
+def test_tensorboard_scalars_name_every_figure_of_a_step():
+    from node.observability.tensorboard import accuracy_scalars, scalars
+
+    r = result(4, 0.25, peers=2, polls=1, published=4, groups_received=8, groups_used=6,
+               rejected={"replay": 2, "logprob": 1}, credited=9)
+    r.eval = {"train/greedy": 0.5, "test/greedy": 0.125}
+    tags = scalars(r)
+    assert (tags["reward"], tags["swarm/peers"], tags["swarm/groups_used"], tags["swarm/rejected"]) == (0.25, 2, 6, 3)
+    assert (tags["swarm/given"], tags["accuracy/train_greedy"], tags["accuracy/test_greedy"]) == (9, 0.5, 0.125)
+    assert accuracy_scalars({"train/sampled": 0.25}) == {"accuracy/train_sampled": 0.25}
+
+
+def test_a_model_is_announced_by_a_name_that_says_nothing_of_the_volunteers_disk(tmp_path):
+    from node.models.loading import DISPLAY_NAME, display_name
+
+    assert display_name("digit-add") == "digit-add"
+    assert display_name("Qwen/Qwen2.5-0.5B-Instruct") == "Qwen/Qwen2.5-0.5B-Instruct"
+    folder = tmp_path / "home" / "alice" / "my-run"
+    folder.mkdir(parents=True)
+    assert display_name(str(folder)) == "my-run"
+    assert len(display_name(str(tmp_path / ("x" * 200)))) == DISPLAY_NAME
