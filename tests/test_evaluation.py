@@ -156,6 +156,20 @@ def test_swarm_eval_of_a_saved_model_defaults_to_its_task_and_names_a_skipped_ch
     chosen = swarm_cli("eval", "--model", str(out), "--task", "arith-add", "--eval-prompts", "8", "--json")
     assert json.loads(chosen.stdout)["task"] == "arith-add"  # what the user gives wins
 
+    exported = swarm_cli("export", str(out), str(tmp_path / "export"))  # full weights, as transformers loads them
+    assert exported.returncode == 0, exported.stderr
+    from transformers import AutoModelForCausalLM
+
+    from node.config import ModelConfig
+    from node.models.loading import load_model
+
+    plain, trained = AutoModelForCausalLM.from_pretrained(tmp_path / "export"), load_model(ModelConfig(name=str(out)))
+    ids = torch.tensor([trained.tokenizer("12+7=").input_ids])
+    with torch.no_grad():
+        assert torch.equal(plain(ids).logits, trained.model(ids).logits)
+    card = (tmp_path / "export" / "README.md").read_text()
+    assert "on the task `arith` for 2 steps" in card and "LoRA" not in card
+
     # a run that never finished, whose newest checkpoint lost bytes: the older one is evaluated, and said so
 
     shutil.rmtree(out / "model")
