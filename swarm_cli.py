@@ -133,6 +133,8 @@ def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
     run_log = RunLog(cfg.train.steps, totals=status.totals if status is not None else None)  # one running total:
     if exporter is not None:  # the summary, `swarm status` and Prometheus read it
         exporter.watch(run_log.totals)
+    if status is not None:  # the dashboard reads the run's curves when asked
+        status.curves = run_log.curves
     if peer.start_step:
         run_log.load(peer.history, peer.start_step)
         truncate_metrics(args.metrics, peer.start_step)
@@ -153,10 +155,6 @@ def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
         if board is not None:
             board.log(result)
         run_log.add(result)
-        if status is not None:  # the dashboard's curves
-            steps, rewards = run_log.rewards_curve()
-            status.curves = {"reward": [[x, r] for x, r in zip(steps, rewards, strict=True)],
-                             "accuracy": [list(e) for e in run_log.evals]}
         if exporter is not None:
             exporter.update(result)
         said = presence.update(result.swarm.peers) if presence else None

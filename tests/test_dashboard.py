@@ -32,7 +32,7 @@ def get(port: int, path: str) -> tuple[int, str, bytes]:
 def test_the_dashboard_serves_its_page_and_the_nodes_status_as_json():
     status = NodeStatus(role="peer", model="digit-add", peer_id="QmMe", step=7, reward=float("nan"))
     status.totals.rejected = {"replay": 2}
-    status.curves = {"accuracy": [[0, 0.25, None]]}
+    status.curves = lambda: {"accuracy": [[0, 0.25, None]]}  # (RunLog.curves in a node)
     board = Dashboard(status.snapshot)
     try:
         code, kind, page = get(board.port, "/")

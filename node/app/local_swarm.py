@@ -26,6 +26,7 @@ from node.observability.report import (
     accuracy_change,
     accuracy_over_time,
     alone_reference,
+    evaluations,
     held_out_auc,
     plot_curves,
     window_mean,
@@ -45,10 +46,9 @@ CLI = str(Path(__file__).resolve().parents[2] / "swarm_cli.py")
 CHILD_STOP_GRACE = 30.0  # seconds a child has to stop after SIGTERM before it is killed (its own time-out: 20)
 
 
-def accuracy_points(rows: list[StepResult], key: str = "train/greedy") -> list[list[float]]:
-    """[steps done, held-out accuracy] at every evaluation of a peer's run, the one before training included."""
-    return [[steps_done, scores[key]] for r in rows
-            for steps_done, scores in ((r.step, r.eval_before), (r.step + 1, r.eval)) if key in scores]
+def accuracy_points(rows: list[StepResult]) -> list[list[float]]:
+    """[steps done, held-out ID accuracy] at every evaluation of a peer's run, the one before training included."""
+    return [[steps_done, acc] for r in rows for steps_done, acc, _ in evaluations(r) if acc is not None]
 
 
 def peer_summary(rows: list[StepResult]) -> dict:

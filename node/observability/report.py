@@ -94,6 +94,14 @@ class Presence:
         return None
 
 
+def evaluations(r: StepResult) -> list[list]:
+    """[steps done, ID greedy pass@1, OOD greedy pass@1 (None: not evaluated)] of each held-out evaluation a
+    step's result holds: the one before training (at r.step) and the one after the step (at r.step + 1)."""
+    return [[steps_done, scores.get("train/greedy"), scores.get("test/greedy")]
+            for steps_done, scores in ((r.step, r.eval_before), (r.step + 1, r.eval))
+            if "train/greedy" in scores or "test/greedy" in scores]
+
+
 class RunLog:
     """What the end summary and the reward plot need from a run, in memory that does not grow with the run's
     length: the first and last rewards, recent step times, running totals, and the reward curve as means of
@@ -130,9 +138,7 @@ class RunLog:
         self.learn.append(r.learn_seconds)
         self.eval_before = self.eval_before or dict(r.eval_before)
         self.last_eval = dict(r.eval) or self.last_eval
-        for steps_done, scores in ((r.step, r.eval_before), (r.step + 1, r.eval)):
-            if "train/greedy" in scores or "test/greedy" in scores:
-                self.evals.append([steps_done, scores.get("train/greedy"), scores.get("test/greedy")])
+        self.evals += evaluations(r)
         if len(self.evals) > self.points:  # a very long run: every other evaluation, the newest kept
             self.evals = self.evals[::-1][::2][::-1]
         self.totals.add(r)
@@ -149,6 +155,12 @@ class RunLog:
         values = self.curve + ([sum(self.partial) / len(self.partial)] if self.partial else [])
         steps = [self.curve_start + (i + 0.5) * self.bucket for i in range(len(values))]
         return steps, values
+
+    def curves(self) -> dict:
+        """What the dashboard plots: {"reward": [[step, reward]], "accuracy": [[steps done, ID, OOD]]}."""
+        steps, rewards = self.rewards_curve()
+        return {"reward": [[x, r] for x, r in zip(steps, rewards, strict=True)],
+                "accuracy": [list(e) for e in self.evals]}
 
     def state(self) -> dict:
         return {"curve": self.curve, "bucket": self.bucket, "partial": self.partial,

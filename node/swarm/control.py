@@ -57,8 +57,7 @@ class NodeStatus:
     accuracy_step: int = 0
     peer_list: list[dict] = field(default_factory=list)  # control_pb2.PeerInfo fields, the latest read first
     started: float = field(default_factory=time.monotonic)
-    curves: dict = field(default_factory=dict)  # the dashboard's: {"reward": [[step, r]], "accuracy": [[step,
-    #                                             ID, OOD]]} (node/observability/report.py RunLog)
+    curves: Callable[[], dict] | None = None  # the dashboard's curves, read when asked (RunLog.curves)
 
     def snapshot(self) -> dict:
         """What the dashboard shows (node/observability/dashboard.py): the status reply's fields, as JSON
@@ -71,7 +70,8 @@ class NodeStatus:
                 "uptime": time.monotonic() - self.started, "groups_per_minute": self.groups_per_minute,
                 "accuracy": dict(self.accuracy), "accuracy_step": self.accuracy_step,
                 "peer_list": [shown(p) for p in self.peer_list[:MAX_LISTED]], "distrusted": t.distrusted,
-                "demoted": t.demoted, "credited": t.credited, "credited_by": t.credited_by, "curves": self.curves}
+                "demoted": t.demoted, "credited": t.credited, "credited_by": t.credited_by,
+                "curves": self.curves() if self.curves is not None else {}}
 
     def to_reply(self) -> control_pb2.StatusReply:
         return control_pb2.StatusReply(
