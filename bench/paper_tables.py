@@ -355,7 +355,7 @@ def run_sagc(name: str, extra: tuple[str, ...], steps: int, seed: int, out: Path
            "--peers", str(len(SAGC_MODELS)), "--task", "digits", "--steps", str(steps),
            "--prompts", "4" if smoke else "8", "--set", f"train.seed={1000 * seed}", *policy, *extra,
            "--eval-every", str(every), "--set", "generation.max_new_tokens=64", "--set", "eval.splits=train",
-           "--set", "eval.samples=1", "--set", f"eval.prompts={16 if smoke else 128}", "--out", str(folder)]
+           "--set", "eval.samples=1", "--set", f"eval.prompts={8 if smoke else 128}", "--out", str(folder)]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - start
@@ -1268,11 +1268,11 @@ def main(argv=None) -> int:
             args.sections = ",".join((*RUN_SECTIONS, "sagc"))
         if args.variants == ",".join(VARIANTS):  # the earlier testbed's table: the variants that differ in code
             args.variants = ",".join(SMOKE_VARIANTS)
-        if args.verdict_pairs == ",".join(VERDICT_PAIRS):  # the BPE path runs in section 5 as well
-            args.verdict_pairs = "complementary,lora"
+        if args.verdict_pairs == ",".join(VERDICT_PAIRS):  # one pair: the others run the same code (LoRA and
+            args.verdict_pairs = "complementary"          # the BPE path run in section 5 as well)
         if args.pairs == ",".join(PAIRS):  # the earlier testbed's table: one pair (sections 0 and 5 cover the rest)
             args.pairs = "expertise"
-    scale = {"eval": {"prompts": 16}, "train": {"prompts_per_step": 4}} if args.smoke else {}
+    scale = {"eval": {"prompts": 8}, "train": {"prompts_per_step": 4}} if args.smoke else {}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sections = set(args.sections.split(","))

@@ -141,10 +141,10 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
         assert heading in text, heading
     assert "| expertise | tiny-sub |" in text and "| sagc | 1 |" in text  # (smoke: SAGC's own run only)
     assert "| tiny-add-bpe | cross-tokenizer F-TIS |" in text
-    for png in ("verdict_complementary", "verdict_lora", "ftis_expertise", "mix", "mixed_zoo"):
+    for png in ("verdict_complementary", "ftis_expertise", "mix", "mixed_zoo"):
         assert (results.parent / "results" / f"{png}.png").read_bytes()[:4] == b"\x89PNG"
     reference = json.loads((results.parent / "results" / "alone_reference.json").read_text())
-    assert set(reference) == {"digit-sub", "digit-add", "digit-add-lora"}  # `swarm local` reads it
+    assert set(reference) == {"digit-sub", "digit-add"}  # `swarm local` reads it
     assert reference["digit-add"]["seeds"] == 1 and reference["digit-add"]["settings"]["prompts_per_step"] == 4
     done = sorted(p.name for p in out.glob("*.json"))
     one = json.loads((out / next(n for n in done if n.startswith("ftis_tiny-sub+tiny-add_f-tis"))).read_text())
@@ -156,7 +156,7 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
     assert [e["step"] for e in evals] == [0, 2, 3] and all(0 <= e["train/greedy"] <= 1 for e in evals)
     again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
     planned = paper_tables.plan(1, 3, 2, {"verdict", "ftis", "ablation", "mix", "mixed"}, pairs=("expertise",),
-                                variants=paper_tables.SMOKE_VARIANTS, verdict_pairs=("complementary", "lora"),
+                                variants=paper_tables.SMOKE_VARIANTS, verdict_pairs=("complementary",),
                                 smoke=True)
     assert again.returncode == 0 and f"({len(planned)} done before)" in again.stdout, again.stdout
     assert sorted(p.name for p in out.glob("*.json")) == done

@@ -4,9 +4,10 @@ Measured against the run's own start and against the control from the same weigh
 figures of particular weights: any zoo the recipe builds (labels 30% right: the model's habit is the slip)
 starts with room to learn. Sampled reward, first 5 -> last 25 of 250 steps, full / LoRA: shipped zoo 0.42 ->
 0.64 / 0.36 -> 0.63, zoos rebuilt with seeds +100 0.42 -> 0.61 / 0.44 -> 0.62 and +200 0.55 -> 0.84 / 0.46 ->
-0.78; a step's mean over 256 completions moves by about 0.03 from noise alone. The tests stop at 150 steps (CI's
-time): shipped zoo 0.418 -> 0.597 (full) and 0.363 -> 0.561 (LoRA) there, measured 2026-12-02; the full run on
-the three zoos reached 0.60, 0.56, 0.77 by then. The shuffled control at step 150 (last 25): 0.15, 0.06, 0.24.
+0.78; a step's mean over 256 completions moves by about 0.03 from noise alone. At 150 steps: shipped zoo 0.418 ->
+0.597 (full) and 0.363 -> 0.561 (LoRA), measured 2026-12-02; the full run on the three zoos reached 0.60, 0.56,
+0.77; the shuffled control (last 25) 0.15, 0.06, 0.24. The tests stop at 100 steps (CI's time): shipped zoo
+0.418 -> 0.580 (full), 0.363 -> 0.553 (LoRA), shuffled control 0.085, measured 2026-12-03.
 """
 import pytest
 
@@ -25,7 +26,7 @@ def mean(xs):
     return sum(xs) / len(xs)
 
 
-STEPS = 150
+STEPS = 100
 
 
 @pytest.fixture(scope="module")
