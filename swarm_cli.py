@@ -8,6 +8,7 @@ bad input, 3 for an unreachable swarm or node).
 """
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -281,6 +282,17 @@ def cmd_join(args) -> int:
             dht.shutdown()
 
 
+def say(line: str) -> None:
+    """A line to stdout. A reader that went away (the other end of a pipe closed: a `swarm local` that died,
+    `| head`) is no error: what follows goes to /dev/null, and the node stops or goes on as it would."""
+    try:
+        print(line, flush=True)
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # (the line still buffered is flushed there at exit)
+        os.close(devnull)
+
+
 def cmd_bootstrap(args) -> int:
     """A DHT-only daemon that peers join through."""
     from node.app.runner import run_bootstrap
@@ -296,7 +308,7 @@ def cmd_bootstrap(args) -> int:
                           "behind NAT)")
     args.stop.check()
     return run_bootstrap(cfg.swarm, args.status_every, args.control_port, args.stop.event,
-                         lambda line: print(line, flush=True), address_file=args.address_file,
+                         say, address_file=args.address_file,
                          dashboard=lambda status: _dashboard(args, status))
 
 
@@ -680,9 +692,10 @@ def main(argv: list[str] | None = None) -> int:
     command = next((a for a in argv if not a.startswith("-")), "")  # (the only global option takes no value)
     stop = None
     if command in LONG_RUNNING:  # before any other import: from its first instant, a stop is never a traceback
-        from node.system.process import StopSignal
+        from node.system.process import StopSignal, stop_with_parent
 
         stop = StopSignal()
+        stop_with_parent(stop)  # a child of `swarm local` stops when it dies, however it dies
     import logging
 
     args = build_parser().parse_args(argv)

@@ -2,7 +2,8 @@
 sharded DHT keys, bundles pulled peer to peer) against the retired single-key exchange (every peer's bundle under
 one DHT key, every peer fetching that key each step), both measured in the same run.
 
-Network namespaces on a bridge (10.77.0.1 this host): the reader (10.77.0.2) and the bootstrap (10.77.0.3, a real
+Network namespaces on a bridge (10.77.X.1 this host; X and the names are this run's own, so that two runs at once
+stay apart): the reader (10.77.X.2) and the bootstrap (10.77.X.3, a real
 `swarm bootstrap`) each in their own, so their interface counters give their real wire bytes, p2pd included.
 The exchange: N publishers (SwarmDHT + GroupExchange, the production publish path, in a few helper processes on
 this host) each serve and announce a fresh bundle of valid groups (zoo tokenizer, arith-add prompts,
@@ -12,7 +13,7 @@ per step, what it pulled, the largest DHT value (all announcements in one shard 
 (median, p95), and the bootstrap's CPU time and bytes per peer. The single-key exchange: as before (N SwarmDHT
 publishers in one process, one fetch of each of the two keys per step).
 
-Needs root (network namespaces); cleans up its namespaces and processes on exit.
+Needs root (network namespaces); cleans up its namespaces and processes on any exit, SIGTERM included.
 
     .venv/bin/python bench/bench_gossip.py [--peers 5,10,20,50,100] [--legacy-peers 5,10,20,50] [--steps 12]
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -30,9 +32,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-BRIDGE, HOST_IP = "sgb-br", "10.77.0.1"
-READER = ("sgb-reader", "sgb-r", "10.77.0.2")  # namespace, interface prefix, address
-BOOT = ("sgb-boot", "sgb-b", "10.77.0.3")
+RUN_ENV = "SGB_RUN"  # this run's tag, which its helper processes inherit: names and subnet of its own
+RUN = os.environ.get(RUN_ENV) or f"{os.getpid() % 0x10000:04x}"
+SUBNET = f"10.77.{int(RUN, 16) % 250 + 1}"
+BRIDGE, HOST_IP = f"sgb{RUN}", f"{SUBNET}.1"
+READER = (f"sgb-reader-{RUN}", f"sgr{RUN}", f"{SUBNET}.2")  # namespace, interface prefix, address
+BOOT = (f"sgb-boot-{RUN}", f"sgs{RUN}", f"{SUBNET}.3")
 NS, NS_IF, NS_IP = READER[0], READER[1] + "-n", READER[2]
 SWARM = "gossip-bench"
 
@@ -43,8 +48,12 @@ def sh(*args: str) -> None:
 
 
 def make_namespace() -> None:
-    """A bridge on this host (HOST_IP) and two namespaces on it, the reader's and the bootstrap's."""
+    """A bridge on this host (HOST_IP) and two namespaces on it, the reader's and the bootstrap's: this run's
+    own (another run's are left alone; a subnet already in use here is one clear error)."""
     remove_namespace()
+    taken = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+    if f" {SUBNET}." in taken:
+        sys.exit(f"bench_gossip: subnet {SUBNET}.0/24 is in use on this host; run again (another run's tag)")
     sh("ip", "link", "add", BRIDGE, "type", "bridge")
     sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
     sh("ip", "link", "set", BRIDGE, "up")
@@ -204,8 +213,11 @@ def read(initial: str, steps: int, period: float, n: int) -> int:
 
 # ---- the exchange: announcements and pulls -----------------------------------------------------------
 def valid_groups(v, rng, groups: int, tokens: int):
-    """`groups` valid groups of 8 completions of `tokens` tokens for random arith-add items: a right or wrong
-    answer, then digits, cut at `tokens` (finish "length"): what any receiver with our tokenizer accepts."""
+    """`groups` valid, informative groups of 8 completions of `tokens` tokens for random arith-add items, what
+    any receiver with our tokenizer accepts and learns from: half a right answer behind '=' padding the
+    verifier ignores, then EOS (finish "stop", rewarded), half a wrong answer, then digits, cut at `tokens`
+    (finish "length", not rewarded). (Right answers followed by digits scored 0 under the reader's verifier:
+    every group was uninformative, and "groups / step" counted the two real trainers' groups only.)"""
     from node.generation.rollouts import Completion, Group
 
     digits = v.ids("0123456789")
@@ -215,9 +227,13 @@ def valid_groups(v, rng, groups: int, tokens: int):
         item = v.task.item("train", index)
         comps = []
         for j in range(8):
-            ids = v.ids(item.answer if j % 2 else str(int(item.answer) + 1))
-            ids = (ids + rng.choice(digits, tokens).tolist())[:tokens]
-            comps.append(Completion(ids, [-0.5] * len(ids), "length", reward=float(j % 2)))
+            if j % 2:
+                ids = v.ids("=" * max(tokens - len(v.ids(item.answer)) - 1, 0) + item.answer)[-(tokens - 1):]
+                ids, finish = ids + [v.eos_id], "stop"
+            else:
+                ids = (v.ids(str(int(item.answer) + 1)) + rng.choice(digits, tokens).tolist())[:tokens]
+                finish = "length"
+            comps.append(Completion(ids, [-0.5] * len(ids), finish, reward=float(j % 2)))
         out.append(Group(item, v.prompt(index), comps))
     return out
 
@@ -495,6 +511,8 @@ def main() -> int:
         return new_read(args.initial, args.steps, args.period, args.groups, args.tokens, int(args.peers))
     if os.geteuid() != 0:
         parser.error("needs root: the reader and the bootstrap run in their own network namespaces")
+    os.environ[RUN_ENV] = RUN  # the helper processes use this run's names
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))  # cleanup runs (finally:)
     from node.system.runtime import quiet_libraries
 
     quiet_libraries()

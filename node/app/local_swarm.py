@@ -31,7 +31,7 @@ from node.observability.report import (
     plot_curves,
     window_mean,
 )
-from node.system.process import StopSignal, kill_pids
+from node.system.process import PARENT_ENV, StopSignal, kill_pids
 
 # the digits testbed: a borrows expert and a carries expert (each lacks the other's skill), the carries expert
 # through LoRA, the borrows expert with its own BPE tokenizer
@@ -139,7 +139,8 @@ class SwarmProcesses:
         """env: the processes' environment (default: ours)."""
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
-        self.env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1"}
+        self.env = {**(os.environ if env is None else env), "PYTHONUNBUFFERED": "1",
+                    PARENT_ENV: str(os.getpid())}  # they stop when we die, even by kill -9
         self.bootstrap: subprocess.Popen | None = None
         self.bootstrap_lines: list[str] = []  # what the bootstrap printed (addresses, status lines)
         self.peers: dict[str, subprocess.Popen] = {}

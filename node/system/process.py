@@ -7,9 +7,12 @@ processes, and a stop that always ends.
 - Identities: two processes with one identity file would be one peer id twice. `IdentityLock` holds an
   exclusive lock beside the file for the life of the process (the kernel drops it when the process dies,
   even by SIGKILL, so a restart after a crash is never refused).
-- Stopping: `stop_on_signals` turns SIGTERM / SIGINT into an event the loops poll, and arms a watchdog that
+- Stopping: `StopSignal` turns SIGTERM / SIGINT into an event the loops poll, and arms a watchdog that
   ends the process (after killing the p2pd daemons it started) if the graceful stop has not finished within
   `timeout` seconds, whatever the process was doing.
+- Children: a process started by `SwarmProcesses` (`swarm local`, tests, benchmarks) gets its parent's PID in
+  `PARENT_ENV` and stops as on SIGTERM when that parent dies, however it dies (`stop_with_parent`): a
+  `swarm local` killed with -9 leaves no bootstrap, peer or p2pd behind.
 """
 from __future__ import annotations
 
@@ -25,6 +28,8 @@ from pathlib import Path
 
 from node.errors import IdentityInUse, PortInUse, Stopped
 
+PARENT_ENV = "SWARM_STOP_WITH_PARENT"  # the PID whose death stops this process (set by SwarmProcesses)
+PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h): a signal for this process when its parent exits
 EXIT_FORCED = 1  # exit code when the watchdog had to end the process
 DEFAULT_STOP_TIMEOUT = 20.0  # seconds from a stop signal to a forced end (the CLI's --stop-timeout)
 
@@ -130,6 +135,10 @@ class StopSignal:
         self.event.set()
         threading.Thread(target=self._watchdog, name="stop-watchdog", daemon=True).start()
 
+    def trigger(self) -> None:
+        """The stop a SIGTERM would start (e.g. our parent died before we could ask to be told)."""
+        self._handle(signal.SIGTERM, None)
+
     def _watchdog(self) -> None:
         while time.monotonic() < self._since + self.timeout:
             time.sleep(0.05)
@@ -144,3 +153,21 @@ class StopSignal:
         parts, so a stop at any moment ends it cleanly."""
         if self.event.is_set():
             raise Stopped(f"while {doing}")
+
+
+def stop_with_parent(stop: StopSignal, environ=os.environ) -> bool:
+    """When `PARENT_ENV` names our parent's PID (we are one of `swarm local`'s children), its death becomes a
+    SIGTERM to us (Linux's parent-death signal), which `stop` handles like any other: a clean stop. A parent
+    gone before this call (we were re-parented) is the same stop at once. Returns whether the signal is set
+    (False elsewhere than Linux, or without the variable)."""
+    parent = environ.get(PARENT_ENV, "")
+    if not parent.isdigit() or not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+        return False
+    if os.getppid() != int(parent):
+        stop.trigger()
+    return True

@@ -239,6 +239,30 @@ def test_sigterm_stops_a_local_swarm_while_it_trains(tmp_path):
                                                        if "Traceback" in p.read_text()]
 
 
+def test_a_local_swarm_killed_with_minus_9_leaves_nothing_running(tmp_path):
+    """`swarm local` dies without a chance to stop its children (kill -9, a crash, the OOM killer): the kernel
+    tells each of them (parent-death signal, node/system/process.py), and each stops as on SIGTERM, cleanly,
+    its p2pd daemon with it. (Issue 25 found six processes left behind by a `swarm local` that was ended.)"""
+    out_dir = tmp_path / "local"
+    with open(tmp_path / "local.out", "w") as log:
+        proc = subprocess.Popen([*CLI, *STARTING["local"][0], "--out", str(out_dir)], stdout=log,
+                                stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        names = ("peer0-tiny-add", "peer1-tiny-sub")
+        wait_until(lambda: all((out_dir / f"{n}.jsonl").exists() and (out_dir / f"{n}.jsonl").read_text()
+                               for n in names), 240, "the local swarm's peers never took a step")
+        children = child_pids(proc.pid, Path(sys.executable).name[:15])
+        assert len(children) == 3, children  # its bootstrap and two peers (their p2pd are theirs)
+    finally:
+        proc.kill()
+        proc.wait()
+    wait_until(lambda: not leftovers(str(tmp_path)), 60, f"left running: {leftovers(str(tmp_path))}")
+    for name in names:
+        text = (out_dir / f"{name}.log").read_text()
+        assert "stopped: summary of the steps done so far" in text and "Traceback" not in text, text[-2000:]
+    assert "Traceback" not in (out_dir / "bootstrap.log").read_text()
+
+
 def test_sigterm_stops_a_peer_while_it_retries(cpu_load):
     dead = f"/ip4/127.0.0.1/tcp/{free_port()}/p2p/12D3KooWRqLQJmN9WhyZ4YdbM3kEiY4J2TMgnchPKQty6eFJuiGx"
     code, seconds, out, handled = stop_at([*CLI, "join", "--initial-peers", dead, "--startup-timeout", "3"], 15)
