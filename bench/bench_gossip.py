@@ -338,7 +338,7 @@ def start_bootstrap(out: Path) -> tuple[subprocess.Popen, str]:
     from node.app.local_swarm import wait_for_address
 
     boot = subprocess.Popen(["ip", "netns", "exec", BOOT[0], sys.executable, str(ROOT / "swarm_cli.py"),
-                             "bootstrap", "--host", BOOT[2], "--swarm", SWARM, "--status-every", "100000",
+                             "bootstrap", "--host", BOOT[2], "--swarm", SWARM, "--status-every", "86400",
                              "--identity", str(out / "bootstrap.id")],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     return boot, wait_for_address(boot, 120)
