@@ -40,6 +40,7 @@ from .codec import (
     RecordError,
     WireGroup,
     _card_message,
+    check_vocab_size,
     id_width,
     pack_ids,
     pack_logprobs,
@@ -148,8 +149,7 @@ def unpack_bundle2(data: bytes, limits: Limits | None = None) -> list[bytes]:
         card.ParseFromString(card_bytes)
     except DecodeError as err:
         raise RecordError("malformed", f"bundle card: {err}") from None
-    if not 2 <= card.vocab_size <= 1 << 24:
-        raise RecordError("shape", f"vocabulary size {card.vocab_size}")
+    check_vocab_size(card.vocab_size)
     width = id_width(card.vocab_size)
     counts = []
     for h in headers:

@@ -31,6 +31,7 @@ from . import ANNOUNCE_SHARDS, MAX_ANNOUNCEMENT, PROTOCOL_VERSION
 from . import swarm_pb2 as pb
 
 MAX_BUNDLE = 256  # records in one peer's bundle (a DHT value holds a msgpack list of encoded records)
+MAX_VOCAB = 1 << 24  # ids a card may claim: at most 3 bytes each
 MAX_CHUNK = 256 * 1024  # bytes of a bundle in one streamed message (hivemind's messages stop at 4 MiB)
 FINISH = {"stop": pb.FINISH_STOP, "length": pb.FINISH_LENGTH}
 FINISH_NAMES = {v: k for k, v in FINISH.items()}
@@ -101,7 +102,7 @@ def id_dtype(vocab_size: int) -> np.dtype:
 
 
 def id_width(vocab_size: int) -> int:
-    return 3 if (1 << 16) < vocab_size <= (1 << 24) else id_dtype(vocab_size).itemsize
+    return 3 if (1 << 16) < vocab_size <= MAX_VOCAB else id_dtype(vocab_size).itemsize
 
 
 def pack_ids(ids, vocab_size: int) -> bytes:
@@ -216,12 +217,17 @@ def surprisal_bound(n_tokens: int, vocab_size: int, limits: Limits) -> float:
     return n_tokens * math.log(vocab_size) + limits.surprisal_slack
 
 
+def check_vocab_size(vocab_size: int) -> None:
+    """A card's vocabulary must fit the widths ids are packed in (2 .. 2^24 ids)."""
+    if not 2 <= vocab_size <= MAX_VOCAB:
+        raise RecordError("shape", f"vocabulary size {vocab_size}")
+
+
 def peek_card(data: bytes, limits: Limits = Limits()) -> WireCard:
     """The model card of a group record, checked as a card (what a receiver needs to choose how to decode the
     rest: its own tokenizer, or another peer's)."""
     msg = _parse(data, limits, pb.Group)
-    if not 2 <= msg.card.vocab_size <= 1 << 24:
-        raise RecordError("shape", f"vocabulary size {msg.card.vocab_size}")
+    check_vocab_size(msg.card.vocab_size)
     return _decode_card(msg.card, limits)
 
 
@@ -233,8 +239,7 @@ def decode_group(data: bytes, receiver_vocab: int, limits: Limits = Limits(),
     ("tokenizer") before its content is looked at, and one that claims ours must also claim our vocabulary."""
     msg = _parse(data, limits, pb.Group)
     card = msg.card
-    if not 2 <= card.vocab_size <= 1 << 24:
-        raise RecordError("shape", f"vocabulary size {card.vocab_size}")
+    check_vocab_size(card.vocab_size)
     if tokenizer is not None:
         if card.tokenizer != tokenizer:
             raise RecordError("tokenizer", f"tokenizer {card.tokenizer[:16]!r} is not ours")
@@ -457,7 +462,7 @@ def decode_announcement(data: bytes, limits: Limits = Limits()) -> Announcement:
         raise RecordError("announcement", f"peer id {msg.peer_id[:16]!r}, {len(msg.maddrs)} addresses, "
                                           f"{len(msg.relays)} relays, {len(msg.credits)} credits")
     card = msg.card
-    if not (2 <= card.vocab_size <= 1 << 24 and np.isfinite(card.temperature) and np.isfinite(card.top_p)):
+    if not (2 <= card.vocab_size <= MAX_VOCAB and np.isfinite(card.temperature) and np.isfinite(card.top_p)):
         raise RecordError("announcement", "model card")
     wire_card = _decode_card(card, limits)
     return Announcement(peer_id=_check_text("peer id", msg.peer_id, limits),
