@@ -261,8 +261,12 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
         print(f"{len(names)} peers started; logs, metrics and configurations in {out}/ (Ctrl-C stops "
               f"everything)", file=sys.stderr, flush=True)
         tty, shown = sys.stderr.isatty(), {}  # a terminal: a block every 5 s; a log file: a line per peer
-        while any(p.poll() is None for p in swarm.peers.values()) and not stop.event.wait(5 if tty else 60):
-            runs = {name: swarm.metrics(name) for name in names}  # that moved, once a minute
+        every, shown_at = (5 if tty else 60), time.monotonic()  # that moved, once a minute
+        while any(p.poll() is None for p in swarm.peers.values()) and not stop.event.wait(0.5):
+            if time.monotonic() - shown_at < every:  # (the peers' end is seen within 0.5 s, not at the next
+                continue  # report: a log file's reports are a minute apart)
+            shown_at = time.monotonic()
+            runs = {name: swarm.metrics(name) for name in names}
             left = seconds_left(list(runs.values()), cfg.train.steps) if cfg.train.steps else None
             head = f"[{time.monotonic() - started:.0f} s" + (f", about {left / 60:.0f} min left]" if left else "]")
             moved = [name for name in names if len(runs[name]) != shown.get(name)]
