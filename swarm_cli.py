@@ -69,7 +69,7 @@ def _describe(cfg, peer) -> str:
     return (f"peer: model {cfg.model.name} ({peer.loaded.source}, {n_params / 1e6:.2f}M params, "
             f"{'LoRA' if peer.loaded.lora else 'full fine-tuning'}), task {cfg.task.name}, "
             f"{cfg.train.steps or 'unbounded'} steps, G {group} ({cfg.train.batch_mode}), "
-            f"loss {cfg.loss.variant}/{cfg.loss.aggregation}, generation {peer.backend.name}")
+            f"loss {cfg.loss.variant}/{cfg.loss.aggregation}{peer.transfer_note()}, generation {peer.backend.name}")
 
 
 def _resume_point(args) -> Path | None:

@@ -40,6 +40,8 @@ HONEST = {"full": ("tiny-add", 0), "lora": ("tiny-add-lora", 1)}
 COUNTING = {"full": ("tiny-count", 0), "lora": ("tiny-count", 1)}
 DIGITS = {"full": ("digit-add", 0), "lora": ("digit-add-lora", 1)}  # carries experts that lack borrows
 GATED = ["loss.received_floor=1", "swarm.received_baseline=greedy"]  # F-TIS-gated (docs/RESULTS.md)
+PLAIN = ["loss.received_floor=0", "swarm.received_baseline=sender"]  # the paper's F-TIS (not the default on
+#                                                                      tasks whose verifier checks the work)
 PEER_ARGS = ["--set", "train.prompts_per_step=16", "--set", "swarm.received_groups=16"]
 DIGITS_ARGS = ["--set", "train.prompts_per_step=8", "--set", "swarm.received_groups=8"]  # the verdict's scale
 BEHAVE = 12  # behave-then-poison: the honest full peer's step at which the identities switch (issue 23, 4)
@@ -95,8 +97,10 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
                              {"digits": True, "peer_set": [*GATED, "loss.received_floor_div=1e9"]}),
     "work-other": ("right answers after another problem's work, against F-TIS-gated", made_up("other"),
                    {"digits": True, "peer_set": GATED}),
-    "work-other-ftis": ("work-other against plain F-TIS (no floor)", made_up("other"), {"digits": True}),
-    "clean-digits": ("control for work-other-ftis (plain F-TIS, task digits)", None, {"digits": True}),
+    "work-other-ftis": ("work-other against plain F-TIS (no floor)", made_up("other"),
+                        {"digits": True, "peer_set": PLAIN}),
+    "clean-digits": ("control for work-other-ftis (plain F-TIS, task digits)", None,
+                     {"digits": True, "peer_set": PLAIN}),
     **{f"behave-{claims}-k{k}": (
         f"{k} identit{'y' if k == 1 else 'ies'} serve sampled groups (honest) until step {BEHAVE}, then "
         f"poison-{claims}", poison(claims), {"behave": BEHAVE, "identities": k, "with_model": True})

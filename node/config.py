@@ -26,6 +26,7 @@ from .errors import ConfigError
 VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis", "outcome")
 AGGREGATIONS = ("grpo", "dapo")
 REDUCTIONS = ("sum", "mean")
+BASELINES = ("auto", "sender", "greedy")  # swarm.received_baseline
 SPLITS = ("train", "test")  # a task's train split is in distribution, its test split out of distribution
 ENV_PREFIX = "SWARM_"
 
@@ -120,9 +121,12 @@ class LossConfig:
     negative_c: float = 0.0  # hardening, off by default (0): truncate w of received completions with A <= 0 at
     #                          this instead of trunc_c; 1 stops a sender from amplifying pushes away from our
     #                          own likely text (docs/SECURITY.md measures both)
-    received_floor: float = 0.0  # received completions with A > 0 weigh at least this (at most trunc_c; 0: off):
-    #                              w = pi_theta / pi_gen is tiny on a partner's right text that we would not
-    #                              write ourselves, which is what we would learn from it (docs/RESULTS.md)
+    received_floor: float = 1.0  # received completions with A > 0 weigh at least this (at most trunc_c; 0: off)
+    #                              where our verifier checked their work (a task's checks_work: digits; never on
+    #                              tasks whose verifier reads only the answer, where made-up text could ride on
+    #                              a right one): w = pi_theta / pi_gen is tiny on a partner's right text that we
+    #                              would not write ourselves, which is what we would learn from it (F-TIS-gated,
+    #                              docs/RESULTS.md: the paper's F-TIS is received_floor = 0, baseline sender)
     received_floor_div: float = 4.0  # the floor lifts only rows whose per-token mean of log pi_gen - log pi_theta
     #                                  is at most this: text we could nearly have written (a digit expert's right
     #                                  completions: <= 1.2 / 3.4 nats a token to its partner; random work before
@@ -154,8 +158,7 @@ class LossConfig:
                self.ratio_bound_per_token)
         _check(self.div_ceiling > 0, "loss.div_ceiling", "must be > 0", self.div_ceiling)
         _check(self.negative_c >= 0, "loss.negative_c", "must be >= 0 (0: trunc_c)", self.negative_c)
-        _check(0 <= self.received_floor <= self.trunc_c, "loss.received_floor", "must be in [0, trunc_c]",
-               self.received_floor)
+        _check(self.received_floor >= 0, "loss.received_floor", "must be >= 0 (0: off)", self.received_floor)
         _check(self.received_floor_div > 0, "loss.received_floor_div", "must be > 0", self.received_floor_div)
         _check(self.sender_bound >= 0, "loss.sender_bound", "must be >= 0 (0: off)", self.sender_bound)
         _check(0 < self.sender_bet < 1, "loss.sender_bet", "must be in (0, 1)", self.sender_bet)
@@ -279,11 +282,14 @@ class SwarmConfig:
     informative_only: bool = True  # train only on received groups whose completions' rewards differ under our
     #                                verifier: a group that scores the same everywhere has zero advantage, teaches
     #                                nothing and costs learner time (counted as `uninformative`, not trained on)
-    received_baseline: str = "sender"  # a received completion's advantage. sender: GRPO's, against the other
+    received_baseline: str = "auto"  # a received completion's advantage. sender: GRPO's, against the other
     #                                    completions of its group; greedy: against OUR greedy answer's reward on
     #                                    its prompt (one greedy generation per received group), r - b: groups we
     #                                    already solve are left out (counted as gated), and a group that is right
-    #                                    everywhere (zero advantage to its sender, and to GRPO) teaches where we fail
+    #                                    everywhere (zero advantage to its sender, and to GRPO) teaches where we
+    #                                    fail; auto: greedy where our task's verifier checks the work (with
+    #                                    loss.received_floor: F-TIS-gated, measured there), else sender (and for
+    #                                    loss.variant = outcome, whose gate is its own)
     foreign_tokenizers: bool = True  # train on groups of peers with another tokenizer (one this machine can
     #                                  build: a zoo kind or a cached hub tokenizer), re-tokenized, with one
     #                                  sequence-level weight each (node/rl/ftis.py); off: refused ("tokenizer")
@@ -310,7 +316,7 @@ class SwarmConfig:
         _check(0 <= self.port < 65536, "swarm.port", "must be in [0, 65535]", self.port)
         _check(self.startup_timeout > 0, "swarm.startup_timeout", "must be > 0", self.startup_timeout)
         _check(self.received_groups >= 0, "swarm.received_groups", "must be >= 0", self.received_groups)
-        _check(self.received_baseline in ("sender", "greedy"), "swarm.received_baseline", "must be sender or greedy",
+        _check(self.received_baseline in BASELINES, "swarm.received_baseline", "must be auto, sender or greedy",
                self.received_baseline)
         _check(self.local_groups >= 0, "swarm.local_groups", "must be >= 0", self.local_groups)
         _check(self.gather_deadline >= 0, "swarm.gather_deadline", "must be >= 0", self.gather_deadline)
@@ -376,6 +382,18 @@ class NodeConfig:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+def with_task_defaults(cfg: NodeConfig, cap: int, work_checked: bool) -> NodeConfig:
+    """cfg with what the task decides filled in: generation.max_new_tokens = cap where it is 0 (the task's own
+    cap: node/tasks completion_cap), and swarm.received_baseline = auto resolved: greedy where the task's
+    verifier checks the work (node/tasks checks_work), else sender (and sender for the outcome variant, whose
+    gate is its own)."""
+    cfg = with_completion_cap(cfg, cap)
+    if cfg.swarm.received_baseline != "auto":
+        return cfg
+    baseline = "greedy" if work_checked and cfg.loss.variant != "outcome" else "sender"
+    return dataclasses.replace(cfg, swarm=dataclasses.replace(cfg.swarm, received_baseline=baseline))
 
 
 def with_completion_cap(cfg: NodeConfig, cap: int) -> NodeConfig:

@@ -13,7 +13,7 @@ from pathlib import Path
 from node.system.runtime import set_threads
 from protocol.codec import LengthSummary
 
-from .config import NodeConfig, with_completion_cap
+from .config import NodeConfig, with_task_defaults
 from .evaluation import as_metrics, evaluate
 from .generation import make_backend
 from .generation.rollouts import Group, has_variance, score_completion, score_group
@@ -24,7 +24,7 @@ from .rl.learner import Learner
 from .sagc.policy import make_group_policy, prompts_for, summarize
 from .swarm import SwarmTransport
 from .swarm.exchange import GatherResult, GroupExchange, make_card
-from .tasks import completion_cap, get_task, task_of_record
+from .tasks import checks_work, completion_cap, get_task, task_of_record
 
 ANCHORS = 16  # our own right completions kept as the harm detector's reference when our rows carry no advantage
 PROBE_PROMPTS = 32  # training prompts answered greedily for anchors when we have too few (node/rl/alignment.py)
@@ -57,7 +57,8 @@ class Peer:
         set_threads(cfg.generation.threads)
         self.task = get_task(cfg.task.name, cfg.task.data_files)
         self.eval_task = get_task(cfg.eval.task, cfg.task.data_files) if cfg.eval.task else self.task
-        self.cfg = cfg = with_completion_cap(cfg, max(completion_cap(self.task), completion_cap(self.eval_task)))
+        self.cfg = cfg = with_task_defaults(cfg, max(completion_cap(self.task), completion_cap(self.eval_task)),
+                                            checks_work(self.task))
         model_cfg = dataclasses.replace(cfg.model, name=str(resume / "model")) if resume else cfg.model
         self.loaded = load_model(model_cfg, seed=cfg.train.seed)
         self.backend = make_backend(cfg.generation, self.loaded, seed=cfg.train.seed)
@@ -78,6 +79,16 @@ class Peer:
         self.anchors: list[Group] = []  # our right completions, one a group, newest last (at most ANCHORS)
         self.probed: int | None = None  # the step of the last anchor probe
         self.start_step, self.history = 0, {}  # (a resumed peer's: node/persistence/checkpoint.py resume_peer)
+
+    def transfer_note(self) -> str:
+        """How received groups teach, where it is not the paper's F-TIS (a note for the start-up line)."""
+        if self.exchange is None or self.cfg.loss.variant in ("alone", "outcome"):
+            return ""
+        loss, greedy = self.cfg.loss, self.cfg.swarm.received_baseline == "greedy"
+        parts = ["received groups against our greedy answer"] if greedy else []
+        if loss.received_floor and checks_work(self.task):
+            parts.append(f"received right answers weigh >= {min(loss.received_floor, loss.trunc_c):g}")
+        return f" ({', '.join(parts)})" if parts else ""
 
     def learning_rate(self) -> float:
         """The configured rate, else the one a saved model was trained with, else the model's recommended."""

@@ -10,6 +10,32 @@ def test_defaults_are_the_documented_ones():
     assert cfg.loss.eps_low == 0.2 and cfg.loss.divergence == "sum" and cfg.generation.threads == 1
 
 
+def test_received_groups_teach_as_f_tis_gated_only_where_the_verifier_checks_the_work():
+    """swarm.received_baseline = auto: greedy on a task whose verifier checks the work (digits), sender on one
+    that reads only the answer (arith); an explicit choice stays; the floor's rows are only the checked ones."""
+    from node.config import with_task_defaults
+    from node.generation.rollouts import Completion, Group
+    from node.rl.batching import build_batch
+    from node.tasks import checks_work, get_task
+
+    assert [checks_work(get_task(n)) for n in ("digits", "digits-add", "arith", "arith-add", "count")] == [
+        True, True, False, False, False]
+    cfg = build_config()
+    assert cfg.swarm.received_baseline == "auto" and cfg.loss.received_floor == 1.0
+    assert with_task_defaults(cfg, 64, True).swarm.received_baseline == "greedy"
+    assert with_task_defaults(cfg, 8, False).swarm.received_baseline == "sender"
+    outcome = build_config({"loss": {"variant": "outcome"}})
+    assert with_task_defaults(outcome, 64, True).swarm.received_baseline == "sender"
+    plain = build_config({"swarm": {"received_baseline": "sender"}})
+    assert with_task_defaults(plain, 64, True).swarm.received_baseline == "sender"
+    with pytest.raises(ConfigError, match="auto, sender or greedy"):
+        build_config({"swarm": {"received_baseline": "mine"}})
+    item = get_task("digits").item("train", 0)
+    groups = [Group(item, [1, 2], [Completion([3], [-0.5], "stop", "", 1.0), Completion([4], [-0.5], "stop", "", 0.0)],
+                    own=False, work_checked=checked) for checked in (True, False)]
+    assert build_batch(groups, 0, 1e-4, False).floorable.tolist() == [True, True, False, False]
+
+
 def test_the_completion_cap_defaults_to_the_tasks_own():
     from node.config import GenerationConfig, with_completion_cap
     from node.generation.transformers_backend import TransformersBackend

@@ -37,6 +37,8 @@ class Group:
     baseline: float | None = None  # the reward advantages are taken against (r - baseline, swarm.received_baseline
     #                                = greedy); None: GRPO's group-relative advantages
     sender: bytes | None = None  # a received group's sender (its announcement subkey); None for our own
+    work_checked: bool = False  # scored by a verifier that checks the work (node/tasks checks_work): only then may
+    #                             loss.received_floor lift its received right answers
     evidence: float = 0.0  # the sender's evidence statistic before this step (node/rl/evidence.py)
     harm: float = 0.0  # the sender's harm statistic before this step (node/rl/alignment.py)
 

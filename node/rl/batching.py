@@ -41,6 +41,8 @@ class Batch:
     group: torch.Tensor  # [N] long, index of the row's group in the step
     sequence: torch.Tensor  # [N] bool, a foreign-tokenizer row (one sequence-level weight: node/rl/ftis.py)
     sender: torch.Tensor  # [N] long, the row's index in senders_of(groups); -1 for our own rows
+    floorable: torch.Tensor  # [N] bool, scored by a verifier that checks the work (Group.work_checked): the rows
+    #                          loss.received_floor may lift
 
     def to(self, device) -> Batch:
         return Batch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
@@ -59,7 +61,7 @@ def senders_of(groups: list[Group]) -> list[Group]:
 def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_variance: bool) -> Batch | None:
     """One row per completion; None when nothing is left (e.g. every group had equal rewards under DAPO)."""
     index = {g.sender: i for i, g in enumerate(senders_of(groups))}
-    rows, row_group, foreign, sender = [], [], [], []
+    rows, row_group, foreign, sender, floorable = [], [], [], [], []
     for g, group in enumerate(groups):
         if drop_zero_variance and group.baseline is None and not has_variance(group.rewards):
             continue
@@ -69,6 +71,7 @@ def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_vari
                 row_group.append(g)
                 foreign.append(group.foreign)
                 sender.append(index.get(group.sender, -1))
+                floorable.append(group.work_checked)
     if not rows:
         return None
     width = max(len(p) + len(c.token_ids) for p, c, _, _ in rows)
@@ -88,7 +91,8 @@ def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_vari
     advantages = torch.tensor([adv for _, _, adv, _ in rows], dtype=torch.float32)
     own = torch.tensor([o for _, _, _, o in rows], dtype=torch.bool)
     return Batch(input_ids, attention, positions, mask, logp_gen, advantages, own, torch.tensor(row_group),
-                 torch.tensor(foreign, dtype=torch.bool), torch.tensor(sender, dtype=torch.long))
+                 torch.tensor(foreign, dtype=torch.bool), torch.tensor(sender, dtype=torch.long),
+                 torch.tensor(floorable, dtype=torch.bool))
 
 
 def take_rows(batch: Batch, rows: torch.Tensor) -> Batch:
@@ -98,7 +102,7 @@ def take_rows(batch: Batch, rows: torch.Tensor) -> Batch:
     t_max = int(batch.mask[rows].sum(dim=1).max())
     return Batch(batch.input_ids[rows, :width], batch.attention[rows, :width], batch.positions[rows, :t_max],
                  batch.mask[rows, :t_max], batch.logp_gen[rows, :t_max], batch.advantages[rows], batch.own[rows],
-                 batch.group[rows], batch.sequence[rows], batch.sender[rows])
+                 batch.group[rows], batch.sequence[rows], batch.sender[rows], batch.floorable[rows])
 
 
 def micro_batches(widths: list[int], budget: int) -> list[list[int]]:

@@ -37,19 +37,20 @@ peers' groups lost its right greedy answers after one step that way (the end tok
 into the length cap). So a foreign group's advantages are re-centred under its weights (`weighted_centering`,
 `loss.foreign_centering`): A_i - sum_j w_j A_j / sum_j w_j, whose weighted sum is zero again.
 
-Received positives (`received_floor`, off by default): w is the receiver's own chance of writing a token
-relative to the sender's, so on the few tokens that carry a partner's skill (those we would not write) it is
-near 0 and the right completion teaches almost nothing (mean 0.009 on the digit experts' skill tokens,
-docs/RESULTS.md). A floor f raises the weight of received rows with A > 0 to at least f (never above C): what a
-partner got right and we did not is learned like our own right answers, while its wrong ones keep F-TIS's
-weight and filter. The verifier scores every received completion itself, so a positive row is one our own
-reward calls better than its baseline; where a verifier checks only the answer, text made up before a right
-answer would be lifted too, so the floor lifts only rows whose per-token mean divergence is at most
-`received_floor_div`: text we could nearly have written. Work made up before a right answer (random
-characters: 7.9-12 nats a token to a digit expert) keeps F-TIS's tiny w; plausible wrong work (another
-problem's steps: 1.8-6.8) is only partly kept out by the cap, which is why the digits verifier also checks the
-work (such a row scores 0 there; docs/SECURITY.md measures both). Within that bound the floor gives a sender
-no more than claiming our own log-probs already does (w = 1).
+Received positives (`received_floor`, 1 by default, on rows whose verifier checks the work): w is the receiver's
+own chance of writing a token relative to the sender's, so on the few tokens that carry a partner's skill (those
+we would not write) it is near 0 and the right completion teaches almost nothing (mean 0.009 on the digit
+experts' skill tokens, docs/RESULTS.md). A floor f raises the weight of received rows with A > 0 to at least f
+(never above C): what a partner got right and we did not is learned like our own right answers, while its wrong
+ones keep F-TIS's weight and filter. The verifier scores every received completion itself, so a positive row is
+one our own reward calls better than its baseline; where a verifier checks only the answer, text made up before
+a right answer would be lifted too, so the floor lifts only rows whose verifier checked their work (`floorable`:
+the task's checks_work) and whose per-token mean divergence is at most `received_floor_div`: text we could
+nearly have written. Work made up before a right answer (random characters:
+7.9-12 nats a token to a digit expert) keeps F-TIS's tiny w; plausible wrong work (another problem's steps:
+1.8-6.8) is only partly kept out by the cap, which is why the digits verifier also checks the work (such a row
+scores 0 there; docs/SECURITY.md measures both). Within that bound the floor gives a sender no more than
+claiming our own log-probs already does (w = 1).
 
 Plausibility (docs/SECURITY.md): a received completion's behaviour log-probs are the sender's claim, and they
 set both w and D. For completions y that an honest generator sampled from pi_gen, whatever our model,
@@ -93,6 +94,8 @@ class LossInputs:
     sequence: torch.Tensor | None = None  # [N] bool, rows re-tokenized from a foreign tokenizer (None: none)
     sender: torch.Tensor | None = None  # [N] long, the row's sender index (-1: own); None: no evidence kept
     prior: torch.Tensor | None = None  # [S] float, each sender's evidence before the step (node/rl/evidence.py)
+    floorable: torch.Tensor | None = None  # [N] bool, rows received_floor may lift (scored by a verifier that
+    #                                        checks the work: Group.work_checked); None: none
 
 
 def spread_logprob(total: float, n_tokens: int) -> list[float]:
@@ -178,10 +181,10 @@ def distrusted_rows(d_sum: torch.Tensor, tokens: torch.Tensor, received: torch.T
 def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor, advantages: torch.Tensor,
               own: torch.Tensor, group: torch.Tensor | None, cfg: LossConfig,
               sequence: torch.Tensor | None = None, sender: torch.Tensor | None = None,
-              prior: torch.Tensor | None = None) -> LossPlan:
+              prior: torch.Tensor | None = None, floorable: torch.Tensor | None = None) -> LossPlan:
     """logp_ref: the learner's log-probs before the update (detached) for w and D; sequence: rows that take
     one sequence-level weight (foreign tokenizers); sender, prior: the rows' senders and their evidence before
-    the step (node/rl/evidence.py; None: not kept)."""
+    the step (node/rl/evidence.py; None: not kept); floorable: the rows received_floor may lift (None: none)."""
     logp_ref = logp_ref.detach()
     mask = mask.bool()
     valid_gen = torch.isfinite(logp_gen) & (logp_gen <= 0)
@@ -217,9 +220,10 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
         negative = ((advantages <= 0) & ~own.bool())[:, None]
         w = torch.where(negative, w.clamp(max=cfg.negative_c), w)
     floored = torch.zeros_like(received)
-    if cfg.received_floor and cfg.variant not in _NO_WEIGHT:  # a partner's right text is not muted below this
-        floored = (advantages > 0) & received & (d_mean <= cfg.received_floor_div)
-        w = torch.where(floored[:, None], w.clamp(min=cfg.received_floor), w)
+    if cfg.received_floor and floorable is not None and cfg.variant not in _NO_WEIGHT:  # a partner's right text
+        # is not muted below this, where our verifier checked its work (node/tasks checks_work), at most C
+        floored = (advantages > 0) & received & (d_mean <= cfg.received_floor_div) & floorable.bool()
+        w = torch.where(floored[:, None], w.clamp(min=min(cfg.received_floor, cfg.trunc_c)), w)
     d = d_sum if cfg.divergence == "sum" else d_mean
     has_tokens = mask.any(dim=1)
     foreign = foreign & has_tokens  # (a received group is one sender's: all of its rows foreign, or none)
@@ -283,7 +287,7 @@ def ftis_loss(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, LossMetri
 def ftis_objective(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, LossPlan]:
     """ftis_loss with its whole plan (the senders' evidence included)."""
     plan = plan_loss(inp.logp, inp.logp_gen, inp.mask, inp.advantages, inp.own, inp.group, cfg, inp.sequence,
-                     inp.sender, inp.prior)
+                     inp.sender, inp.prior, inp.floorable)
     per_token, clipped = surrogate(inp.logp, inp.logp_old, plan.weight, plan.advantages, plan.mask, cfg)
     loss = -aggregate(per_token, plan.mask, cfg, plan.metrics.sequences, plan.metrics.tokens)
     plan.metrics.loss = loss.item()

@@ -127,7 +127,7 @@ class Learner:
             logp = self._pieced_logprobs(batch, heads)
         inputs = LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=batch.logp_gen, mask=batch.mask,
                             advantages=batch.advantages, own=batch.own, group=batch.group, sequence=batch.sequence,
-                            sender=batch.sender, prior=prior)
+                            sender=batch.sender, prior=prior, floorable=batch.floorable)
         loss, plan = ftis_objective(inputs, self.loss_cfg)
         metrics = plan.metrics
         self.optimizer.zero_grad(set_to_none=True)
@@ -170,7 +170,7 @@ class Learner:
         cfg = self.loss_cfg
         logp_old = self._logprobs_before(batch, pieces)
         plan = plan_loss(logp_old, batch.logp_gen, batch.mask, batch.advantages, batch.own, batch.group, cfg,
-                         batch.sequence, batch.sender, prior)
+                         batch.sequence, batch.sender, prior, batch.floorable)
         losses, norms, clipped, counted = [], [], 0, 0
         for update in updates:
             rows = torch.tensor(update, device=batch.mask.device)

@@ -43,7 +43,7 @@ from node.config import SwarmConfig
 from node.errors import first_line
 from node.generation.rollouts import Completion, Group, has_variance, score_completion
 from node.models.loading import encode_prompt
-from node.tasks import Task, task_of_record
+from node.tasks import Task, checks_work, task_of_record
 from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW
 from protocol.codec import (
     MAX_BUNDLE,
@@ -686,7 +686,7 @@ class GroupExchange:
             log.warning("rebuilding %s/%s/%s failed: %s", wire.task, wire.split, wire.index, first_line(err))
             return None, "task"
         prompt = encode_prompt(self.tokenizer, item) if foreign else list(wire.prompt_ids)
-        return Group(item, prompt, comps, own=False, foreign=foreign is not None), ""
+        return Group(item, prompt, comps, own=False, foreign=foreign is not None, work_checked=checks_work(task)), ""
 
     def _retokenize(self, comp: Completion) -> bool:
         """A foreign completion in our tokens (its text, then our EOS if it stopped), its behaviour log-probs

@@ -5,15 +5,15 @@ from node.errors import UnknownTaskError
 
 from .arith import _OPS as _ARITH_NAMES
 from .arith import ArithmeticTask
-from .base import Item, Task, TaskRef, completion_cap, item_seed
+from .base import Item, Task, TaskRef, checks_work, completion_cap, item_seed
 from .count import CountTask
 from .digits import OPS as _DIGITS_NAMES
 from .digits import DigitsTask
 from .gym import PREFIX as GYM_PREFIX
 from .hub_math import _SPECS as _HUB_NAMES
 
-__all__ = ["Item", "Task", "TaskRef", "completion_cap", "get_task", "item_seed", "offline_task", "task_names",
-           "task_of_record"]
+__all__ = ["Item", "Task", "TaskRef", "checks_work", "completion_cap", "get_task", "item_seed", "offline_task",
+           "task_names", "task_of_record"]
 OFFLINE = (*_ARITH_NAMES, *_DIGITS_NAMES, "count")  # built from the name alone, offline, in microseconds
 
 

@@ -36,7 +36,8 @@ class Task(Protocol):
     def item(self, split: str, index: int) -> Item: ...
 
     # optional: max_new_tokens, the completion cap the task's answers need (completion_cap); kind(item), the
-    # item's sort (e.g. digits: "sum" or "difference"), for held-out accuracy per kind (item_kind)
+    # item's sort (e.g. digits: "sum" or "difference"), for held-out accuracy per kind (item_kind);
+    # checks_work = True where `score` checks the work a completion shows, not only its answer (checks_work)
 
     def score(self, item: Item, completion: str, finished: bool) -> float:
         """Verifiable reward in [0, 1] of a decoded completion; `finished` is False for a length cut-off.
@@ -55,6 +56,13 @@ def completion_cap(task: Task) -> int:
     """The completion length a task's answers need (its `max_new_tokens`, e.g. digits' worked columns), else
     DEFAULT_MAX_NEW_TOKENS; what generation.max_new_tokens = 0 stands for."""
     return int(getattr(task, "max_new_tokens", DEFAULT_MAX_NEW_TOKENS))
+
+
+def checks_work(task: Task) -> bool:
+    """Whether the task's verifier checks the work a completion shows (its `checks_work`; default False): only
+    then may a received right answer be lifted to weight 1 (loss.received_floor), since a verifier that reads
+    only the answer lets made-up text ride on it (docs/SECURITY.md, "Made-up work")."""
+    return bool(getattr(task, "checks_work", False))
 
 
 def item_kind(task: Task, item: Item) -> str | None:

@@ -156,6 +156,7 @@ class DigitsTask:
     max_new_tokens = 64  # completion cap (generation.max_new_tokens = 0): a working with its end token is at most
     #                      50 char tokens in distribution, 60 out of it
     splits = ("train", "test")
+    checks_work = True  # score: a right answer counts only after this problem's own working (work_fits)
 
     def __init__(self, name: str = "digits"):
         self.name = name

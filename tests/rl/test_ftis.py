@@ -8,7 +8,7 @@ from node.config import LossConfig
 from node.rl.ftis import LossInputs, ftis_loss, ftis_objective
 
 
-def make(logp, logp_gen, mask, adv, own=None, logp_old=None):
+def make(logp, logp_gen, mask, adv, own=None, logp_old=None, floorable=None):
     logp = torch.tensor(logp, dtype=torch.float64, requires_grad=True)
     return LossInputs(
         logp=logp,
@@ -17,6 +17,7 @@ def make(logp, logp_gen, mask, adv, own=None, logp_old=None):
         mask=torch.tensor(mask, dtype=torch.bool),
         advantages=torch.tensor(adv, dtype=torch.float64),
         own=torch.tensor(own if own is not None else [True] * len(adv)),
+        floorable=None if floorable is None else torch.tensor(floorable),
     )
 
 
@@ -156,31 +157,39 @@ def test_negative_c_caps_only_received_negatives():
 def test_received_floor_raises_only_received_positives():
     # w = 0.01 everywhere (we give the text 1/100 of the sender's probability, 4.6 nats a token); floor 1 for
     # rows up to 5 nats a token: the received positive row weighs 1, the received negative and our own row keep
-    # 0.01; a floor never lifts w above C
+    # 0.01; a floor never lifts w above C, and lifts only rows whose verifier checked the work (floorable)
     lp, gen = [[math.log(0.001)]] * 3, [[math.log(0.1)]] * 3
-    inp = make(lp, gen, [[1]] * 3, [1.0, -1.0, 1.0], own=[False, False, True])
+    inp = make(lp, gen, [[1]] * 3, [1.0, -1.0, 1.0], own=[False, False, True], floorable=[True, True, True])
     _, grad, m = grad_of(inp, LossConfig(variant="f-tis", trunc_c=2.0, received_floor=1.0, received_floor_div=5.0))
     assert grad[:, 0].tolist() == pytest.approx([-1 / 3, 0.01 / 3, -0.01 / 3])
     assert m.floored == 1
-    inp.logp.grad = None
-    _, grad, m = grad_of(inp, LossConfig(variant="f-tis", trunc_c=2.0))
-    assert grad[:, 0].tolist() == pytest.approx([-0.01 / 3, 0.01 / 3, -0.01 / 3])
-    assert m.floored == 0
-    high = make([[math.log(0.5)]], [[math.log(0.05)]], [[1]], [1.0], own=[False])  # w = 10 -> C = 2
+    for off in (LossConfig(variant="f-tis", trunc_c=2.0, received_floor=0.0),  # floor off, or ...
+                LossConfig(variant="f-tis", trunc_c=2.0, received_floor_div=5.0)):  # (default floor 1) ...
+        for floorable in ([False, False, False], None):  # ... rows an answer-only verifier scored: no lift
+            inp = make(lp, gen, [[1]] * 3, [1.0, -1.0, 1.0], own=[False, False, True], floorable=floorable)
+            _, grad, m = grad_of(inp, off)
+            if off.received_floor == 0.0 or not any(floorable or []):
+                assert grad[:, 0].tolist() == pytest.approx([-0.01 / 3, 0.01 / 3, -0.01 / 3])
+                assert m.floored == 0
+    high = make([[math.log(0.5)]], [[math.log(0.05)]], [[1]], [1.0], own=[False], floorable=[True])  # w = 10: C
     _, grad, _ = grad_of(high, LossConfig(variant="f-tis", trunc_c=2.0, received_floor=1.0))
     assert grad[0, 0].item() == pytest.approx(-2.0)
+    low = make(lp[:1], gen[:1], [[1]], [1.0], own=[False], floorable=[True])  # a floor above C lifts to C only
+    _, grad, _ = grad_of(low, LossConfig(variant="f-tis", trunc_c=0.5, received_floor=1.0, received_floor_div=5.0))
+    assert grad[0, 0].item() == pytest.approx(-0.5)
     with pytest.raises(ValueError, match="received_floor"):
-        LossConfig(trunc_c=2.0, received_floor=3.0)
+        LossConfig(received_floor=-1.0)
 
 
 def test_received_floor_leaves_text_we_would_not_write_muted():
     # a right answer after made-up work: two tokens at 1/100 of the sender's probability (4.6 nats each) is past
     # the default received_floor_div (4): the row keeps F-TIS's w = 0.01; a partner's skill in one token of
     # two (mean 2.3 nats) is lifted to 1
-    junk = make([[math.log(0.001)] * 2], [[math.log(0.1)] * 2], [[1, 1]], [1.0], own=[False])
+    junk = make([[math.log(0.001)] * 2], [[math.log(0.1)] * 2], [[1, 1]], [1.0], own=[False], floorable=[True])
     _, grad, m = grad_of(junk, LossConfig(variant="f-tis", trunc_c=2.0, received_floor=1.0))
     assert grad[0].tolist() == pytest.approx([-0.01 / 2] * 2) and m.floored == 0
-    skill = make([[math.log(0.001), math.log(0.1)]], [[math.log(0.1)] * 2], [[1, 1]], [1.0], own=[False])
+    skill = make([[math.log(0.001), math.log(0.1)]], [[math.log(0.1)] * 2], [[1, 1]], [1.0], own=[False],
+                 floorable=[True])
     _, grad, m = grad_of(skill, LossConfig(variant="f-tis", trunc_c=2.0, received_floor=1.0))
     assert grad[0].tolist() == pytest.approx([-1 / 2] * 2) and m.floored == 1
     with pytest.raises(ValueError, match="received_floor_div"):

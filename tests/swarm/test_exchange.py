@@ -365,6 +365,8 @@ def test_uninformative_received_groups_are_counted_not_trained_on():
     used = gather(picky, budget=100, sender_cap=1000)
     plain = gather(everything, budget=100, sender_cap=1000)
     assert len(plain.groups) == 16 and plain.uninformative == 0
+    assert everything.cfg.swarm.received_baseline == "sender"  # auto, on a task that reads only the answer ...
+    assert not any(g.work_checked for g in plain.groups)  # ... whose rows the floor never lifts
     mixed = [g for g in plain.groups if len(set(g.rewards)) > 1]
     assert 0 < len(mixed) < 16  # both kinds were sent
     assert sorted(g.item.ref.index for g in used.groups) == sorted(g.item.ref.index for g in mixed)
@@ -467,12 +469,11 @@ def test_the_floor_lifts_a_partners_right_work_but_not_made_up_work():
         cfg = build_config({"model": {"name": model}, "task": {"name": "digits"},
                             "train": {"group_policy": "fixed", "group_size": 8, "prompts_per_step": prompts,
                                       "seed": zlib.crc32(name.encode()) % 1000},
-                            "loss": {"received_floor": 1.0},
-                            "swarm": {"gather_deadline": 0.2, "shards_per_step": ANNOUNCE_SHARDS,
-                                      "received_baseline": "greedy"}})
-        return Peer(cfg, transport=hub.transport(name))
+                            "swarm": {"gather_deadline": 0.2, "shards_per_step": ANNOUNCE_SHARDS}})
+        return Peer(cfg, transport=hub.transport(name))  # (F-TIS-gated: the defaults where the work is checked)
 
     victim = digits_peer("victim", "digit-add", 2)
+    assert victim.cfg.swarm.received_baseline == "greedy" and victim.cfg.loss.received_floor == 1.0
     v = hostile.victim_for("digit-add", "digits", max_new_tokens=64)
     differences = [i for i in range(100) if v.task.problem("train", i)[1] == "-"][:6]  # digit-add's greedy fails
     made_up = [hostile.made_up_work(v, i, hub.clock(), work=("random", "other")[k % 2])
@@ -487,7 +488,7 @@ def test_the_floor_lifts_a_partners_right_work_but_not_made_up_work():
         try:
             partner.step(0)
             r = victim.step(1)
-            assert r.swarm.groups_used >= 1 and r.loss.floored >= 1
+            assert r.swarm.groups_used >= 1 and r.loss.floored >= 1  # (rows of a verifier that checks the work)
         finally:
             partner.close()
     finally:
