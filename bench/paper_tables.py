@@ -112,7 +112,8 @@ VERDICT_CELLS = (  # (label, variant, settings) of every peer of a pair; "x2": t
     ("F-TIS+floor", "f-tis", (("loss.received_floor", "1"),)),
 )
 VERDICT_LABELS = tuple(label for label, _, _ in VERDICT_CELLS)
-SECONDARY_CELLS = ("Alone", "F-TIS")  # the secondary pairs' cells (fewer seeds, said so)
+SECONDARY_CELLS = ("Alone", "F-TIS", "F-TIS-gated")  # the secondary pairs' cells (fewer seeds, said so; F-TIS-gated:
+#                                                     the node's default on digits)
 ABLATION_CELLS = ("outcome", "F-TIS-seq", "F-TIS+baseline", "F-TIS+floor")  # the primary pair's fixes tried and
 ABLATION_SEEDS = 3  # parts: at most this many seeds (the endpoint's comparisons, Alone, Alone-2x, NoIS, F-TIS and
 #                     F-TIS-gated, take every seed)

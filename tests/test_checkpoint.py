@@ -21,7 +21,7 @@ from node.persistence.checkpoint import Checkpointer, resume_peer, save_checkpoi
 
 ROOT = Path(__file__).resolve().parents[1]
 STEPS, EVERY = 16, 4
-RUN = ["run", "--model", "tiny-add", "--steps", str(STEPS), "--prompts", "16", "--seed", "3",
+RUN = ["run", "--model", "tiny-add", "--steps", str(STEPS), "--prompts", "8", "--seed", "3",
        "--checkpoint-every", str(EVERY), "--checkpoint-minutes", "0", "--keep-checkpoints", "100"]
 KILL_DURING_WRITE = """
 import pathlib, sys, time

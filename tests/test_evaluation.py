@@ -153,7 +153,8 @@ def test_swarm_eval_of_a_saved_model_defaults_to_its_task_and_names_a_skipped_ch
     assert trained.returncode == 0, trained.stderr
     report = json.loads(trained.stdout)
     assert report["task"] == "arith" and all(s["prompts"] == 12 for s in report["splits"])
-    chosen = swarm_cli("eval", "--model", str(out), "--task", "arith-add", "--eval-prompts", "8", "--json")
+    chosen = swarm_cli("eval", "--model", str(out), "--task", "arith-add", "--eval-prompts", "8", "--eval-splits",
+                       "train", "--json")
     assert json.loads(chosen.stdout)["task"] == "arith-add"  # what the user gives wins
 
     exported = swarm_cli("export", str(out), str(tmp_path / "export"))  # full weights, as transformers loads them
