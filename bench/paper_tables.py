@@ -507,13 +507,15 @@ SECTION_HEAD = (
     "prompts a step, G chosen by SAGC (4, 8, 12 or 16), up to 8 received groups a step, the zoo's learning rate; "
     "held-out sets of 256 prompts per split, greedy pass@1. Cells: Alone; Alone-2x (16 own prompts a step: as "
     "many groups per update as a swarm peer can have, all own, the control for 'a bigger batch'); NoIS (received "
-    "groups at weight 1); F-TIS; outcome (only received right answers of prompts our greedy answer gets wrong); "
+    "groups at weight 1); F-TIS (the paper's: received groups against their own group's mean, per-token weights "
+    "truncated at C); outcome (only received right answers of prompts our greedy answer gets wrong); "
     "F-TIS-seq (F-TIS with one weight per received completion, exp(mean log-ratio) truncated at C, instead of "
     "per-token weights: loss.received_weights = sequence); F-TIS-gated (F-TIS, received groups scored against "
     "our own greedy answer's reward instead of their group's mean: swarm.received_baseline = greedy, so a "
     "partner's group right everywhere teaches where we fail, groups we already solve are left out; and received "
-    "right answers weigh at least 1: loss.received_floor = 1); F-TIS+baseline and F-TIS+floor (each of those two "
-    "changes alone). "
+    "right answers weigh at least 1: loss.received_floor = 1; the node's default on tasks whose verifier checks "
+    "the work, as digits' does, since 2026-12-03); F-TIS+baseline and F-TIS+floor (each of those two changes "
+    "alone). "
     "The primary endpoint, fixed before the runs: ID AUC. Equal time compares both runs over the same span of "
     "own step seconds (the shorter run's), one experiment per core.")
 
