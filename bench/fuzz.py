@@ -4,7 +4,8 @@ Targets (what a stranger's bytes reach, in the order they reach them):
 
     request       a pull handler's request, read by node/swarm/intake.py read_request then parse_request
     chunks        a pulled stream: BundleChunk messages into protocol.codec.BundleAssembler
-    bundle        a bundle's records (unpack_bundle)
+    bundle        a groups bundle's records, either layout (protocol.bundle2 unpack_groups: version 2's columns, or
+                  a list of records as summaries bundles are)
     announcement  a DHT announcement value (decode_announcement)
     card          the model card a receiver peeks at before decoding a group (peek_card)
     group         a group record (decode_group, against our vocabulary and tokenizer)
@@ -40,6 +41,7 @@ from google.protobuf.message import DecodeError
 from node.swarm.intake import IntakeRefused, frame, parse_request, read_request
 from node.system.process import rss_mb
 from protocol import swarm_pb2 as pb
+from protocol.bundle2 import pack_bundle2, unpack_groups
 from protocol.codec import (
     PROTOCOL_VERSION,
     Announcement,
@@ -61,7 +63,6 @@ from protocol.codec import (
     encode_summary,
     pack_bundle,
     peek_card,
-    unpack_bundle,
 )
 
 VOCAB = 99  # the zoo's character tokenizer
@@ -73,17 +74,19 @@ REFUSALS = (RecordError, IntakeRefused, DecodeError)  # the protocol's own ways 
 def seed_corpus() -> dict[str, list[bytes]]:
     """Valid encodings of every target's input (what honest peers send)."""
     card = WireCard("qwen2", 310_000, False, TOKENIZER, VOCAB, "transformers", 1.0, 1.0, "0.1")
-    groups = []
+    wires = []
     for g in (2, 4, 8):
         comps = [WireCompletion([5 + i % 7] * (3 + i), [-0.5] * (3 + i), "stop" if i % 2 else "length", i % 2)
                  for i in range(g)]
-        groups.append(encode_group(WireGroup("digits", "1", "train", 12345 + g, [3, 4, 5, 6, 7], comps, card,
-                                             step=g, created=1.7e9)))
+        wires.append(WireGroup("digits", "1", "train", 12345 + g, [3, 4, 5, 6, 7], comps, card, step=g,
+                               created=1.7e9))
+    groups = [encode_group(w) for w in wires]
     summaries = [encode_summary(LengthSummary(g, 8, 6.5, 8.0, 8 * g, 0.25, "qwen2", 3)) for g in (4, 16)]
     ref = BundleRef(bundle_digest(b"x"), 100, 3)
     announcements = [encode_announcement(Announcement(f"Qm{'a' * 44}", ("/ip4/127.0.0.1/tcp/31337",), 7, 1.7e9,
                                                       card, ref, ref, relays)) for relays in ((), ("Qm" + "b" * 44,))]
-    bundles = [pack_bundle(groups, 1 << 20)[0], pack_bundle(summaries, 1 << 16)[0], pack_bundle([], 1 << 10)[0]]
+    bundles = [pack_bundle(groups, 1 << 20)[0], pack_bundle(summaries, 1 << 16)[0], pack_bundle([], 1 << 10)[0],
+               pack_bundle2(wires)]
     streams = [b"".join(frame(c.SerializeToString()) for c in bundle_chunks(b, b"sig" * 10, chunk=chunk))
                for b in bundles[:2] for chunk in (64, 4096)]
     requests = [pb.BundleRequest(version=PROTOCOL_VERSION, kind=kind, digest=digest, owner=owner).SerializeToString()
@@ -172,7 +175,7 @@ def target_dht_record(data: bytes):
 TARGETS: dict[str, Callable[[bytes], object]] = {
     "request": target_request,
     "chunks": target_chunks,
-    "bundle": lambda data: unpack_bundle(data, 1 << 20),
+    "bundle": lambda data: unpack_groups(data, LIMITS),
     "announcement": lambda data: decode_announcement(data, LIMITS),
     "card": lambda data: peek_card(data, LIMITS),
     "group": lambda data: decode_group(data, receiver_vocab=VOCAB, limits=LIMITS, tokenizer=TOKENIZER),

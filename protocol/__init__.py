@@ -1,5 +1,5 @@
 """The wire protocol (schema, codec, DHT keys). Imports nothing from node/ and no torch."""
-PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: groups bundles in the columnar, compressed layout of protocol/bundle2.py
 MAX_RECORD_TTL = 600.0  # seconds: no record under the swarm's keys may expire later than this from now
 CLOCK_SKEW = 60.0  # seconds of clock disagreement tolerated on top (FIELD-NOTES: peers agree within 3 s)
 ANNOUNCE_SHARDS = 64  # DHT keys the announcements are spread over (a peer's shard: a hash of its subkey)

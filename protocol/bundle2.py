@@ -42,8 +42,10 @@ from .codec import (
     _card_message,
     check_vocab_size,
     id_width,
+    pack_bundle,
     pack_ids,
     pack_logprobs,
+    unpack_bundle,
 )
 
 MAGIC = b"SGB2"  # the first bytes of a version-2 bundle (a version-1 bundle starts with a msgpack array)
@@ -186,3 +188,21 @@ def unpack_bundle2(data: bytes, limits: Limits | None = None) -> list[bytes]:
         c += count
         records.append(msg.SerializeToString())
     return records
+
+
+def pack_groups(groups: list[WireGroup], max_bytes: int) -> tuple[bytes, int]:
+    """The groups bundle a peer serves: version 2 of the longest prefix of `groups` (at most MAX_BUNDLE) that fits
+    max_bytes; no group, or none that fits: an empty list. Returns (bundle, groups left out)."""
+    n = min(len(groups), MAX_BUNDLE)
+    while n:
+        data = pack_bundle2(groups[:n])
+        if len(data) <= max_bytes:
+            return data, len(groups) - n
+        n = min(n - 1, n * max_bytes // len(data))
+    return pack_bundle([], max_bytes)[0], len(groups)
+
+
+def unpack_groups(data: bytes, limits: Limits) -> list[bytes]:
+    """A pulled groups bundle's `Group` records (for `decode_group`), or RecordError: version 2 (what peers
+    serve), or a list of records (version 1's layout: an empty bundle, and what tools and tests write)."""
+    return unpack_bundle2(data, limits) if is_bundle2(data) else unpack_bundle(data, limits.max_bytes)

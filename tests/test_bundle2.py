@@ -10,7 +10,7 @@ import zstandard
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocol.bundle2 import MAGIC, pack_bundle2, unpack_bundle2
+from protocol.bundle2 import MAGIC, pack_bundle2, pack_groups, unpack_bundle2, unpack_groups
 from protocol.codec import Limits, RecordError, decode_group, encode_group, pack_bundle
 
 QWEN_WIDTH = 151_936  # ids of 3 bytes
@@ -66,7 +66,7 @@ def test_hostile_bundles_are_refused_by_reason(wires):
             unpack_bundle2(bundle(fields_), limits)
         assert err.value.reason == reason, err.value
 
-    refused([2, *good[1:]], "version")
+    refused([good[0] + 1, *good[1:]], "version")
     refused(good[:-1], "malformed")  # a field missing
     refused([*good[:3], good[3][:-2], *good[4:]], "malformed")  # one length fewer than completions
     refused([*good[:6], good[6] + b"\x00", *good[7:]], "malformed")  # one id byte too many
@@ -104,3 +104,25 @@ def test_any_corruption_is_a_record_error_or_groups_the_trust_boundary_checks(wi
     for record in records:  # whatever got through is a record decode_group judges, never a crash
         with contextlib.suppress(RecordError):
             decode_group(record, 99)
+
+
+def test_what_a_peer_serves_is_the_prefix_of_its_groups_that_fits(wires):
+    whole, left = pack_groups(wires, Limits().max_bytes)
+    assert left == 0 and unpack_groups(whole, Limits()) == unpack_bundle2(pack_bundle2(wires))
+    part, left = pack_groups(wires, len(whole) // 2)  # half the room: a shorter prefix, every group of it whole
+    kept = unpack_groups(part, Limits())
+    assert len(part) <= len(whole) // 2 and 0 < len(kept) < len(wires) and left == len(wires) - len(kept)
+    vocab = wires[0].card.vocab_size
+    assert [decode_group(r, vocab) for r in kept] == [decode_group(encode_group(w), vocab) for w in wires[:len(kept)]]
+    for groups, room in (([], 1 << 20), (wires, 8)):  # nothing to serve, or no room: an empty list of records
+        empty, left = pack_groups(groups, room)
+        assert unpack_groups(empty, Limits()) == [] and left == len(groups)
+
+
+def test_a_peer_reads_both_layouts_and_refuses_what_is_neither(wires):
+    records = [encode_group(w) for w in wires[:3]]
+    assert unpack_groups(pack_bundle(records, 1 << 20)[0], Limits()) == records  # a list of records (version 1's)
+    with pytest.raises(RecordError, match="bundle"):
+        unpack_groups(MAGIC + b"not zstd", Limits())
+    with pytest.raises(RecordError, match="bundle"):
+        unpack_groups(b"\x93\x01", Limits())

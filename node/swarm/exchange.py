@@ -2,7 +2,8 @@
 
 The transport is a `SwarmTransport` (node/swarm/__init__.py): the DHT over hivemind (dht.py) or the
 in-process MemorySwarm (memory.py); both are asynchronous, so tests take production's path. A peer serves
-each step's bundles (msgpack lists of encoded records, protocol/codec.py) and announces them in one small
+each step's bundles (groups in version 2's columnar, compressed layout, protocol/bundle2.py; summaries as a
+msgpack list of encoded records, protocol/codec.py) and announces them in one small
 signed DHT record; receivers read a few announcement shards per step, remember the senders they learn of
 (senders.py) and pull bundles peer to peer from a few of them (docs/PROTOCOL.md).
 
@@ -45,6 +46,7 @@ from node.generation.rollouts import Completion, Group, has_variance, score_comp
 from node.models.loading import encode_prompt
 from node.tasks import Task, checks_work, task_of_record
 from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW
+from protocol.bundle2 import pack_groups, unpack_groups
 from protocol.codec import (
     MAX_BUNDLE,
     MAX_CREDITS,
@@ -63,7 +65,6 @@ from protocol.codec import (
     decode_group,
     decode_summary,
     encode_announcement,
-    encode_group,
     encode_summary,
     group_identity,
     pack_bundle,
@@ -289,15 +290,14 @@ class GroupExchange:
         wires = [to_wire(g, self.card, step, now) for g in groups]
         for wire in wires:  # our own groups, echoed back by anyone, are replays
             self.seen.add(group_identity(wire))
-        records = [encode_group(wire) for wire in wires]
-        bundle, unsent = pack_bundle(records, self.limits.max_bytes)
+        bundle, unsent = pack_groups(wires, self.limits.max_bytes)
         sums = [encode_summary(s) for s in summaries]
         sum_bundle, _ = pack_bundle(sums, SUMMARY_BUNDLE_BYTES)
         ok = True
         self.step = step
         try:  # do not wait: training goes on meanwhile
             refs = {kind: BundleRef(self.transport.serve(kind, value), len(value), n)
-                    for kind, value, n in (("groups", bundle, len(records) - unsent),
+                    for kind, value, n in (("groups", bundle, len(wires) - unsent),
                                            ("summaries", sum_bundle, min(len(sums), MAX_BUNDLE)))}
             announcement = Announcement(self.transport.peer_id, self.maddrs, step, now, self.card, **refs,
                                         relays=self.relays(), model=self.model, accuracy=self.accuracy,
@@ -308,8 +308,8 @@ class GroupExchange:
             log.warning("announcing our groups failed (%s); training goes on", err)
             ok = False
         ok &= self._collect_publishes()
-        self.published += len(records) - unsent
-        return PublishResult(len(records) - unsent, unsent, ok, len(bundle) + len(sum_bundle))
+        self.published += len(wires) - unsent
+        return PublishResult(len(wires) - unsent, unsent, ok, len(bundle) + len(sum_bundle))
 
     def credit(self) -> tuple[int, int]:
         """(our groups other peers say they trained on, how many peers say so): each peer's latest figure, at
@@ -526,7 +526,7 @@ class GroupExchange:
         work.charge(len(value), record=False)
         result.bytes_in += len(value)
         try:
-            items = unpack_bundle(value, self.limits.max_bytes)
+            items = unpack_groups(value, self.limits)
         except RecordError as err:
             self.done_bundles.add(bundle)
             self._reject(result, sender, err.reason, str(err))

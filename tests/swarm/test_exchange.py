@@ -17,9 +17,11 @@ from node.swarm.memory import MemorySwarm
 from node.tasks import get_task
 from protocol import ANNOUNCE_SHARDS
 from protocol import swarm_pb2 as pb
+from protocol.bundle2 import is_bundle2, unpack_groups
 from protocol.codec import (
     Announcement,
     BundleRef,
+    Limits,
     WireCard,
     WireCompletion,
     WireGroup,
@@ -46,7 +48,8 @@ def peer(hub, name, model="tiny-add", **swarm):
 
 def latest_records(hub, name: str, kind: str = "groups") -> list[bytes]:
     """The records of the bundle a peer serves now."""
-    return msgpack.unpackb(hub.served[name].latest(kind)[1], raw=True)
+    bundle = hub.served[name].latest(kind)[1]
+    return unpack_groups(bundle, Limits()) if kind == "groups" else msgpack.unpackb(bundle, raw=True)
 
 
 def publish_bundles(hub, sender: str, card: WireCard | None = None, **bundles: bytes) -> None:
@@ -83,13 +86,17 @@ def hub_and_peers():
 
 
 def test_groups_flow_between_heterogeneous_peers(hub_and_peers):
-    _, a, b = hub_and_peers
+    hub, a, b = hub_and_peers
     a.step(0)  # a publishes; b not yet
     rb = b.step(0)
     assert rb.swarm.groups_used == 4 and rb.swarm.foreign_used == 0 and rb.swarm.rejected == {}
     assert rb.loss.sequences == 32  # 4 own groups x 4 + 4 received x 4
     ra = a.step(1)
     assert ra.swarm.groups_used == 4 and ra.swarm.bytes_in > 0 and ra.swarm.bytes_out > 0
+    served = hub.served["b"].latest("groups")[1]  # what crosses the wire: version 2 (protocol/bundle2.py)
+    records = unpack_groups(served, Limits())
+    assert is_bundle2(served) and len(records) == 4
+    assert len(served) <= len(pack_bundle(records, 1 << 20)[0]) / 2  # (291 vs 736 bytes: one card, compressed)
     again = a.step(2)  # b has not published anything new: its step-0 groups are not used twice
     assert again.swarm.groups_used == 0
     # what `swarm status` lists: the other peer, from its announcement (a pulled valid groups from it once)
@@ -106,7 +113,7 @@ def test_received_rewards_are_rescored_locally(hub_and_peers):
     hub, a, b = hub_and_peers
     b.step(10)
     honest = hub.served.pop("b")  # only the liar's copy can reach `a`
-    groups = [pb.Group.FromString(raw) for raw in msgpack.unpackb(honest.latest("groups")[1], raw=True)]
+    groups = [pb.Group.FromString(raw) for raw in unpack_groups(honest.latest("groups")[1], Limits())]
     # a group in which b found a right and a wrong answer (so it is informative under our own verifier too)
     claimed = next(g for g in groups if {c.reward for c in g.completions} == {0.0, 1.0})
     truth = [c.reward for c in claimed.completions]

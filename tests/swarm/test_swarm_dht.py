@@ -8,7 +8,7 @@ from hostile import HostileDHT
 from node.config import SwarmConfig
 from node.errors import SwarmUnreachable
 from node.swarm.dht import SwarmDHT, announcement_kind, record_key, signature_check
-from protocol import ANNOUNCE_SHARDS, MAX_ANNOUNCEMENT
+from protocol import ANNOUNCE_SHARDS, MAX_ANNOUNCEMENT, PROTOCOL_VERSION
 from protocol.codec import (
     Announcement,
     BundleAssembler,
@@ -74,9 +74,9 @@ def test_no_peer_can_overwrite_another_peers_record(pair):
 
 def test_records_outside_the_schema_are_refused(pair):
     a, b = pair
-    store, own = b._node.store, record_key("t", announcement_kind(b.shard))
-    assert not b._call(store("t/v1/other-key", b"x", b.now() + 60, subkey=b.own_subkey), timeout=10)
-    assert not b._call(store("t/v1/groups", b"x", b.now() + 60, subkey=b.own_subkey), timeout=10)  # retired
+    store, own, v = b._node.store, record_key("t", announcement_kind(b.shard)), PROTOCOL_VERSION
+    assert not b._call(store(f"t/v{v}/other-key", b"x", b.now() + 60, subkey=b.own_subkey), timeout=10)
+    assert not b._call(store(f"t/v{v}/groups", b"x", b.now() + 60, subkey=b.own_subkey), timeout=10)  # retired
     assert not b._call(store(own, {"not": "bytes"}, b.now() + 60, subkey=b.own_subkey), timeout=10)
     assert b._call(store(own, b"fine", b.now() + 60, subkey=b.own_subkey), timeout=10)
     assert a.fetch_shards_async([b.shard]).result(10)[b.own_subkey][0] == b"fine"
