@@ -110,11 +110,14 @@ VERDICT_CELLS = (  # (label, variant, settings) of every peer of a pair; "x2": t
     # received groups against our greedy answer (right-everywhere groups teach), positives weigh >= 1
     ("F-TIS+baseline", "f-tis", (("swarm.received_baseline", "greedy"),)),  # F-TIS-gated's two parts, one each
     ("F-TIS+floor", "f-tis", (("loss.received_floor", "1"),)),
+    ("F-TIS-gated-f2", "f-tis", (("swarm.received_baseline", "greedy"), ("loss.received_floor", "2"))),  # a fix
+    # tried: F-TIS-gated with received right answers at weight C = 2 (as much as the truncation allows)
 )
 VERDICT_LABELS = tuple(label for label, _, _ in VERDICT_CELLS)
 SECONDARY_CELLS = ("Alone", "F-TIS", "F-TIS-gated")  # the secondary pairs' cells (fewer seeds, said so; F-TIS-gated:
 #                                                     the node's default on digits)
-ABLATION_CELLS = ("outcome", "F-TIS-seq", "F-TIS+baseline", "F-TIS+floor")  # the primary pair's fixes tried and
+ABLATION_CELLS = ("outcome", "F-TIS-seq", "F-TIS+baseline", "F-TIS+floor",  # the primary pair's fixes tried and
+                  "F-TIS-gated-f2")
 ABLATION_SEEDS = 3  # parts: at most this many seeds (the endpoint's comparisons, Alone, Alone-2x, NoIS, F-TIS and
 #                     F-TIS-gated, take every seed)
 PAGE_SECTIONS = "verdict,sagc"  # docs/RESULTS.md: the digits testbed; sections 1-3 and 5 are the earlier testbed
