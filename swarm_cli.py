@@ -223,7 +223,7 @@ def cmd_join(args) -> int:
     """Joins a swarm: trains on own and received groups until stopped (or --steps)."""
     import dataclasses
 
-    from node.config import config_from_args
+    from node.config import config_from_args, given_in_args, identity_seed
 
     stop = args.stop
     cfg = config_from_args(args, JOIN_DEFAULTS)
@@ -255,6 +255,10 @@ def cmd_join(args) -> int:
         stop.check()
         dht = connect(cfg.swarm, args.join_attempts, stop.event)
         status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
+        if not given_in_args(args, "train.seed"):
+            cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=identity_seed(dht.peer_id)))
+            print(f"train.seed {cfg.train.seed}, from this peer's id (volunteers sample prompts of their own; "
+                  "--seed sets one)", file=sys.stderr, flush=True)
         stop.check()
         peer = resume_peer(cfg, _resume_point(args), transport=dht)
         stop.check()
