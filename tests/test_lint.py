@@ -52,11 +52,12 @@ def test_the_import_contracts_hold():
     out = subprocess.run([*LINT_IMPORTS, "--no-cache"], capture_output=True, text=True, timeout=300, cwd=ROOT,
                          check=False)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "4 kept, 0 broken" in out.stdout
+    assert "5 kept, 0 broken" in out.stdout
 
 
 def test_an_import_against_the_layers_fails_with_the_contracts_name(tmp_path):
-    """The contracts can fail: the node with the trust boundary's reader importing the peer breaks them."""
+    """The contracts can fail: the node with the trust boundary's reader importing the peer, or its group
+    boundary the network, breaks them."""
     import shutil
 
     for part in ("node", "protocol"):
@@ -64,8 +65,12 @@ def test_an_import_against_the_layers_fails_with_the_contracts_name(tmp_path):
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
     with open(tmp_path / "node" / "swarm" / "intake.py", "a") as handle:
         handle.write("\nimport node.peer  # noqa: E402,F401\n")
+    with open(tmp_path / "node" / "swarm" / "boundary.py", "a") as handle:  # and the group boundary the network
+        handle.write("\nimport node.swarm.dht  # noqa: E402,F401\n")
     out = subprocess.run([*LINT_IMPORTS, "--no-cache"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=False)
     assert out.returncode != 0
     assert "the trust boundary's readers (codec, intake) import nothing" in out.stdout.replace("\n", " ")
     assert "node.swarm.intake -> node.peer" in out.stdout
+    assert "the trust boundary (boundary: bytes in" in out.stdout
+    assert "node.swarm.boundary -> node.swarm.dht" in out.stdout

@@ -7,21 +7,13 @@ msgpack list of encoded records, protocol/codec.py) and announces them in one sm
 signed DHT record; receivers read a few announcement shards per step, remember the senders they learn of
 (senders.py) and pull bundles peer to peer from a few of them (docs/PROTOCOL.md).
 
-The trust boundary is here (docs/SECURITY.md). Every received group is decoded under a size budget and
-validated (protocol/codec.py: tokenizer, vocabulary, length within our own generation limit, plausible
-behaviour log-probs); its task reference must name a task this peer has loaded or can build offline in
-microseconds, its prompt and answer are rebuilt from it, its prompt ids must equal our own encoding, and its
-completions are re-scored by our verifier. What fails is dropped and counted by reason, once per record,
-never raised: a peer never crashes on what comes from the network. A group is identified by its content, not
-by the fields a sender can restamp, and is used at most once; groups from the future or the past are refused.
-
-Peers with another tokenizer (swarm.foreign_tokenizers): the sender's card names where its tokenizer comes
-from (a zoo kind, or a hub tokenizer this machine has cached: never a download on a peer's word), and the
-receiver builds it and checks its fingerprint, or refuses the group ("tokenizer"). Then the same checks, in
-the sender's ids: its prompt ids must equal the item's prompt encoded with its tokenizer, a "stop" completion
-must end in one of its special tokens. Each completion is decoded to text and re-tokenized with ours (a text
-that comes to more tokens than we would generate is refused: "length"), carries the sender's total behaviour
-log-probability spread over our tokens, and trains with one sequence-level weight (node/rl/ftis.py).
+The trust boundary (docs/SECURITY.md) is boundary.py: every received record goes through its two pure steps
+(decoded and validated under our limits; then checked for freshness and shape, its task reference, prompt and
+answer rebuilt here and its completions re-scored by our verifier), and what fails is dropped and counted by
+reason, once per record, never raised: a peer never crashes on what comes from the network. Between the two
+steps this module refuses a group seen before: a group is identified by its content, not by the fields a
+sender can restamp, and is used at most once. Other peers' tokenizers (swarm.foreign_tokenizers) are
+retokenize.py's.
 
 What one sender can cost or steer in a step is bounded: received records are taken round-robin across
 senders (in a random order each step), one sender's accepted completions are capped relative to our own (and
@@ -42,9 +34,8 @@ from dataclasses import dataclass, field
 
 from node.config import SwarmConfig
 from node.errors import first_line
-from node.generation.rollouts import Completion, Group, has_variance, score_completion
-from node.models.loading import encode_prompt
-from node.tasks import Task, checks_work, task_of_record
+from node.generation.rollouts import Group, has_variance
+from node.tasks import Task
 from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW
 from protocol.bundle2 import pack_groups, unpack_groups
 from protocol.codec import (
@@ -62,18 +53,18 @@ from protocol.codec import (
     WireGroup,
     bundle_digest,
     decode_announcement,
-    decode_group,
     decode_summary,
     encode_announcement,
     encode_summary,
     group_identity,
     pack_bundle,
-    peek_card,
     unpack_bundle,
 )
 
 from . import SwarmTransport
+from .boundary import Receiver, decode_received, rebuild_received
 from .display import safe_text
+from .retokenize import ForeignTokenizers
 from .senders import Senders
 
 log = logging.getLogger(__name__)
@@ -186,23 +177,7 @@ def make_card(model, tokenizer, backend: str, temperature: float, top_p: float, 
                     temperature=temperature, top_p=top_p, software=__version__, tokenizer_source=tokenizer_source)
 
 
-REFUSED_BECAUSE = {  # the log line for a group refused after decoding, by reason
-    "future": "stamped in the future", "stale": "older than swarm.max_age", "shape": "a stop without an end token",
-    "task": "not a task reference we can rebuild", "prompt": "its prompt ids are not the item's prompt",
-    "length": "its text, in our tokens, is longer than we generate",
-}
-FOREIGN_TOKEN_FACTOR = 8  # a foreign completion may have at most this many times our token limit in its ids
-FOREIGN_MEMORY = 16  # other tokenizers remembered (resolved or not)
 CREDIT_MEMORY = 4096  # peers remembered for the credit they gave us, and for the credit we give
-
-
-@dataclass
-class Foreign:
-    """Another peer's tokenizer, resolved: what its groups are decoded and checked with."""
-
-    tokenizer: object
-    stop_ids: frozenset  # its special tokens: a "stop" completion ends in one
-    limits: Limits
 
 
 def to_wire(group: Group, card: WireCard, step: int, created: float) -> WireGroup:
@@ -225,8 +200,10 @@ class GroupExchange:
         #                                  we trained on in all, the most recently used last (announced: credits)
         self.credited: collections.OrderedDict[str, int] = collections.OrderedDict()  # peer id -> our groups it
         #                                  says it trained on (its latest announcement; kept after it leaves)
-        self.eos_ids, self.sleep, self.own_task = eos_ids, sleep, task
+        self.sleep = sleep
         self.limits = Limits(max_tokens=max_new_tokens)
+        self.receiver = Receiver(tokenizer, frozenset(eos_ids), self.limits, task, cfg.max_age,
+                                 ForeignTokenizers(card.tokenizer, max_new_tokens, cfg.foreign_tokenizers))
         self.rng = random.Random(seed)
         self.seen = BoundedSet(MEMORY)  # digests of records and group identities already handled
         self.sent_by = BoundedSet(MEMORY)  # (sender, group identity) of the groups first received from each
@@ -243,33 +220,10 @@ class GroupExchange:
         self.reachable: collections.OrderedDict[str, None] = collections.OrderedDict()  # peer ids we pulled
         #                                                  from directly, latest last (our relays in client mode)
         self.step = 0
-        self.foreign: collections.OrderedDict[tuple[str, str], Foreign | None] = collections.OrderedDict()
-
-    def foreign_tokenizer(self, card: WireCard) -> Foreign | None:
-        """The sender's tokenizer when it is not ours and we can and may use it (cached, bounded), else None."""
-        if not self.cfg.foreign_tokenizers:
-            return None
-        key = (card.tokenizer_source, card.tokenizer)
-        if key not in self.foreign:
-            from node.models.loading import resolve_source
-
-            tok = resolve_source(*key)
-            self.foreign[key] = None if tok is None or len(tok) != card.vocab_size else Foreign(
-                tok, frozenset(tok.all_special_ids),
-                Limits(max_tokens=self.limits.max_tokens * FOREIGN_TOKEN_FACTOR))
-            while len(self.foreign) > FOREIGN_MEMORY:
-                self.foreign.popitem(last=False)
-        self.foreign.move_to_end(key)
-        return self.foreign[key]
 
     def unusable_tokenizer(self, card: WireCard) -> str:
         """Why a card's tokenizer cannot be used here ("" when it is ours, or foreign and usable)."""
-        if card.tokenizer == self.card.tokenizer or self.foreign_tokenizer(card) is not None:
-            return ""
-        where = f"tokenizer {card.tokenizer[:16]!r} from {card.tokenizer_source[:40]!r}"
-        if not self.cfg.foreign_tokenizers:
-            return f"{where} is not ours (swarm.foreign_tokenizers is off)"
-        return f"{where} is not ours and cannot be built here"
+        return self.receiver.foreign.unusable(card)
 
     def known_peers(self) -> list[dict]:
         """The other peers this one knows from their live announcements (for `swarm status`), the one whose
@@ -616,18 +570,11 @@ class GroupExchange:
         return None
 
     def _accept(self, result: GatherResult, sender: bytes, raw: bytes, work: WorkBudget) -> Group | None:
-        """The record (new to us) as a rebuilt, re-scored group, or None (rejected and counted)."""
+        """The record (new to us) as a rebuilt, re-scored group, or None (rejected and counted): the trust
+        boundary's two steps (boundary.py), a group seen before refused between them."""
         work.charge(len(raw), record=True)
-        foreign = None
         try:
-            card = peek_card(raw, self.limits)
-            why = self.unusable_tokenizer(card)
-            if why:
-                raise RecordError("tokenizer", why)
-            if card.tokenizer != self.card.tokenizer:
-                foreign = self.foreign_tokenizer(card)
-            wire = decode_group(raw, receiver_vocab=len(foreign.tokenizer) if foreign else len(self.tokenizer),
-                                limits=foreign.limits if foreign else self.limits, tokenizer=card.tokenizer)
+            wire, foreign = decode_received(raw, self.receiver)
         except RecordError as err:
             self._reject(result, sender, err.reason, str(err))
             return None
@@ -640,67 +587,11 @@ class GroupExchange:
             return None
         self.sent_by.add((sender, identity))
         result.received += 1
-        reason = self._check(wire, foreign.stop_ids if foreign else self.eos_ids)
-        group, reason = (None, reason) if reason else self._rebuild(wire, foreign)
-        if group is None:
-            self._reject(result, sender, reason, f"group {wire.task}/{wire.split}/{wire.index} refused ({reason}): "
-                                                 f"{REFUSED_BECAUSE.get(reason, reason)}")
-        return group
-
-    def _check(self, wire: WireGroup, stop_ids) -> str:
-        """stop_ids: the ids a "stop" completion may end in (our EOS ids, or a foreign tokenizer's specials)."""
-        now = self.transport.now()
-        if wire.created > now + CLOCK_SKEW:
-            return "future"
-        if now - wire.created > self.cfg.max_age:
-            return "stale"
-        for c in wire.completions:
-            if c.finish_reason == "stop" and c.token_ids[-1] not in stop_ids:
-                return "shape"
-        return ""
-
-    def _task(self, name: str) -> Task | None:
-        """Our own task, or one that any peer builds offline in microseconds; nothing else is resolved."""
-        return task_of_record(name, self.own_task)
-
-    def _rebuild(self, wire: WireGroup, foreign: Foreign | None = None) -> tuple[Group | None, str]:
-        """The group with prompt and rewards rebuilt locally, or (None, reason); a foreign tokenizer's group
-        is checked in its ids, then re-tokenized into ours."""
-        task = self._task(wire.task)
-        if task is None or task.version != wire.task_version or wire.split not in task.splits:
-            return None, "task"
-        theirs = foreign.tokenizer if foreign else self.tokenizer
-        try:  # the task's own code runs on a hostile reference: whatever it raises is a rejection
-            item = task.item(wire.split, wire.index)
-            if encode_prompt(theirs, item) != wire.prompt_ids:
-                return None, "prompt"
-            comps = []
-            for c in wire.completions:
-                text = theirs.decode(c.token_ids, skip_special_tokens=True)
-                comp = Completion(c.token_ids, c.logprobs, c.finish_reason, text)
-                if foreign and not self._retokenize(comp):
-                    return None, "length"
-                comp.reward = score_completion(task, item, comp)  # our verifier, not theirs
-                comps.append(comp)
-        except Exception as err:  # noqa: BLE001 (see above)
-            log.warning("rebuilding %s/%s/%s failed: %s", wire.task, wire.split, wire.index, first_line(err))
-            return None, "task"
-        prompt = encode_prompt(self.tokenizer, item) if foreign else list(wire.prompt_ids)
-        return Group(item, prompt, comps, own=False, foreign=foreign is not None, work_checked=checks_work(task)), ""
-
-    def _retokenize(self, comp: Completion) -> bool:
-        """A foreign completion in our tokens (its text, then our EOS if it stopped), its behaviour log-probs
-        the sender's total spread over them; False when that is empty or longer than we would generate."""
-        from node.rl.ftis import spread_logprob
-
-        ids = self.tokenizer(comp.text, add_special_tokens=False).input_ids
-        if comp.finish_reason == "stop":
-            ids = ids + [self.tokenizer.eos_token_id]
-        if not ids or len(ids) > self.limits.max_tokens:
-            return False
-        comp.logprobs = spread_logprob(float(sum(comp.logprobs)), len(ids))
-        comp.token_ids = ids
-        return True
+        try:
+            return rebuild_received(wire, foreign, self.receiver, self.transport.now())
+        except RecordError as err:
+            self._reject(result, sender, err.reason, str(err))
+            return None
 
     def _read_credit(self, announcement: Announcement) -> None:
         """What an announcement says it trained on of ours (a peer cannot credit itself: protocol/codec.py)."""

@@ -1,0 +1,110 @@
+"""The trust boundary (docs/SECURITY.md): a received record's bytes in, a rebuilt, re-scored group or a reason out.
+
+Two pure steps, and `admit`, the two together:
+- `decode_received`: the record decoded under our limits (protocol/codec.py: tokenizer, vocabulary, length
+  within our own generation limit, plausible behaviour log-probs), with the sender's tokenizer when it is not
+  ours and we may use it (node/swarm/retokenize.py), else "tokenizer";
+- `rebuild_received`: freshness (neither from the future nor older than swarm.max_age), a "stop" completion
+  ending in an end token, the task reference naming a task this peer has loaded or can build offline in
+  microseconds, the prompt ids equal to the item's prompt encoded with the sender's tokenizer, each completion
+  decoded (and re-tokenized into ours when foreign) and re-scored by our verifier.
+Every failure is a `RecordError` whose reason the exchange counts; nothing else escapes, whatever the record
+holds (the task's own code runs on a hostile reference: what it raises is a refusal). The exchange
+(node/swarm/exchange.py) calls the two steps with its memory of groups already handled between them, so a
+replay costs no rebuild.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from node.errors import first_line
+from node.generation.rollouts import Completion, Group, score_completion
+from node.models.loading import encode_prompt
+from node.tasks import Task, checks_work, task_of_record
+from protocol import CLOCK_SKEW
+from protocol.codec import Limits, RecordError, WireGroup, decode_group, peek_card
+
+from .retokenize import Foreign, ForeignTokenizers, retokenize
+
+log = logging.getLogger(__name__)
+REFUSED_BECAUSE = {  # what a refusal after decoding means, by reason (for log lines)
+    "future": "stamped in the future", "stale": "older than swarm.max_age", "shape": "a stop without an end token",
+    "task": "not a task reference we can rebuild", "prompt": "its prompt ids are not the item's prompt",
+    "length": "its text, in our tokens, is longer than we generate",
+}
+
+
+@dataclass(frozen=True)
+class Receiver:
+    """What a received record is checked against: ours (tokenizer, end tokens, limits, task, max age) and the
+    other tokenizers we may use."""
+
+    tokenizer: object
+    eos_ids: frozenset
+    limits: Limits  # max_tokens: our own generation limit
+    task: Task  # the task we train on (received references to it reuse it)
+    max_age: float  # seconds (swarm.max_age)
+    foreign: ForeignTokenizers
+
+
+def decode_received(raw: bytes, rx: Receiver) -> tuple[WireGroup, Foreign | None]:
+    """The record decoded, with the sender's tokenizer when it is not ours (None when it is), or RecordError."""
+    card = peek_card(raw, rx.limits)
+    why = rx.foreign.unusable(card)
+    if why:
+        raise RecordError("tokenizer", why)
+    foreign = rx.foreign.resolve(card) if card.tokenizer != rx.foreign.fingerprint else None
+    wire = decode_group(raw, receiver_vocab=len(foreign.tokenizer) if foreign else len(rx.tokenizer),
+                        limits=foreign.limits if foreign else rx.limits, tokenizer=card.tokenizer)
+    return wire, foreign
+
+
+def _refuse(wire: WireGroup, reason: str) -> RecordError:
+    return RecordError(reason, f"group {wire.task}/{wire.split}/{wire.index} refused ({reason}): "
+                               f"{REFUSED_BECAUSE.get(reason, reason)}")
+
+
+def rebuild_received(wire: WireGroup, foreign: Foreign | None, rx: Receiver, now: float) -> Group:
+    """The decoded group checked and rebuilt here: prompt and rewards ours, a foreign group's completions
+    re-tokenized into our tokens; or RecordError."""
+    if wire.created > now + CLOCK_SKEW:
+        raise _refuse(wire, "future")
+    if now - wire.created > rx.max_age:
+        raise _refuse(wire, "stale")
+    stop_ids = foreign.stop_ids if foreign else rx.eos_ids
+    if any(c.finish_reason == "stop" and c.token_ids[-1] not in stop_ids for c in wire.completions):
+        raise _refuse(wire, "shape")
+    task = task_of_record(wire.task, rx.task)
+    if task is None or task.version != wire.task_version or wire.split not in task.splits:
+        raise _refuse(wire, "task")
+    theirs = foreign.tokenizer if foreign else rx.tokenizer
+    try:  # the task's own code runs on a hostile reference: whatever it raises is a refusal
+        item = task.item(wire.split, wire.index)
+        if encode_prompt(theirs, item) != wire.prompt_ids:
+            raise _refuse(wire, "prompt")
+        comps = []
+        for c in wire.completions:
+            text = theirs.decode(c.token_ids, skip_special_tokens=True)
+            comp = Completion(c.token_ids, c.logprobs, c.finish_reason, text)
+            if foreign:
+                ours = retokenize(rx.tokenizer, text, c.finish_reason == "stop", float(sum(c.logprobs)),
+                                  rx.limits.max_tokens)
+                if ours is None:
+                    raise _refuse(wire, "length")
+                comp.token_ids, comp.logprobs = ours
+            comp.reward = score_completion(task, item, comp)  # our verifier, not theirs
+            comps.append(comp)
+    except RecordError:
+        raise
+    except Exception as err:  # noqa: BLE001 (see above)
+        log.warning("rebuilding %s/%s/%s failed: %s", wire.task, wire.split, wire.index, first_line(err))
+        raise _refuse(wire, "task") from None
+    prompt = encode_prompt(rx.tokenizer, item) if foreign else list(wire.prompt_ids)
+    return Group(item, prompt, comps, own=False, foreign=foreign is not None, work_checked=checks_work(task))
+
+
+def admit(raw: bytes, rx: Receiver, now: float) -> Group:
+    """A received record's bytes to a group this peer may train on, or RecordError (both steps, no memory)."""
+    wire, foreign = decode_received(raw, rx)
+    return rebuild_received(wire, foreign, rx, now)

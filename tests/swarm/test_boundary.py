@@ -1,0 +1,86 @@
+"""The trust boundary alone (node/swarm/boundary.py): bytes in, a rebuilt and re-scored group or a reason out,
+with no peer, network or memory; the exchange's tests take the same function through a swarm."""
+import dataclasses
+
+import hostile
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from node.swarm.boundary import Receiver, admit, decode_received, rebuild_received
+from node.swarm.retokenize import ForeignTokenizers
+from protocol.codec import Limits, RecordError, WireCompletion, WireGroup, encode_group
+
+NOW = 1.0e9
+
+
+@pytest.fixture(scope="module")
+def victim():
+    return hostile.victim_for("tiny-add", "arith")
+
+
+def receiver(v, max_age: float = 120.0, foreign: bool = True) -> Receiver:
+    return Receiver(v.tokenizer, frozenset({v.eos_id}), Limits(max_tokens=v.max_new_tokens), v.task, max_age,
+                    ForeignTokenizers(v.card.tokenizer, v.max_new_tokens, foreign))
+
+
+def test_an_honest_record_becomes_our_group_rescored_by_our_verifier(victim):
+    item = victim.task.item("train", 5)
+    right, wrong = victim.ids(item.answer) + [victim.eos_id], victim.ids(str(int(item.answer) + 1)) + [victim.eos_id]
+    comps = [WireCompletion(ids, [-0.5] * len(ids), "stop", reward=claimed)  # the sender's rewards are lies
+             for ids, claimed in ((right, 0.0), (wrong, 1.0), (right, 0.0))]
+    raw = encode_group(WireGroup("arith", victim.task.version, "train", 5, victim.prompt(5), comps, victim.card,
+                                 3, NOW - 1))
+    group = admit(raw, receiver(victim), NOW)
+    assert group.item == item and group.prompt_ids == victim.prompt(5) and not group.own and not group.foreign
+    assert group.rewards == [1.0, 0.0, 1.0]
+    assert [c.token_ids for c in group.completions] == [right, wrong, right]
+    assert group.completions[0].logprobs == pytest.approx([-0.5] * len(right), abs=1e-3)  # float16 on the wire
+
+
+@pytest.mark.parametrize("record, now, reason", [
+    (lambda v: hostile.plain(v, 5, created=NOW + 3600), NOW, "future"),
+    (lambda v: hostile.plain(v, 5, created=NOW - 3600), NOW, "stale"),
+    (lambda v: hostile.group_record(v, 5, [v.ids("12")] * 2, [[-0.5, -0.5]] * 2, NOW, task="nope"), NOW, "task"),
+    (lambda v: hostile.group_record(v, 5, [v.ids("7") + [v.eos_id]] * 2, [[-0.5] * 2] * 2, NOW,
+                                    task="arith-sub"), NOW, "prompt"),  # another task's item under our prompt
+    (lambda v: hostile.long_completions(v, NOW)[0], NOW, "length"),
+    (lambda v: b"\x00garbage", NOW, "malformed"),
+])
+def test_each_hostile_record_is_one_reason(victim, record, now, reason):
+    with pytest.raises(RecordError) as err:
+        admit(record(victim), receiver(victim), now)
+    assert err.value.reason == reason, err.value
+
+
+def test_a_stop_must_end_in_an_end_token_and_a_foreign_tokenizer_must_be_allowed(victim):
+    stop_without_end = WireCompletion(victim.ids("12"), [-0.5] * len(victim.ids("12")), "stop")
+    raw = encode_group(WireGroup("arith", victim.task.version, "train", 5, victim.prompt(5), [stop_without_end] * 2,
+                                 victim.card, 0, NOW))
+    with pytest.raises(RecordError, match="shape"):
+        admit(raw, receiver(victim), NOW)
+    other = dataclasses.replace(victim.card, tokenizer="f" * 16, tokenizer_source="zoo:bpe")
+    raw = encode_group(WireGroup("arith", victim.task.version, "train", 5, [1, 2], [stop_without_end] * 2, other,
+                                 0, NOW))
+    with pytest.raises(RecordError) as err:
+        decode_received(raw, receiver(victim, foreign=False))
+    assert err.value.reason == "tokenizer" and "foreign_tokenizers is off" in str(err.value)
+
+
+def test_the_two_steps_are_admit(victim):
+    rx, raw = receiver(victim), hostile.plain(victim, 9, created=NOW)
+    wire, foreign = decode_received(raw, rx)
+    assert foreign is None and rebuild_received(wire, foreign, rx, NOW).rewards == admit(raw, rx, NOW).rewards
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_whatever_the_bytes_the_answer_is_a_group_or_a_record_error(victim, data):
+    raw = bytearray(hostile.plain(victim, 5, created=NOW))
+    for _ in range(data.draw(st.integers(1, 8))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    try:
+        group = admit(bytes(raw), receiver(victim), NOW)
+    except RecordError:
+        return
+    assert all(r in (0.0, 1.0) for r in group.rewards) and len(group.completions) >= 2
