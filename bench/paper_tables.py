@@ -518,7 +518,7 @@ SECTION_HEAD = (
     "partner's group right everywhere teaches where we fail, groups we already solve are left out; and received "
     "right answers weigh at least 1: loss.received_floor = 1; the node's default on tasks whose verifier checks "
     "the work, as digits' does, since 2026-12-03); F-TIS+baseline and F-TIS+floor (each of those two changes "
-    "alone). "
+    "alone); F-TIS-gated-f2 (F-TIS-gated with received right answers at weight C = 2: loss.received_floor = 2). "
     "The primary endpoint, fixed before the runs: ID AUC. Equal time compares both runs over the same span of "
     "own step seconds (the shorter run's), one experiment per core.")
 
@@ -665,7 +665,8 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
         comparisons = [("F-TIS", "Alone"), ("F-TIS", "Alone-2x"), ("F-TIS", "NoIS"), ("outcome", "Alone"),
                        ("NoIS", "Alone"), ("F-TIS-seq", "Alone"), ("F-TIS-seq", "Alone-2x"), ("F-TIS-seq", "F-TIS"),
                        ("F-TIS-gated", "Alone"), ("F-TIS-gated", "Alone-2x"), ("F-TIS-gated", "outcome"),
-                       ("F-TIS-gated", "F-TIS"), ("F-TIS+baseline", "F-TIS"), ("F-TIS+floor", "F-TIS")]
+                       ("F-TIS-gated", "F-TIS"), ("F-TIS+baseline", "F-TIS"), ("F-TIS+floor", "F-TIS"),
+                       ("F-TIS-gated-f2", "Alone-2x"), ("F-TIS-gated-f2", "F-TIS-gated")]
         for model in pair:
             for a, b in comparisons:
                 if a not in cells or b not in cells:
