@@ -297,8 +297,10 @@ class SwarmConfig:
     pull_peers: int = 8  # senders pulled from at most in one step (their latest groups and summaries bundles)
     explore_pulls: int = 2  # pull slots kept for newcomers (senders not yet established by informative, valid
     #                         groups); all newcomers together contribute at most this many senders' caps a step
-    shards_per_step: int = 8  # announcement shards read per step, in rotation (of protocol ANNOUNCE_SHARDS = 64),
-    #                           once we know at least pull_peers senders (a smaller swarm is read whole)
+    shards_per_step: int = 8  # announcement shards read per step, in rotation (of protocol ANNOUNCE_SHARDS = 64)
+    whole_read_every: float = 30.0  # seconds: while we know fewer senders than pull_peers (a small swarm) all 64
+    #                                 shards are read at once, at most this often (every step while we know none);
+    #                                 in between in rotation (a whole read each step cost 362 KB a step at N = 5)
     max_age: float = 120.0  # received groups older than this (seconds, sender's publish time) are stale
     record_ttl: float = 120.0  # expiration of our published records, seconds (at most protocol MAX_RECORD_TTL)
     max_sender_share: float = 1.0  # completions one sender may contribute to a step, relative to our own
@@ -323,6 +325,7 @@ class SwarmConfig:
         _check(self.pull_peers >= 1, "swarm.pull_peers", "must be >= 1", self.pull_peers)
         _check(1 <= self.explore_pulls <= self.pull_peers, "swarm.explore_pulls", "must be in [1, pull_peers]",
                self.explore_pulls)
+        _check(self.whole_read_every >= 0, "swarm.whole_read_every", "must be >= 0 (seconds)", self.whole_read_every)
         _check(1 <= self.shards_per_step <= ANNOUNCE_SHARDS, "swarm.shards_per_step",
                f"must be in [1, {ANNOUNCE_SHARDS}]", self.shards_per_step)
         _check(self.max_age > 0, "swarm.max_age", "must be > 0", self.max_age)

@@ -216,6 +216,7 @@ class GroupExchange:
         self.pulls: dict[tuple[bytes, str], Future] = {}  # (sender, kind) -> pull in flight
         self.senders = Senders(KNOWN_SENDERS, self.rng)
         self.shard_cursor = self.rng.randrange(ANNOUNCE_SHARDS)
+        self.last_whole_read = -math.inf  # when all shards were last read (our DHT clock)
         self.maddrs = tuple(transport.visible_maddrs()[:MAX_MADDRS])
         self.reachable: collections.OrderedDict[str, None] = collections.OrderedDict()  # peer ids we pulled
         #                                                  from directly, latest last (our relays in client mode)
@@ -292,14 +293,21 @@ class GroupExchange:
     def prefetch(self) -> None:
         """At the beginning of a step: starts reading the next announcement shards (one read in flight at a
         time, never doubled) and pulling from senders known already, so both work while we generate."""
-        if self.prefetched is None or self.prefetched.done():  # a small swarm (fewer senders known than we
-            #                                                      pull from) is read whole, a large one in turns
-            count = (ANNOUNCE_SHARDS if len(self.senders.live(self.transport.now())) < self.cfg.pull_peers
-                     else self.cfg.shards_per_step)
-            shards = [(self.shard_cursor + i) % ANNOUNCE_SHARDS for i in range(count)]
-            self.shard_cursor = (self.shard_cursor + count) % ANNOUNCE_SHARDS
-            self.prefetched = self.transport.fetch_shards_async(shards)
+        if self.prefetched is None or self.prefetched.done():
+            self.prefetched = self.transport.fetch_shards_async(self._shards_to_read(self.transport.now()))
         self._start_pulls()
+
+    def _shards_to_read(self, now: float) -> list[int]:
+        """All shards while we know no sender, and, while we know fewer than we pull from (a small swarm), at
+        most every swarm.whole_read_every seconds; otherwise the next swarm.shards_per_step in rotation."""
+        known = len(self.senders.live(now))
+        if known == 0 or (known < self.cfg.pull_peers and now - self.last_whole_read >= self.cfg.whole_read_every):
+            self.last_whole_read = now
+            return list(range(ANNOUNCE_SHARDS))
+        count = self.cfg.shards_per_step
+        shards = [(self.shard_cursor + i) % ANNOUNCE_SHARDS for i in range(count)]
+        self.shard_cursor = (self.shard_cursor + count) % ANNOUNCE_SHARDS
+        return shards
 
     def work_budget(self) -> WorkBudget:
         c = self.cfg

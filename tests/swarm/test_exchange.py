@@ -232,6 +232,30 @@ def test_summaries_of_other_peers_reach_the_controller():
     assert b.step(0).group.summaries_used == 2 + 4  # own 2 groups + a's 4 summaries (G=4 is a candidate)
 
 
+def test_a_small_swarm_is_read_whole_only_now_and_then():
+    """Fewer senders known than we pull from: all 64 shards at once every swarm.whole_read_every seconds (every
+    step while we know none), the rotation in between, which still covers every shard in 64 / 8 steps."""
+    now = [1000.0]
+    hub = MemorySwarm(clock=lambda: now[0])
+    a = peer(hub, "a", shards_per_step=8, whole_read_every=30)
+    b = peer(hub, "b", model="tiny-sub", shards_per_step=8)
+    reads = []
+    fetch = a.exchange.transport.fetch_shards_async
+    a.exchange.transport.fetch_shards_async = lambda shards: (reads.append(list(shards)), fetch(shards))[1]
+    gather(a, 8, 64)  # alone: read whole
+    gather(a, 8, 64)  # still alone: whole again
+    b.step(0)
+    gather(a, 8, 64)  # and there is b
+    assert [len(r) for r in reads] == [64, 64, 64] and len(a.exchange.senders.live(now[0])) == 1
+    for _ in range(8):
+        now[0] += 2.0
+        gather(a, 8, 64)
+    assert [len(r) for r in reads[3:]] == [8] * 8 and {s for r in reads[3:] for s in r} == set(range(64))
+    now[0] += 30.0
+    gather(a, 8, 64)
+    assert len(reads[-1]) == 64
+
+
 def test_a_bundle_respects_the_size_budget():
     records = [encode_group_stub(i) for i in range(10)]
     bundle, left = pack_bundle(records, max_bytes=3 * len(records[0]) + 60)
