@@ -268,7 +268,8 @@ def new_publish(initial: str, n: int, seed: int, period: float, groups: int, tok
         time.sleep(max(period - (time.monotonic() - started), 0.05))
 
 
-def new_read(initial: str, steps: int, period: float, groups: int, tokens: int, n_expected: int) -> int:
+def new_read(initial: str, steps: int, period: float, groups: int, tokens: int, n_expected: int,
+             whole_read_every: float = 30.0) -> int:
     """The reader (inside its namespace): the production exchange, prefetch at the start of a step and gather
     after the generation time; one JSON line per step, then one with the DHT's largest value."""
     import hostile
@@ -279,7 +280,8 @@ def new_read(initial: str, steps: int, period: float, groups: int, tokens: int, 
     from protocol.codec import announcement_shard
 
     v = hostile.victim_for("tiny-add", "arith-add")
-    dht, exchange = exchange_for(SwarmConfig(name=SWARM, host=NS_IP, initial_peers=(initial,)), v, tokens)
+    dht, exchange = exchange_for(SwarmConfig(name=SWARM, host=NS_IP, initial_peers=(initial,),
+                                             whole_read_every=whole_read_every), v, tokens)
     pulls: list[tuple[bool, float]] = []
     pull = dht.pull_async
 
@@ -394,7 +396,8 @@ def measure_new(n: int, args, out: Path) -> dict:
         reader = subprocess.run(["ip", "netns", "exec", NS, *me, "--read-new", "--peers", str(n), "--initial",
                                  initial, "--steps",
                                  str(args.steps), "--period", str(args.period), "--groups", str(args.groups),
-                                 "--tokens", str(args.tokens)], capture_output=True, text=True, env=env,
+                                 "--tokens", str(args.tokens), "--whole-read-every", str(args.whole_read_every)],
+                                capture_output=True, text=True, env=env,
                                 timeout=1200, check=False)
         elapsed = time.monotonic() - started
         (out / f"reader-{n}.log").write_text(reader.stdout + reader.stderr)
@@ -494,6 +497,8 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=64, help="tokens in a completion")
     parser.add_argument("--processes", type=int, default=4, help="helper processes the publishers run in")
     parser.add_argument("--trainers", type=int, default=1, help="1: two real training peers join; 0: none")
+    parser.add_argument("--whole-read-every", type=float, default=30.0, help="the reader's swarm.whole_read_every "
+                        "(seconds; 0: a small swarm read whole every step, as before 2026-12-03)")
     parser.add_argument("--out", default="runs/bench-gossip", help="logs, identities, results (JSON) and a plot")
     for hidden in ("--publish", "--publish-new", "--seed"):
         parser.add_argument(hidden, type=int, help=argparse.SUPPRESS)
@@ -508,7 +513,8 @@ def main() -> int:
     if args.publish_new:
         return new_publish(args.initial, args.publish_new, args.seed, args.period, args.groups, args.tokens)
     if args.read_new:
-        return new_read(args.initial, args.steps, args.period, args.groups, args.tokens, int(args.peers))
+        return new_read(args.initial, args.steps, args.period, args.groups, args.tokens, int(args.peers),
+                        args.whole_read_every)
     if os.geteuid() != 0:
         parser.error("needs root: the reader and the bootstrap run in their own network namespaces")
     os.environ[RUN_ENV] = RUN  # the helper processes use this run's names
