@@ -255,12 +255,14 @@ def cmd_join(args) -> int:
         stop.check()
         dht = connect(cfg.swarm, args.join_attempts, stop.event)
         status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
-        if not given_in_args(args, "train.seed"):
+        own_seed = not given_in_args(args, "train.seed")
+        if own_seed:
             cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=identity_seed(dht.peer_id)))
-            print(f"train.seed {cfg.train.seed}, from this peer's id (volunteers sample prompts of their own; "
-                  "--seed sets one)", file=sys.stderr, flush=True)
         stop.check()
         peer = resume_peer(cfg, _resume_point(args), transport=dht)
+        if own_seed:  # (once the peer stands: a model that cannot load stays one line)
+            print(f"train.seed {cfg.train.seed}, from this peer's id (volunteers sample prompts of their own; "
+                  "--seed sets one)", file=sys.stderr, flush=True)
         stop.check()
         if server is not None:
             server.set_serving(True)

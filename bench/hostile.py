@@ -14,19 +14,19 @@ import random
 import time
 from dataclasses import dataclass
 
-import msgpack
-
 from node.errors import SwarmUnreachable
 from node.models.loading import encode_prompt
 from node.swarm.dht import NOT_SERVED, SwarmDHT, announcement_kind, record_key
 from node.tasks import Task, get_task, offline_task
 from protocol import ANNOUNCE_SHARDS
 from protocol import swarm_pb2 as pb
+from protocol.bundle2 import unpack_groups
 from protocol.codec import (
     MAX_MADDRS,
     Announcement,
     BundleRef,
     LengthSummary,
+    Limits,
     WireCard,
     WireCompletion,
     WireGroup,
@@ -301,7 +301,7 @@ class HostileDHT(SwarmDHT):
                                          maddrs=announcement.maddrs).result(20)
             except Exception:  # noqa: BLE001 (a peer gone since it announced: nothing to replay from it)
                 continue
-            records += msgpack.unpackb(bundle, raw=True)
+            records += unpack_groups(bundle, Limits(max_bytes=4 << 20))
         return records
 
     def raw_store(self, kind: str, value: bytes, expiration: float, subkey) -> bool:

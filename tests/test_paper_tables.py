@@ -46,7 +46,7 @@ def test_verdict_plan_has_every_control_and_shares_alone_runs():
     cells = {(r.models, r.label) for r in runs if r.seed == 0 and set(r.models) <= set(primary)}
     assert cells == {((m,), "Alone") for m in primary} | {((m,), "Alone-2x") for m in primary} | {
         (primary, label) for label in ("NoIS", "F-TIS", "outcome", "F-TIS-seq", "F-TIS-gated", "F-TIS+baseline",
-                                        "F-TIS+floor")}
+                                        "F-TIS+floor", "F-TIS-gated-f2")}
     assert {r.seed for r in runs if r.models == primary} == set(range(8))  # the primary pair: every seed
     for label in ("NoIS", "F-TIS", "F-TIS-gated"):  # the endpoint's comparisons: every seed
         assert {r.seed for r in runs if r.label == label} == set(range(8)), label

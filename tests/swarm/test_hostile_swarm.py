@@ -21,7 +21,9 @@ from protocol import ANNOUNCE_SHARDS
 
 HONEST = ("honest-add", "honest-lora")
 LIGHT = ["--task", "arith-add", "--steps", "0", "--set", "train.prompts_per_step=8",
-         "--set", "swarm.received_groups=8", "--set", "swarm.gather_deadline=0.2"]
+         "--set", "swarm.received_groups=8", "--set", "swarm.gather_deadline=0.2",
+         "--set", "swarm.whole_read_every=0"]  # each attack is a new identity, read at once: these tests measure
+#                                                the intake, not how soon a small swarm finds a newcomer
 MAX_STEP_SECONDS = 10.0  # honest steps take ~0.2 s here; the published stall took 31 s
 MAX_RSS_GROWTH_MB = 150  # the published memory attack added 2.3 GB in 6 s
 
