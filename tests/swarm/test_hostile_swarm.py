@@ -86,7 +86,9 @@ def test_task_references_that_would_load_or_build_anything_are_rejected_once(swa
     out = run_steps(sp, 8)
     for rows in out.values():  # each refused at most once; a sender of nothing but refusals is backed off, so
         assert 0 < rejected(rows, "task") <= len(records) == 22  # not all of them need be looked at
-        assert sum(r.swarm.groups_used for r in rows[-4:]) > 0  # the honest exchange goes on
+        # the honest exchange goes on: valid groups of the other peer pass the boundary (used, or uninformative:
+        # on arith-add many teach nothing, so "used" alone was 0 for 4 steps by chance once in three CI runs)
+        assert sum(r.swarm.groups_used + r.swarm.uninformative for r in rows[-4:]) > 0
 
 
 def test_completions_longer_than_our_own_limit_are_rejected_and_memory_stays_flat(swarm):
