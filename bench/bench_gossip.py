@@ -498,7 +498,7 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=4, help="helper processes the publishers run in")
     parser.add_argument("--trainers", type=int, default=1, help="1: two real training peers join; 0: none")
     parser.add_argument("--whole-read-every", type=float, default=30.0, help="the reader's swarm.whole_read_every "
-                        "(seconds; 0: a small swarm read whole every step, as before 2026-12-03)")
+                        "(seconds; 0, the node's default: a small swarm read whole every step)")
     parser.add_argument("--out", default="runs/bench-gossip", help="logs, identities, results (JSON) and a plot")
     for hidden in ("--publish", "--publish-new", "--seed"):
         parser.add_argument(hidden, type=int, help=argparse.SUPPRESS)

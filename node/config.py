@@ -298,9 +298,11 @@ class SwarmConfig:
     explore_pulls: int = 2  # pull slots kept for newcomers (senders not yet established by informative, valid
     #                         groups); all newcomers together contribute at most this many senders' caps a step
     shards_per_step: int = 8  # announcement shards read per step, in rotation (of protocol ANNOUNCE_SHARDS = 64)
-    whole_read_every: float = 30.0  # seconds: while we know fewer senders than pull_peers (a small swarm) all 64
-    #                                 shards are read at once, at most this often (every step while we know none);
-    #                                 in between in rotation (a whole read each step cost 362 KB a step at N = 5)
+    whole_read_every: float = 0.0  # seconds: while we know fewer senders than pull_peers (a small swarm) all 64
+    #                                shards are read at once, at most this often (every step while we know none),
+    #                                in rotation in between: 30 cut the download at N = 5 to 0.34x, but a sender
+    #                                whose pull failed once stays "unreachable" (the progress says alone) until its
+    #                                shard is read again; off (0: whole every step) until that is fixed
     max_age: float = 120.0  # received groups older than this (seconds, sender's publish time) are stale
     record_ttl: float = 120.0  # expiration of our published records, seconds (at most protocol MAX_RECORD_TTL)
     max_sender_share: float = 1.0  # completions one sender may contribute to a step, relative to our own
