@@ -127,7 +127,7 @@ def test_a_real_swarm_through_a_real_browser(tmp_path):
             time.sleep(1)
         assert read_json(peer_board)["peers"] == 0 and "alone:" in (tmp_path / "a.log").read_text()
         assert read_json(peer_board)["step"] - died_at <= 20  # (5 steps of patience, a pull's back-off and its
-        #                         failure's time: 13-16 steps since groups travel as compressed bundles, steps faster)
+        #                         failure's time, which is seconds, not steps: 13-16 steps in three runs here)
         # b comes back from its oldest checkpoint (8 or more steps back: a pulled some of the bundles b
         # published after it, whatever the two peers' pace) and regenerates the steps after it: a counts b's own
         # groups again as duplicates, never as refused replays
