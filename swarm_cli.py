@@ -223,7 +223,7 @@ def cmd_join(args) -> int:
     """Joins a swarm: trains on own and received groups until stopped (or --steps)."""
     import dataclasses
 
-    from node.config import config_from_args, given_in_args, identity_seed
+    from node.config import config_from_args
 
     stop = args.stop
     cfg = config_from_args(args, JOIN_DEFAULTS)
@@ -255,14 +255,8 @@ def cmd_join(args) -> int:
         stop.check()
         dht = connect(cfg.swarm, args.join_attempts, stop.event)
         status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
-        own_seed = not given_in_args(args, "train.seed")
-        if own_seed:
-            cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=identity_seed(dht.peer_id)))
         stop.check()
         peer = resume_peer(cfg, _resume_point(args), transport=dht)
-        if own_seed:  # (once the peer stands: a model that cannot load stays one line)
-            print(f"train.seed {cfg.train.seed}, from this peer's id (volunteers sample prompts of their own; "
-                  "--seed sets one)", file=sys.stderr, flush=True)
         stop.check()
         if server is not None:
             server.set_serving(True)

@@ -665,19 +665,3 @@ def config_from_args(args, defaults: dict[str, dict] | None = None) -> NodeConfi
     """The one path from a parsed command line to a configuration: defaults, file, environment, flags."""
     return load_config(getattr(args, "config", None), flag_assignments(args), defaults=defaults)
 
-
-def given_in_args(args, key: str, environ: dict[str, str] | None = None) -> bool:
-    """Whether "section.field" is set by the command line's file, the environment or its flags (not a default)."""
-    section, _, name = key.partition(".")
-    path = getattr(args, "config", None)
-    values = merge(merge(read_toml(path) if path else {}, env_assignments(environ)), flag_assignments(args))
-    return name in values.get(section, {})
-
-
-def identity_seed(peer_id: str) -> int:
-    """A seed of a peer's own, from its peer id (stable across restarts with a kept identity): volunteers who
-    leave train.seed alone then draw prompts of their own (one seed for all: the same prompts, and where two run
-    one model, the same groups, each used once)."""
-    import zlib
-
-    return zlib.crc32(peer_id.encode()) % (MAX_INT + 1)

@@ -141,28 +141,6 @@ def test_every_subcommand_resolves_through_the_same_path(tmp_path, monkeypatch):
     assert (local.train.prompts_per_step, local.train.steps, local.swarm.received_groups) == (7, 150, 8)
 
 
-def test_a_volunteer_who_leaves_the_seed_alone_gets_one_of_its_own(tmp_path, monkeypatch):
-    """`swarm join` without a seed from the file, the environment or a flag takes one from its peer id (so two
-    volunteers do not draw the same prompts); any of the three keeps the user's, 0 included."""
-    import swarm_cli
-    from node.config import given_in_args, identity_seed
-
-    parser = swarm_cli.build_parser()
-    monkeypatch.delenv("SWARM_TRAIN__SEED", raising=False)
-    assert not given_in_args(parser.parse_args(["join"]), "train.seed")
-    assert given_in_args(parser.parse_args(["join", "--seed", "0"]), "train.seed")
-    assert given_in_args(parser.parse_args(["join", "--set", "train.seed=3"]), "train.seed")
-    path = tmp_path / "swarm.toml"
-    path.write_text("[train]\nseed = 0\n")
-    assert given_in_args(parser.parse_args(["join", "--config", str(path)]), "train.seed")
-    monkeypatch.setenv("SWARM_TRAIN__SEED", "0")
-    assert given_in_args(parser.parse_args(["join"]), "train.seed")
-    seeds = {identity_seed(f"Qm{i}") for i in range(100)}
-    assert len(seeds) == 100 and all(0 <= s <= 2**31 - 1 for s in seeds)
-    assert identity_seed("QmSame") == identity_seed("QmSame")  # a kept identity keeps its seed
-    build_config({"train": {"seed": max(seeds)}})  # a valid seed
-
-
 def test_a_written_configuration_reads_back_equal(tmp_path):
     cfg = build_config({"sagc": {"candidates": "4,8"}, "swarm": {"initial_peers": "/ip4/1.2.3.4/tcp/1/p2p/x"},
                         "model": {"lora": "true"}, "loss": {"trunc_c": "3"}})

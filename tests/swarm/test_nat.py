@@ -111,7 +111,7 @@ def test_a_natted_swarm_join_contributes_and_receives(nat_namespace, tmp_path, w
     try:
         sp.start_bootstrap("--host", HOST_IP)
         sp.start_peer("open", "--model", "tiny-add", "--host", HOST_IP, "--seed", "0", *LIGHT)
-        sp.start_peer("natted", "--model", "tiny-add-lora", "--host", NAT_IP, "--client-mode",  # (no --seed)
+        sp.start_peer("natted", "--model", "tiny-add-lora", "--host", NAT_IP, "--client-mode", "--seed", "1",
                       *LIGHT, wrap=("ip", "netns", "exec", nat_namespace))
         deadline = time.monotonic() + 300
         received = {}
@@ -123,8 +123,6 @@ def test_a_natted_swarm_join_contributes_and_receives(nat_namespace, tmp_path, w
         assert all(n >= 8 for n in received.values()), (received, sp.log_tail("natted"), sp.log_tail("open"))
         for name in sp.peers:
             assert all(not r.swarm.rejected for r in sp.metrics(name)), sp.log_tail(name)
-        log = sp.log_tail("natted", 10**6)  # the whole log
-        assert "train.seed" in log and "from this peer's id" in log, log[:2000]
     finally:
         sp.stop()
 
