@@ -1,0 +1,432 @@
+"""Discovery at 100 to 10,000 peers: the real membership (node/swarm/membership.py) and sender selection
+(node/swarm/senders.py) over a simulated transport, round by round (one round = one training step).
+
+Every honest peer, each round: pushes its own announcement to PUSH_FANOUT members of its view, asks PULL_FANOUT
+members for a sample of theirs (SAMPLE_SIZE entries, their own first), renews its view (Brahms-style), then
+picks up to 8 senders among its view's members with the real `Senders.choose` (established senders first,
+2 slots for newcomers) and pulls their groups; a pull answered refreshes the sender's entry (the owner's signed
+announcement rides with its bundle). The population:
+- honest peers, leaving and joining at `--churn` an hour (a leaver's address refuses connections at once);
+- silent peers (`--silent`): announced once, then they accept connections and never answer: every request to
+  one costs the requester the shuffle time-out (off the step's path), and the peer is evicted (`missed`);
+- Sybil identities (`--sybil`, a share of all identities): one coordinated attacker that knows every honest
+  peer and, each round, pushes to every one of them as many Sybil announcements as the push limit lets pass
+  with the honest pushes expected (PUSH_LIMIT - PUSH_FANOUT), answers every pull with Sybil entries only, and
+  serves groups that pass validation and teach nothing (so its identities never become established);
+- probe newcomers (`--newcomers`) joining after the warm-up, who seed their view from one pull of the
+  bootstrap's sample (the bootstrap keeps a view like anyone and gossips, but trains nothing).
+Messages are delivered within the round when latency + bytes / bandwidth fits the 1 s shuffle deadline.
+
+Per round and per honest peer it measures: discovery bytes in and out (sizes of real signed announcements: a
+zoo card, 4 addresses, 8 credits, an RSA-2048 owner key and signature, measured here), CPU (this process's
+time in the membership and selection code, plus the entries validated x the measured cost of decoding and
+verifying one), group pulls received (in-degree: max / mean), the Sybil share of honest views, of the samplers
+and of group pulls, requests to silent peers, and for the probe newcomers the rounds to a first received
+group and to 8 distinct answering senders. Prints one table row per N and draws docs/plots/discovery.png.
+
+    .venv/bin/python bench/sim_discovery.py [--peers 100 1000 10000] [--rounds 40] [--warmup 15]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from node.swarm import membership as ms  # noqa: E402
+from node.swarm.membership import Entry, Membership  # noqa: E402
+from node.swarm.senders import Senders  # noqa: E402
+from protocol.codec import Announcement, BundleRef, WireCard  # noqa: E402
+
+PULL_PEERS, EXPLORE = 8, 2  # the node's swarm.pull_peers and swarm.explore_pulls defaults
+REQUEST_BYTES = 120  # a pull or push request's framing (kind, version, stream header)
+SHUFFLE_DEADLINE = 1.0
+BOOTSTRAP_VIEW = 256  # the bootstrap answers newcomers from this many recently read, answering entries
+BOOTSTRAP_READ = 32  # DHT entries the bootstrap reads a round (one shard of a 2,000-peer swarm)
+
+
+def real_entry_cost(repeats: int = 200) -> tuple[int, float]:
+    """(bytes of one signed announcement as gossiped: value + owner key + signature, seconds to decode and
+    verify one), measured on a real announcement and a real RSA-2048 key."""
+    from hivemind.utils.crypto import RSAPrivateKey
+
+    from protocol.codec import bundle_digest, bundle_statement, decode_announcement, encode_announcement
+
+    key = RSAPrivateKey()
+    card = WireCard(family="qwen2", n_params=2_900_000, lora=False, tokenizer="f" * 16, vocab_size=64,
+                    backend="transformers", temperature=1.0, top_p=1.0, software="0.1.0")
+    ann = Announcement("12D3KooW" + "x" * 44, tuple(f"/ip4/10.0.0.{i}/tcp/4{i}000/p2p/12D3KooW" + "x" * 44
+                                                    for i in range(4)), 1234, time.time(), card,
+                       BundleRef(b"d" * 16, 40_000, 128), BundleRef(b"e" * 16, 900, 16), model="digit-add",
+                       credits=tuple((f"12D3KooW{i:044d}", 100 + i) for i in range(8)), accuracy=0.3)
+    value = encode_announcement(ann)
+    public = key.get_public_key().to_bytes()
+    subkey = b"[owner:" + public + b"]"
+    signature = key.sign(bundle_statement("ann", bundle_digest(value)))
+    size = len(value) + len(subkey) + len(signature) + 8
+    public_key = type(key.get_public_key()).from_bytes(public)
+    start = time.perf_counter()
+    for _ in range(repeats):
+        decode_announcement(value)
+        assert public_key.verify(bundle_statement("ann", bundle_digest(value)), signature)
+    return size, (time.perf_counter() - start) / repeats
+
+
+@dataclass
+class Peer:
+    subkey: bytes
+    kind: str  # honest, silent, sybil, bootstrap
+    joined: int
+    membership: Membership | None = None
+    senders: Senders | None = None
+    gone: bool = False
+    first_group: int | None = None  # round of the first received group (probe newcomers)
+    full: int | None = None  # round it had pulled from PULL_PEERS distinct answering senders
+    pulled_from: set = field(default_factory=set)
+    probe: bool = False
+    held: dict = field(default_factory=dict)  # sender -> its entry as its last answered group pull brought it
+
+    def established(self, now: float) -> list[Entry]:
+        """Entries of the senders whose groups proved valid and informative here (what we vouch for)."""
+        return [self.held[s] for s, st in self.senders.known.items()
+                if st.established and s in self.held and self.held[s].expires > now]
+
+
+class Sim:
+    def __init__(self, n: int, args, entry_bytes: int, validate_s: float, seed: int):
+        self.args, self.rng = args, random.Random(seed)
+        self.entry_bytes, self.validate_s = entry_bytes, validate_s
+        self.step_s = args.step_seconds
+        self.peers: dict[bytes, Peer] = {}
+        self.card = WireCard(family="qwen2", n_params=1, lora=False, tokenizer="t", vocab_size=64,
+                             backend="transformers", temperature=1.0, top_p=1.0, software="sim")
+        self.round = 0
+        n_sybil = round(n * args.sybil)
+        n_silent = round(n * args.silent)
+        for kind, count in (("honest", n - n_sybil - n_silent), ("silent", n_silent), ("sybil", n_sybil)):
+            for _ in range(count):
+                self.add(kind)
+        self.bootstrap = self.add("bootstrap")
+        self.sybils = [p for p in self.peers.values() if p.kind == "sybil"]
+        self.bytes_in, self.bytes_out, self.cpu, self.validated = Counter(), Counter(), Counter(), Counter()
+        for _ in range(round(args.ttl / self.step_s)):  # the bootstrap has been running a while
+            self.feed_bootstrap(0.0)
+        for peer in self.honest():  # as if each had joined: a sample of the directory (the bootstrap's answer)
+            peer.membership.seed(self.rng.sample(self.directory(), min(len(self.directory()), ms.SAMPLE_SIZE)))
+        self.stats: list[dict] = []
+
+    def add(self, kind: str, probe: bool = False) -> Peer:
+        subkey = self.rng.randbytes(16)
+        peer = Peer(subkey, kind, self.round, probe=probe)
+        if kind in ("honest", "bootstrap"):
+            size = dict(view_size=BOOTSTRAP_VIEW, samplers=0) if kind == "bootstrap" else \
+                {} if self.args.defences else dict(samplers=0, push_limit=10**9)
+            peer.membership = Membership(subkey, random.Random(self.rng.random()), **size)
+            peer.senders = Senders(4096, random.Random(self.rng.random()))
+        self.peers[subkey] = peer
+        return peer
+
+    def now(self) -> float:
+        return self.round * self.step_s
+
+    def entry(self, peer: Peer) -> Entry:
+        """The peer's current announcement (silent peers keep announcing: the worst case, they never expire)."""
+        return Entry(peer.subkey, self.now(), self.now() + self.args.ttl, peer)
+
+    def honest(self) -> list[Peer]:
+        return [p for p in self.peers.values() if p.kind == "honest" and not p.gone]
+
+    def directory(self) -> list[Entry]:
+        """The DHT's live announcements: every identity that announces (Sybil and silent ones included)."""
+        return [self.entry(p) for p in self.peers.values() if p.kind != "bootstrap" and not p.gone]
+
+    def delivered(self, target: Peer, size: int) -> bool:
+        """Whether a request to target is answered within the shuffle deadline."""
+        if target.gone or target.kind == "silent":
+            return False
+        latency = self.rng.uniform(*self.args.latency)
+        return latency + size * 8 / self.args.bandwidth <= SHUFFLE_DEADLINE
+
+    def sybil_sample(self, k: int) -> list[Entry]:
+        return [self.entry(p) for p in self.rng.sample(self.sybils, min(k, len(self.sybils)))]
+
+    def newcomer(self, peer: Peer) -> bool:
+        """Joined during the run and fewer than 2 established senders yet: it leans on the bootstrap and takes
+        no pushes. (The starting population has been in the swarm a while: its views are a uniform sample of
+        the directory; were it all newcomers at once, the bootstrap's 256 would become everyone's first hubs.)"""
+        return peer.joined > 0 and sum(st.established for st in peer.senders.known.values()) < 2 \
+            and self.args.defences
+
+    def step(self, measure: bool, newcomers: int = 0) -> list[Peer]:
+        """One round; `newcomers` probe peers join at its start (returned)."""
+        self.round += 1
+        now, args = self.now(), self.args
+        probes = [self.join(probe=True) for _ in range(newcomers)]
+        churn = args.churn * self.step_s / 3600
+        for peer in self.honest():
+            if not peer.probe and self.rng.random() < churn:
+                peer.gone = True
+                self.join()
+        honest = self.honest()
+        self.bytes_in, self.bytes_out, self.cpu, self.validated = Counter(), Counter(), Counter(), Counter()
+        self.silent_asks = 0
+        self.feed_bootstrap(now)
+        for peer in honest:  # pushes land in the round they are sent
+            targets = self.timed(peer, peer.membership.targets, ms.PUSH_FANOUT, now)
+            for t in targets:
+                self.send(peer, self.peers[t], "push")
+        if self.sybils:  # the attacker: as many pushes per honest peer as pass the limit, on average
+            for peer in [*honest, self.bootstrap]:
+                for entry in self.sybil_sample(max(ms.PUSH_LIMIT - ms.PUSH_FANOUT, 0)):
+                    self.bytes_in[peer.subkey] += REQUEST_BYTES + self.entry_bytes
+                    self.validated[peer.subkey] += 1
+                    self.timed(peer, peer.membership.push, entry)
+        for peer in honest:
+            vouched = [e.subkey for e in peer.established(now)] if self.args.defences else []
+            if self.newcomer(peer):
+                vouched = [self.bootstrap.subkey] + vouched
+            for t in self.timed(peer, peer.membership.targets, ms.PULL_FANOUT, now, vouched):
+                self.send(peer, self.peers[t], "pull")
+        flooded = renewed = 0
+        indegree: Counter = Counter()
+        sybil_pulls = pulls = 0
+        for peer in honest:
+            report = self.timed(peer, peer.membership.end_round, now, not self.newcomer(peer))
+            flooded += report.flooded
+            renewed += report.renewed
+            chosen = self.timed(peer, self.choose, peer, now)
+            for s in chosen:
+                target = self.peers[s]
+                pulls += 1
+                sybil_pulls += target.kind == "sybil"
+                if self.timed(peer, self.pull_groups, peer, target, now):
+                    indegree[s] += 1
+        self.timed(self.bootstrap, self.bootstrap.membership.end_round, now, False)
+        for peer in honest:  # (bounded: entries of senders no longer known go)
+            peer.held = {s: e for s, e in peer.held.items() if s in peer.senders.known}
+        if not measure:
+            return probes
+        ids = [p.subkey for p in honest]
+        sybil_set = {p.subkey for p in self.sybils}
+        views = [p.membership.members(now) for p in honest]
+        view_sybil = sum(sum(e.subkey in sybil_set for e in v) for v in views) / max(sum(map(len, views)), 1)
+        samples = [p.membership.sampled() for p in honest]
+        sampler_sybil = sum(sum(e.subkey in sybil_set for e in s) for s in samples) / max(sum(map(len, samples)), 1)
+        honest_in = [indegree[s] for s in ids]
+        cpu = {s: self.cpu[s] + self.validated[s] * self.validate_s for s in [*ids, self.bootstrap.subkey]}
+        boot = self.bootstrap.subkey
+        self.stats.append(dict(
+            bytes_in=statistics.median(self.bytes_in[s] for s in ids),
+            bytes_out=statistics.median(self.bytes_out[s] for s in ids),
+            bytes_max=max(self.bytes_in[s] + self.bytes_out[s] for s in ids),
+            cpu=statistics.median(cpu[s] for s in ids), cpu_max=max(cpu[s] for s in ids),
+            boot_bytes=self.bytes_in[boot] + self.bytes_out[boot], boot_cpu=cpu[boot],
+            indegree_mean=statistics.mean(honest_in), indegree_max=max(honest_in),
+            view_sybil=view_sybil, sampler_sybil=sampler_sybil, pull_sybil=sybil_pulls / max(pulls, 1),
+            silent_asks=self.silent_asks / len(honest), flooded=flooded / len(honest),
+            view=statistics.mean(map(len, views))))
+        return probes
+
+    def timed(self, peer: Peer, fn, *args):
+        """fn(*args), its time charged to peer's CPU."""
+        start = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.cpu[peer.subkey] += time.perf_counter() - start
+
+    def send(self, peer: Peer, target: Peer, kind: str) -> None:
+        """A push of our announcement, or a pull of a sample of target's view (silent and gone peers missed)."""
+        now = self.now()
+        self.bytes_out[peer.subkey] += REQUEST_BYTES + (self.entry_bytes if kind == "push" else 0)
+        answer_bytes = REQUEST_BYTES + ms.SAMPLE_SIZE * self.entry_bytes
+        if not self.delivered(target, answer_bytes if kind == "pull" else REQUEST_BYTES):
+            self.silent_asks += target.kind == "silent"
+            self.timed(peer, peer.membership.missed, target.subkey)
+            return
+        if kind == "push":
+            self.bytes_in[target.subkey] += REQUEST_BYTES + self.entry_bytes
+            if target.membership is not None:
+                self.validated[target.subkey] += 1
+                self.timed(target, target.membership.push, self.entry(peer))
+            return
+        if target.kind == "sybil":
+            answer = self.sybil_sample(ms.SAMPLE_SIZE)
+        else:
+            own = self.entry(target) if target.kind != "bootstrap" else None  # (no groups to pull)
+            answer = self.timed(target, target.membership.sample, ms.SAMPLE_SIZE, now, own,
+                                target.established(now) if target.kind == "honest" and self.args.defences
+                                else ())
+            self.bytes_out[target.subkey] += answer_bytes
+        self.bytes_in[peer.subkey] += answer_bytes
+        self.validated[peer.subkey] += len(answer)
+        self.timed(peer, peer.membership.pull, answer)
+
+    def feed_bootstrap(self, now: float) -> None:
+        """The bootstrap reads BOOTSTRAP_READ random entries of the DHT directory a round (its bytes do not grow
+        with N), pings each and keeps those that answer in its view (they leave it when they expire): it answers
+        newcomers with a random sample of recently read, answering identities, whatever was pushed to it."""
+        boot = self.bootstrap
+        directory = self.directory()
+        read = self.rng.sample(directory, min(len(directory), BOOTSTRAP_READ))
+        self.bytes_in[boot.subkey] += len(read) * self.entry_bytes
+        self.validated[boot.subkey] += len(read)
+        self.bytes_out[boot.subkey] += len(read) * REQUEST_BYTES
+        answering = [e for e in read if self.delivered(e.payload, REQUEST_BYTES)]
+        self.timed(boot, boot.membership.seed, answering)
+
+    def choose(self, peer: Peer, now: float) -> list[bytes]:
+        """The real selection over the view's members (and the established senders we keep)."""
+        senders = peer.senders
+        view = peer.membership.members(now)
+        for entry in view:
+            if entry.payload.kind != "bootstrap":
+                senders.learn(entry.subkey, self.announcement(entry), entry.expires, now)
+        keep = {e.subkey for e in view}
+        senders.forget([s for s, st in senders.known.items() if s not in keep and not st.established])
+        return senders.choose(now, self.round, PULL_PEERS, set(), EXPLORE)
+
+    def pull_groups(self, peer: Peer, target: Peer, now: float) -> bool:
+        """A pull of target's groups: a failure backs it off and evicts it; an answer refreshes its entry (the
+        owner's signed announcement rides with its bundle) and its score (Sybils' groups teach nothing)."""
+        s = target.subkey
+        if not self.delivered(target, REQUEST_BYTES):
+            self.silent_asks += target.kind == "silent"
+            peer.senders.failed(s, self.round)
+            peer.membership.missed(s)
+            return False
+        fresh = self.entry(target)
+        peer.senders.learn(s, self.announcement(fresh), fresh.expires, now)
+        peer.held[s] = fresh
+        peer.senders.succeeded(s, 0.0 if target.kind == "sybil" else 0.8)
+        if target.kind == "honest":
+            peer.pulled_from.add(s)
+            if peer.first_group is None:
+                peer.first_group = self.round - peer.joined + 1
+            if peer.full is None and len(peer.pulled_from) >= PULL_PEERS:
+                peer.full = self.round - peer.joined + 1
+        return True
+
+    def announcement(self, entry: Entry) -> Announcement:
+        peer = entry.payload
+        return Announcement(peer.subkey.hex(), (), 0, entry.created, self.card, BundleRef(b"", 0, 0),
+                            BundleRef(b"", 0, 0))
+
+    def join(self, probe: bool = False) -> Peer:
+        """A newcomer (during a round): it reads the bootstrap's sample first (newcomer() makes it lean on it)."""
+        return self.add("honest", probe=probe)
+
+
+def run(n: int, args, entry_bytes: int, validate_s: float, seed: int) -> dict:
+    sim = Sim(n, args, entry_bytes, validate_s, seed)
+    probes: list[Peer] = []
+    wall = time.perf_counter()
+    for r in range(args.rounds):
+        measuring = r >= args.warmup
+        joining = 0
+        if measuring and len(probes) < args.newcomers and r < args.rounds - 6:
+            joining = max(1, args.newcomers // (args.rounds - 6 - args.warmup))
+        probes += sim.step(measuring, joining)
+        if (r + 1) % 10 == 0 or r + 1 == args.rounds:
+            print(f"  N={n}: round {r + 1}/{args.rounds} ({time.perf_counter() - wall:.0f} s)", file=sys.stderr,
+                  flush=True)
+    s = sim.stats
+    first = [p.first_group for p in probes if p.first_group is not None]
+    full = [p.full for p in probes if p.full is not None]
+    med = {k: statistics.median(row[k] for row in s) for k in s[0]}
+    med.update(n=n, probes=len(probes), first=first, full=full, first_missing=len(probes) - len(first),
+               full_missing=len(probes) - len(full), wall=time.perf_counter() - wall,
+               view_sybil_last=s[-1]["view_sybil"], indegree_max_max=max(r["indegree_max"] for r in s))
+    return med
+
+
+def plot(rows: list[dict], out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns = [r["n"] for r in rows]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    axes[0].plot(ns, [(r["bytes_in"] + r["bytes_out"]) / 1024 for r in rows], "o-", label="median peer")
+    axes[0].plot(ns, [r["bytes_max"] / 1024 for r in rows], "s--", label="busiest peer")
+    axes[0].set(xscale="log", xlabel="peers", ylabel="discovery KB / step", title="traffic per peer")
+    axes[1].plot(ns, [r["cpu"] * 1000 for r in rows], "o-", label="median peer")
+    axes[1].plot(ns, [r["cpu_max"] * 1000 for r in rows], "s--", label="busiest peer")
+    axes[1].set(xscale="log", xlabel="peers", ylabel="ms CPU / step", title="CPU per peer (validation included)")
+    axes[2].plot(ns, [r["view_sybil"] for r in rows], "o-", label="views")
+    axes[2].plot(ns, [r["sampler_sybil"] for r in rows], "s--", label="samplers")
+    axes[2].plot(ns, [r["pull_sybil"] for r in rows], "^:", label="group pulls")
+    axes[2].set(xscale="log", xlabel="peers", ylabel="Sybil share", title="Sybil share of honest peers'",
+                ylim=(0, 1))
+    for ax in axes:
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(out, dpi=110)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--peers", type=int, nargs="+", default=[100, 1000, 10000])
+    ap.add_argument("--rounds", type=int, default=40)
+    ap.add_argument("--warmup", type=int, default=15, help="rounds before measuring (views mix from a DHT seed)")
+    ap.add_argument("--newcomers", type=int, default=20, help="probe newcomers joining after the warm-up")
+    ap.add_argument("--churn", type=float, default=0.10, help="share of honest peers replaced an hour")
+    ap.add_argument("--silent", type=float, default=0.20)
+    ap.add_argument("--sybil", type=float, default=0.10)
+    ap.add_argument("--step-seconds", type=float, default=10.0)
+    ap.add_argument("--ttl", type=float, default=120.0, help="announcement lifetime (swarm.record_ttl)")
+    ap.add_argument("--latency", type=float, nargs=2, default=(0.02, 0.3), help="one-way, uniform (s)")
+    ap.add_argument("--bandwidth", type=float, default=10e6, help="bits/s of a peer's link")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-defences", dest="defences", action="store_false",
+                    help="control: no push limit, no samplers, no vouching, newcomers take pushes and do not "
+                         "lean on the bootstrap (what the defences are measured against)")
+    ap.add_argument("--plot", default=str(ROOT / "docs" / "plots" / "discovery.png"), help="'' for none")
+    args = ap.parse_args(argv)
+    entry_bytes, validate_s = real_entry_cost()
+    print(f"one gossiped announcement: {entry_bytes} bytes, decoded and verified in {validate_s * 1e3:.2f} ms; "
+          f"view {ms.VIEW_SIZE}, {ms.SAMPLERS} samplers, push {ms.PUSH_FANOUT} / limit {ms.PUSH_LIMIT}, "
+          f"pull {ms.PULL_FANOUT} x {ms.SAMPLE_SIZE}; silent {args.silent:.0%}, Sybil {args.sybil:.0%}, churn "
+          f"{args.churn:.0%}/h, step {args.step_seconds:g} s; medians over rounds {args.warmup + 1}-{args.rounds}"
+          + ("" if args.defences else "; CONTROL: defences off"))
+    rows = []
+    header = (f"{'peers':>6} {'KB in':>6} {'KB out':>6} {'KB max':>6} {'ms CPU':>6} {'CPU max':>7} "
+              f"{'in-deg':>6} {'max/mean':>8} {'Sybil view':>10} {'samplers':>8} {'pulls':>6} "
+              f"{'silent asks':>11} {'flooded':>7} {'1st group':>9} {'8 senders':>9} {'boot KB':>7} {'boot ms':>7} "
+              f"{'sim s':>6}")
+    print(header)
+    for n in args.peers:
+        r = run(n, args, entry_bytes, validate_s, args.seed)
+        rows.append(r)
+        first = f"{statistics.median(r['first']):.0f}/{max(r['first'])}" if r["first"] else "-"
+        full = f"{statistics.median(r['full']):.0f}/{max(r['full'])}" if r["full"] else "-"
+        print(f"{n:>6} {r['bytes_in'] / 1024:>6.1f} {r['bytes_out'] / 1024:>6.1f} {r['bytes_max'] / 1024:>6.1f} "
+              f"{r['cpu'] * 1e3:>6.2f} {r['cpu_max'] * 1e3:>7.2f} {r['indegree_mean']:>6.1f} "
+              f"{r['indegree_max_max'] / max(r['indegree_mean'], 1e-9):>8.1f} {r['view_sybil']:>10.3f} "
+              f"{r['sampler_sybil']:>8.3f} {r['pull_sybil']:>6.3f} {r['silent_asks']:>11.2f} {r['flooded']:>7.3f} "
+              f"{first:>9} {full:>9} {r['boot_bytes'] / 1024:>7.1f} {r['boot_cpu'] * 1e3:>7.2f} {r['wall']:>6.0f}",
+              flush=True)
+        if r["first_missing"] or r["full_missing"]:
+            print(f"       of {r['probes']} newcomers: {r['first_missing']} got no group, "
+                  f"{r['full_missing']} found fewer than {PULL_PEERS} senders within the run")
+    base = rows[0]
+    for r in rows[1:]:
+        ratio_b = (r["bytes_in"] + r["bytes_out"]) / max(base["bytes_in"] + base["bytes_out"], 1)
+        print(f"N={r['n']} vs N={base['n']}: bytes per peer {ratio_b:.2f}x, CPU per peer {r['cpu'] / base['cpu']:.2f}x")
+    if args.plot:
+        plot(rows, Path(args.plot))
+        print(f"plot: {args.plot}")
+
+
+if __name__ == "__main__":
+    main()
