@@ -118,8 +118,9 @@ class Sim:
         self.bytes_in, self.bytes_out, self.cpu, self.validated = Counter(), Counter(), Counter(), Counter()
         for _ in range(round(args.ttl / self.step_s)):  # the bootstrap has been running a while
             self.feed_bootstrap(0.0)
+        directory = self.directory()
         for peer in self.honest():  # as if each had joined: a sample of the directory (the bootstrap's answer)
-            peer.membership.seed(self.rng.sample(self.directory(), min(len(self.directory()), ms.SAMPLE_SIZE)))
+            peer.membership.seed(self.rng.sample(directory, min(len(directory), ms.SAMPLE_SIZE)))
         self.stats: list[dict] = []
 
     def add(self, kind: str, probe: bool = False) -> Peer:

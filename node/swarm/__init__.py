@@ -99,6 +99,14 @@ class SwarmTransport(Protocol):
         by reason."""
         ...
 
+    def signature(self, kind: str, digest: bytes) -> bytes:
+        """Our signature of a bundle we serve (what a pull of it carries; b"" when not served)."""
+        ...
+
+    def verify(self, kind: str, digest: bytes, signature: bytes, signer: bytes) -> bool:
+        """Whether the owner of identity `signer` signed this kind and digest (a view entry passed on)."""
+        ...
+
     def withdraw(self) -> None:
         """Replaces this peer's records with tombstones and stops serving (on a clean stop)."""
         ...

@@ -470,6 +470,15 @@ class SwarmDHT:
         it names."""
         return self._served.add(kind, bundle)
 
+    def signature(self, kind: str, digest: bytes) -> bytes:
+        """Our signature of a bundle we serve (b"" when not served)."""
+        found = self._served.get(kind, digest)
+        return found[1] if found is not None else b""
+
+    def verify(self, kind: str, digest: bytes, signature: bytes, signer: bytes) -> bool:
+        """Whether the owner of DHT subkey `signer` signed this kind and digest."""
+        return signature_check(kind, signer)(digest, signature)
+
     async def _handle_bundle_stream(self, stream_info, reader, writer) -> None:
         """The pull handler's stream: admitted under the per-peer limits, its request read under size and time
         limits before it is parsed (node/swarm/intake.py), the answer written in hivemind's framing within

@@ -64,6 +64,7 @@ from protocol.codec import (
 from . import SwarmTransport
 from .boundary import Receiver, decode_received, rebuild_received
 from .display import safe_text
+from .gossip import Gossip
 from .retokenize import ForeignTokenizers
 from .senders import Senders
 
@@ -215,6 +216,9 @@ class GroupExchange:
         self.prefetched: Future | None = None  # the announcement fetch started at the beginning of the step
         self.pulls: dict[tuple[bytes, str], Future] = {}  # (sender, kind) -> pull in flight
         self.senders = Senders(KNOWN_SENDERS, self.rng)
+        self.valid: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()  # digests of the
+        #                                             valid announcements read lately (a view brings them again)
+        self.gossip = Gossip(transport, random.Random(seed + 1), cfg.max_age) if cfg.gossip else None
         self.shard_cursor = self.rng.randrange(ANNOUNCE_SHARDS)
         self.last_whole_read = -math.inf  # when all shards were last read (our DHT clock)
         self.maddrs = tuple(transport.visible_maddrs()[:MAX_MADDRS])
@@ -257,8 +261,10 @@ class GroupExchange:
             announcement = Announcement(self.transport.peer_id, self.maddrs, step, now, self.card, **refs,
                                         relays=self.relays(), model=self.model, accuracy=self.accuracy,
                                         credits=tuple(self.given.items())[-MAX_CREDITS:])
-            self.pending.append(self.transport.announce_async(encode_announcement(announcement),
-                                                              self.cfg.record_ttl))
+            value = encode_announcement(announcement)
+            if self.gossip is not None:
+                self.gossip.serve(value, now, self._vouched(now))
+            self.pending.append(self.transport.announce_async(value, self.cfg.record_ttl))
         except (TimeoutError, OSError, RuntimeError, ValueError) as err:
             log.warning("announcing our groups failed (%s); training goes on", err)
             ok = False
@@ -296,6 +302,7 @@ class GroupExchange:
         if self.prefetched is None or self.prefetched.done():
             self.prefetched = self.transport.fetch_shards_async(self._shards_to_read(self.transport.now()))
         self._start_pulls()
+        self._start_gossip()
 
     def _shards_to_read(self, now: float) -> list[int]:
         """All shards while we know no sender, and, while we know fewer than we pull from (a small swarm), at
@@ -305,6 +312,8 @@ class GroupExchange:
             self.last_whole_read = now
             return list(range(ANNOUNCE_SHARDS))
         count = self.cfg.shards_per_step
+        if self.gossip is not None and self.gossip.size() >= self.cfg.pull_peers:
+            count = self.cfg.gossip_shards  # the view finds senders: the directory is read slowly
         shards = [(self.shard_cursor + i) % ANNOUNCE_SHARDS for i in range(count)]
         self.shard_cursor = (self.shard_cursor + count) % ANNOUNCE_SHARDS
         return shards
@@ -326,6 +335,9 @@ class GroupExchange:
             self.senders.forget(getattr(read, "withdrawn", ()))  # withdrawn since we learned them
             self._learn(read, result)
             self.transport.relay_owners = self.relay_owners()
+        if self.gossip is not None:
+            self.gossip.collect(lambda subkey, value: self._check_gossiped(subkey, value, result),
+                                lambda sender, reason, detail: self._reject(result, sender, reason, detail))
         self._start_pulls()  # senders learned just now
         result.peers = len(self.senders.present(self.transport.now()))
         interval = 0.05
@@ -350,6 +362,8 @@ class GroupExchange:
                 self.senders.succeeded(sender, informative / accepted)
             elif rejected:
                 self.senders.failed(sender, self.step, refused=True)
+        if self.gossip is not None:
+            self.gossip.end_round()
         return result
 
     def relay_owners(self) -> frozenset[str]:
@@ -410,21 +424,70 @@ class GroupExchange:
         once per announcement."""
         now = self.transport.now()
         for sender, (value, expires) in records.items():
-            if not self.announcements.add(bundle_digest(value)):
+            if bundle_digest(value) in self.announcements:
                 continue  # read before
-            try:
-                announcement = decode_announcement(value)
-            except RecordError as err:
-                self._reject(result, sender, "announcement", str(err))
-                continue
-            why = self.unusable_tokenizer(announcement.card)
-            if why:
-                self._reject(result, sender, "tokenizer", why)
-            elif announcement.created > now + CLOCK_SKEW:
-                self._reject(result, sender, "future", "announcement from the future")
-            elif now - announcement.created <= self.cfg.max_age:
+            announcement = self._check(sender, value, result)
+            if announcement is not None:
                 self.senders.learn(sender, announcement, expires, seen=now)
                 self._read_credit(announcement)
+
+    def _check(self, sender: bytes, value: bytes, result: GatherResult) -> Announcement | None:
+        """An announcement whose signature holds, decoded and checked (tokenizer, clock, age): None when refused
+        (counted the first time it is read) or stale."""
+        digest = bundle_digest(value)
+        if digest in self.valid:
+            return self.valid[digest]
+        if not self.announcements.add(digest):
+            return None  # read before, and refused or stale then
+        try:
+            announcement = decode_announcement(value)
+        except RecordError as err:
+            self._reject(result, sender, "announcement", str(err))
+            return None
+        why = self.unusable_tokenizer(announcement.card)
+        now = self.transport.now()
+        if why:
+            self._reject(result, sender, "tokenizer", why)
+        elif announcement.created > now + CLOCK_SKEW:
+            self._reject(result, sender, "future", "announcement from the future")
+        elif now - announcement.created <= self.cfg.max_age:
+            remember(self.valid, digest, announcement, KNOWN_SENDERS)
+            return announcement
+        return None
+
+    def _check_gossiped(self, sender: bytes, value: bytes, result: GatherResult) -> Announcement | None:
+        """A view entry's announcement (its signature checked by gossip.py): checked as one read from the DHT,
+        and its sender learned when it is new to us."""
+        new = bundle_digest(value) not in self.announcements
+        announcement = self._check(sender, value, result)
+        if announcement is not None and new:
+            self.senders.learn(sender, announcement, announcement.created + self.cfg.max_age,
+                               seen=self.transport.now())
+            self._read_credit(announcement)
+        return announcement
+
+    def _vouched(self, now: float) -> list[bytes]:
+        """Live senders whose groups proved valid and informative here, none distrusted or demoted."""
+        return [s for s in self.senders.present(now) if self.senders.known[s].established
+                and self.senders.known[s].announcement.peer_id not in self.senders.distrusted
+                and self.senders.demoted.get(self.senders.known[s].announcement.peer_id, 0) <= self.step]
+
+    def _start_gossip(self) -> None:
+        """Starts this step's view pulls: from established senders first; while our view is empty and none is
+        established, from the senders we know from the DHT."""
+        if self.gossip is None:
+            return
+        now = self.transport.now()
+        prefer = self._vouched(now) or ([] if self.gossip.size() else self.senders.present(now))
+        self.gossip.start(prefer, self._gossip_route)
+
+    def _gossip_route(self, subkey: bytes) -> tuple[str, str, tuple[str, ...]] | None:
+        """(peer id, relay, addresses) of a view pull to `subkey`, from its newest announcement we know."""
+        state = self.senders.known.get(subkey)
+        if state is None:
+            return None
+        via, maddrs = self._route(state.announcement)
+        return state.announcement.peer_id, via, maddrs
 
     def _start_pulls(self) -> None:
         """Starts pulling the latest bundles of newly chosen senders, up to swarm.pull_peers in flight."""

@@ -7,11 +7,13 @@ exchange takes the same path in tests and benchmarks as in production.
 from __future__ import annotations
 
 import collections
+import hashlib
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from protocol.codec import BundleAssembler, RecordError, announcement_shard, bundle_chunks
+from protocol.codec import BundleAssembler, RecordError, announcement_shard, bundle_chunks, bundle_statement
 
 from . import Records, ServedBundles
 
@@ -33,6 +35,10 @@ class MemorySwarm:
         self.clock = clock
         self.announcements: dict[int, Records] = collections.defaultdict(dict)  # shard -> subkey -> record
         self.served: dict[str, ServedBundles] = {}  # peer id -> what it serves
+        self.secret = os.urandom(16)  # in-process signatures: a keyed hash of the signer and the statement
+
+    def sign(self, signer: bytes, statement: bytes) -> bytes:
+        return hashlib.blake2b(signer + b"|" + statement, key=self.secret, digest_size=32).digest()
 
     def transport(self, name: str) -> MemoryTransport:
         return MemoryTransport(self, name)
@@ -64,7 +70,16 @@ class MemoryTransport:
         return _done(Records({k: v for k, v in items if v[0]}, {k for k, v in items if not v[0]}))
 
     def serve(self, kind: str, bundle: bytes) -> bytes:
-        return self.hub.served.setdefault(self.peer_id, ServedBundles()).add(kind, bundle)
+        sign = lambda statement: self.hub.sign(self.own_subkey, statement)  # noqa: E731
+        return self.hub.served.setdefault(self.peer_id, ServedBundles(sign)).add(kind, bundle)
+
+    def signature(self, kind: str, digest: bytes) -> bytes:
+        served = self.hub.served.get(self.peer_id)
+        found = served.get(kind, digest) if served is not None else None
+        return found[1] if found is not None else b""
+
+    def verify(self, kind: str, digest: bytes, signature: bytes, signer: bytes) -> bool:
+        return signature == self.hub.sign(signer, bundle_statement(kind, digest))
 
     def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float,
                    maddrs: tuple[str, ...] = (), signer: bytes = b"", via: str = "") -> Future[bytes]:

@@ -133,3 +133,15 @@ def test_targets_prefer_what_the_caller_prefers_then_the_view():
     m.seed(entry(i) for i in range(10))
     assert m.targets(3, 0.0, prefer=[entry(50).subkey])[0] == entry(50).subkey
     assert len(set(m.targets(5, 0.0))) == 5
+
+
+def test_pushes_never_reach_the_samplers_pulls_do():
+    """The pushed stream is the attacker's to fill: the samplers learn only from what we pulled or seeded."""
+    m = Membership(b"me", random.Random(8), samplers=8)
+    for i in range(50):
+        m.push(entry(i))
+    m.end_round(0.0)
+    assert m.sampled() == []
+    m.pull([entry(500)])
+    m.end_round(0.0)
+    assert {e.subkey for e in m.sampled()} == {entry(500).subkey}

@@ -278,3 +278,26 @@ def test_no_shard_key_grows_past_its_cap_however_many_identities_grind_into_it(m
     finally:
         for node in [*sybils, b, a]:
             node.shutdown()
+
+
+def test_a_view_entry_carries_its_owners_rsa_signature_which_no_one_passing_it_on_can_forge(pair):
+    """Peer sampling's entries over the real transport: a's announcement served as kind "ann" is signed with a's
+    announcement key; b pulls a's view, and the entry verifies against a's subkey; the same signature on other
+    bytes, under another identity or kind, and b's own signature on a's name do not."""
+    from protocol.view import SignedAnnouncement, pack_view, unpack_view
+
+    a, b = pair
+    value = announcement(a)
+    digest = a.serve("ann", value)
+    own = SignedAnnouncement(a.own_subkey, value, a.signature("ann", digest))
+    a.serve("view", pack_view([own]))
+    pulled = unpack_view(b.pull_async(a.peer_id, "view", b"", 1 << 16, timeout=60, signer=a.own_subkey).result(70))
+    assert pulled == [own] and 0 < len(own.signature) <= 1024  # (hivemind signs in base64: 344 bytes)
+    assert b.verify("ann", bundle_digest(value), own.signature, a.own_subkey)
+    other = announcement(b)
+    assert not b.verify("ann", bundle_digest(other), own.signature, a.own_subkey)  # other bytes
+    assert not b.verify("ann", bundle_digest(value), own.signature, b.own_subkey)  # another identity
+    assert not b.verify("groups", bundle_digest(value), own.signature, a.own_subkey)  # another kind
+    b.serve("ann", value)
+    assert not b.verify("ann", bundle_digest(value), b.signature("ann", bundle_digest(value)), a.own_subkey)
+    assert a.signature("ann", bundle_digest(b"never served")) == b""

@@ -1,0 +1,124 @@
+"""Peer sampling on the real path (docs/PROTOCOL.md section 7): each step a peer serves a sample of its view
+and pulls the samples of PULL_FANOUT other peers, established senders first; membership.py keeps the view.
+
+What travels is a "view" bundle (protocol/view.py): announcements each signed by its owner, the server's own
+first (its "ann" bundle's signature), so an entry passed on cannot be altered and a peer learns, with every
+view it pulls, the newest announcement of the peer it pulled from. Every entry is checked as an announcement
+read from the DHT (signature against its identity, then the exchange's checks: decoding, tokenizer, age) before
+it enters the view. View pulls run beside the step: nothing waits for them; one not answered within
+VIEW_PULL_TIMEOUT, or refused, is a miss, and the peer leaves our view at once (silent peers are never waited
+on and stop being handed out).
+"""
+from __future__ import annotations
+
+import random
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+
+from protocol.codec import Announcement, RecordError, bundle_digest
+from protocol.view import MAX_VIEW_BYTES, MAX_VIEW_ENTRIES, SignedAnnouncement, pack_view, unpack_view
+
+from . import SwarmTransport
+from .membership import PULL_FANOUT, Entry, Membership
+
+VIEW_PULL_TIMEOUT = 5.0  # seconds a view pull may take (the step never waits for it)
+HELD = 256  # peers whose own signed announcement we keep (to vouch for them)
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a view entry carries on the real path: the signed bytes (handed on as they are) and their meaning."""
+
+    signed: SignedAnnouncement
+    announcement: Announcement | None  # None for our own (never decoded here)
+
+
+class Gossip:
+    def __init__(self, transport: SwarmTransport, rng: random.Random, max_age: float):
+        self.transport, self.max_age = transport, max_age
+        self.membership = Membership(transport.own_subkey, rng)
+        self.pulls: dict[bytes, Future] = {}  # identity -> its view pull in flight
+        self.held: OrderedDict[bytes, Entry] = OrderedDict()  # identity -> its own entry, as its view brought it
+        self.pulled = self.missed = 0  # view pulls answered, and not (in all)
+
+    def serve(self, value: bytes, created: float, vouched: list[bytes]) -> None:
+        """Serves our announcement `value` (kind "ann", signed) and a sample of our view, ours first, then the
+        entries we hold of `vouched` (senders whose groups proved valid and informative here)."""
+        digest = self.transport.serve("ann", value)
+        own = SignedAnnouncement(self.transport.own_subkey, value, self.transport.signature("ann", digest))
+        now = self.transport.now()
+        held = [self.held[s] for s in vouched if s in self.held]
+        sample = self.membership.sample(MAX_VIEW_ENTRIES, now, Entry(own.subkey, created, now + self.max_age,
+                                                                      Held(own, None)), held)
+        self.transport.serve("view", pack_view([e.payload.signed for e in sample]))
+
+    def start(self, prefer: list[bytes], route: Callable[[bytes], tuple[str, str, tuple[str, ...]] | None]) -> None:
+        """Starts pulling the view samples of up to PULL_FANOUT peers (of `prefer` first, then our view), not
+        more than that in flight; route(identity) -> (peer id, relay, addresses), or None when unknown."""
+        now = self.transport.now()
+        free = PULL_FANOUT - len(self.pulls)
+        for target in self.membership.targets(free, now, [p for p in prefer if p not in self.pulls]):
+            if target in self.pulls:
+                continue
+            where = route(target)
+            if where is None:
+                continue
+            peer_id, via, maddrs = where
+            try:
+                self.pulls[target] = self.transport.pull_async(peer_id, "view", b"", MAX_VIEW_BYTES,
+                                                               timeout=VIEW_PULL_TIMEOUT, maddrs=maddrs,
+                                                               signer=target, via=via)
+            except (OSError, RuntimeError, ValueError):
+                self.membership.missed(target)
+
+    def collect(self, check: Callable[[bytes, bytes], Announcement | None],
+                reject: Callable[[bytes, str, str], None]) -> None:
+        """Takes the finished view pulls into this step's pulled entries: each entry's signature checked here,
+        then check(subkey, value), the exchange's checks of an announcement (None: refused, counted there, or
+        stale); reject(sender, reason, detail) for a view or entry refused here. A pull that failed is a miss."""
+        entries = []
+        for target, future in list(self.pulls.items()):
+            if not future.done():
+                continue
+            del self.pulls[target]
+            try:
+                items = unpack_view(future.result())
+            except RecordError as err:
+                if err.reason != "missing":  # it broke the protocol (one not serving views yet: a miss only)
+                    reject(target, err.reason, f"view: {err}")
+                self.membership.missed(target)
+                self.missed += 1
+                continue
+            except Exception:  # noqa: BLE001 (gone, silent or unreachable: a miss, never our problem)
+                self.membership.missed(target)
+                self.missed += 1
+                continue
+            self.pulled += 1
+            for signed in items:
+                if signed.subkey == self.transport.own_subkey:
+                    continue
+                if not self.transport.verify("ann", bundle_digest(signed.value), signed.signature, signed.subkey):
+                    reject(target, "signature", "a view entry whose signature does not hold")
+                    continue
+                announcement = check(signed.subkey, signed.value)
+                if announcement is None:
+                    continue
+                entry = Entry(signed.subkey, announcement.created, announcement.created + self.max_age,
+                              Held(signed, announcement))
+                entries.append(entry)
+                if signed.subkey == target:  # the peer's own, newest announcement: what we hand on if we vouch
+                    self.held[target] = entry
+                    self.held.move_to_end(target)
+                    while len(self.held) > HELD:
+                        self.held.popitem(last=False)
+        self.membership.pull(entries)
+
+    def end_round(self) -> None:
+        """Renews the view from this step's pulls (no pushes on this path: the DHT is where a newcomer makes
+        itself known)."""
+        self.membership.end_round(self.transport.now(), take_pushes=False)
+
+    def size(self) -> int:
+        return len(self.membership.members(self.transport.now()))
