@@ -269,7 +269,7 @@ def new_publish(initial: str, n: int, seed: int, period: float, groups: int, tok
 
 
 def new_read(initial: str, steps: int, period: float, groups: int, tokens: int, n_expected: int,
-             whole_read_every: float = 30.0) -> int:
+             whole_read_every: float = 30.0, gossip: bool = True) -> int:
     """The reader (inside its namespace): the production exchange, prefetch at the start of a step and gather
     after the generation time; one JSON line per step, then one with the DHT's largest value."""
     import hostile
@@ -281,7 +281,7 @@ def new_read(initial: str, steps: int, period: float, groups: int, tokens: int, 
 
     v = hostile.victim_for("tiny-add", "arith-add")
     dht, exchange = exchange_for(SwarmConfig(name=SWARM, host=NS_IP, initial_peers=(initial,),
-                                             whole_read_every=whole_read_every), v, tokens)
+                                             whole_read_every=whole_read_every, gossip=gossip), v, tokens)
     pulls: list[tuple[bool, float]] = []
     pull = dht.pull_async
 
@@ -396,7 +396,8 @@ def measure_new(n: int, args, out: Path) -> dict:
         reader = subprocess.run(["ip", "netns", "exec", NS, *me, "--read-new", "--peers", str(n), "--initial",
                                  initial, "--steps",
                                  str(args.steps), "--period", str(args.period), "--groups", str(args.groups),
-                                 "--tokens", str(args.tokens), "--whole-read-every", str(args.whole_read_every)],
+                                 "--tokens", str(args.tokens), "--whole-read-every", str(args.whole_read_every),
+                                 "--gossip", args.gossip],
                                 capture_output=True, text=True, env=env,
                                 timeout=1200, check=False)
         elapsed = time.monotonic() - started
@@ -415,6 +416,7 @@ def measure_new(n: int, args, out: Path) -> dict:
     latencies = sorted(t for ok, t in pulls if ok)
     return {"peers": n, "rx_step": med(r["rx"] for r in rows), "tx_step": med(r["tx"] for r in rows),
             "pulled_step": med(r["pulled"] for r in rows), "groups": med(r["groups"] for r in rows),
+            "shards_step": med(sum(n for n, _ in r["reads"]) for r in rows),
             "rejected": sum(r["rejected"] for r in rows), "known": rows[-1]["known"],
             "largest": tail[0]["largest"], "announcements": tail[0]["announcements"],
             "pull_ok": sum(ok for ok, _ in pulls) / max(len(pulls), 1), "pulls": len(pulls),
@@ -499,6 +501,8 @@ def main() -> int:
     parser.add_argument("--trainers", type=int, default=1, help="1: two real training peers join; 0: none")
     parser.add_argument("--whole-read-every", type=float, default=30.0, help="the reader's swarm.whole_read_every "
                         "(seconds; 0, the node's default: a small swarm read whole every step)")
+    parser.add_argument("--gossip", choices=("on", "off"), default="on",
+                        help="the reader's swarm.gossip (peer sampling; the publishers serve views either way)")
     parser.add_argument("--out", default="runs/bench-gossip", help="logs, identities, results (JSON) and a plot")
     for hidden in ("--publish", "--publish-new", "--seed"):
         parser.add_argument(hidden, type=int, help=argparse.SUPPRESS)
@@ -514,7 +518,7 @@ def main() -> int:
         return new_publish(args.initial, args.publish_new, args.seed, args.period, args.groups, args.tokens)
     if args.read_new:
         return new_read(args.initial, args.steps, args.period, args.groups, args.tokens, int(args.peers),
-                        args.whole_read_every)
+                        args.whole_read_every, args.gossip == "on")
     if os.geteuid() != 0:
         parser.error("needs root: the reader and the bootstrap run in their own network namespaces")
     os.environ[RUN_ENV] = RUN  # the helper processes use this run's names
@@ -539,7 +543,8 @@ def main() -> int:
     (out / "results.json").write_text(json.dumps({"exchange": rows, "single_key": legacy}, indent=1))
     plot(rows, legacy, out / "gossip.png")
     print(f"exchange (announcements + pulls): bundles of {args.groups} groups x 8 x {args.tokens} tokens, one per "
-          f"publisher per {args.period:g} s, + {2 * args.trainers} training peers; medians over {args.steps} steps")
+          f"publisher per {args.period:g} s, + {2 * args.trainers} training peers; medians over {args.steps} steps; "
+          f"the reader's gossip {args.gossip}")
     print(f"{'peers':>5} {'down KB/step':>12} {'up KB/step':>10} {'pulled KB':>9} {'groups':>6} "
           f"{'largest value KB':>16} {'pulls ok':>8} {'pull ms':>7} {'p95 ms':>6} {'swarm p95 s':>11} "
           f"{'boot CPU ms/s/peer':>18} {'boot B/s/peer':>13}")
@@ -550,7 +555,8 @@ def main() -> int:
               f"{r['swarm_p95']:>11.2f} {r['boot_cpu_ms_s'] / (r['peers'] + 1 + 2 * args.trainers):>18.2f} "
               f"{r['boot_bytes_s'] / (r['peers'] + 1 + 2 * args.trainers):>13.0f}")
     for r in rows:
-        print(f"  {r['peers']} peers: {r['announcements']} announcements seen, {r['pulls']} pulls, "
+        print(f"  {r['peers']} peers: {r['shards_step']:.0f} shards read a step, {r['announcements']} announcements "
+              f"seen, {r['pulls']} pulls, "
               f"{r['rejected']} records refused; training peers: steps {r['trainer_steps']}, groups used "
               f"{r['trainer_used']}, refused {r['trainer_rejected']}")
     if legacy:

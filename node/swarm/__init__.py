@@ -107,6 +107,14 @@ class SwarmTransport(Protocol):
         """Whether the owner of identity `signer` signed this kind and digest (a view entry passed on)."""
         ...
 
+    def hello_async(self, peer_id: str, maddrs: tuple[str, ...] = (), timeout: float = 5.0) -> Future[bytes]:
+        """Pushes to a peer: asks it to pull our view (its outcome means nothing)."""
+        ...
+
+    def take_hellos(self) -> list[str]:
+        """The peer ids that pushed to us since the last call."""
+        ...
+
     def withdraw(self) -> None:
         """Replaces this peer's records with tombstones and stops serving (on a clean stop)."""
         ...

@@ -74,6 +74,7 @@ STORE_RATE, STORE_BURST = 10.0, 30.0  # DHT store requests a remote peer may mak
 MAX_REQUEST_BYTES = 512  # a BundleRequest: version, kind, 16-byte digest, a peer id (~60 bytes in practice)
 REQUEST_TIMEOUT = 5.0  # seconds a stream may take to send its request (then it is dropped)
 SERVE_TIMEOUT = 60.0  # seconds one answer may take as a whole (a reader that stops reading is dropped)
+HELLOS = 64  # pushes (hello requests) remembered between two steps; the exchange takes at most a few
 DIAL_AGAIN_AFTER = 300.0  # seconds before we dial a peer's announced addresses again (connected or not)
 
 
@@ -284,6 +285,7 @@ class SwarmDHT:
         self._relaying: collections.Counter = collections.Counter()  # requester -> relay slots it holds now
         self._relayed: collections.Counter = collections.Counter()  # owner -> relay slots its pulls hold now
         self._dialled: dict[tuple, float] = {}  # (peer id, addresses) -> when we last dialled them
+        self._hellos: collections.deque[str] = collections.deque(maxlen=HELLOS)  # peers that pushed to us
         self.intake = StreamLimits()  # open streams and request rate per remote peer (node/swarm/intake.py)
         self.stores = StreamLimits(per_peer=1 << 30, total=1 << 30, rate=STORE_RATE, burst=STORE_BURST)  # DHT
         #             stores per remote peer (install_store_limit); its `refused["rate"]` counts refused requests
@@ -479,6 +481,17 @@ class SwarmDHT:
         """Whether the owner of DHT subkey `signer` signed this kind and digest."""
         return signature_check(kind, signer)(digest, signature)
 
+    def hello_async(self, peer_id: str, maddrs: tuple[str, ...] = (), timeout: float = 5.0):
+        """Pushes to a peer: asks it to pull our view (our own announcement first); a concurrent future whose
+        outcome means nothing (the answer is "not served" either way)."""
+        return self.pull_async(peer_id, "hello", b"", 64, timeout, maddrs=maddrs)
+
+    def take_hellos(self) -> list[str]:
+        """The peer ids that pushed to us since the last call (at most HELLOS, oldest first)."""
+        taken = list(self._hellos)
+        self._hellos.clear()
+        return taken
+
     async def _handle_bundle_stream(self, stream_info, reader, writer) -> None:
         """The pull handler's stream: admitted under the per-peer limits, its request read under size and time
         limits before it is parsed (node/swarm/intake.py), the answer written in hivemind's framing within
@@ -516,6 +529,10 @@ class SwarmDHT:
         if request.version == PROTOCOL_VERSION and request.owner and request.owner != self.peer_id:
             async for chunk in self._relay(request, requester):
                 yield chunk
+            return
+        if request.kind == "hello" and request.version == PROTOCOL_VERSION:  # a push: noted, answered "not served"
+            self._hellos.append(requester)
+            yield NOT_SERVED
             return
         found = self._served.get(request.kind, bytes(request.digest)) if request.version == PROTOCOL_VERSION \
             else None

@@ -312,7 +312,7 @@ class GroupExchange:
             self.last_whole_read = now
             return list(range(ANNOUNCE_SHARDS))
         count = self.cfg.shards_per_step
-        if self.gossip is not None and self.gossip.size() >= self.cfg.pull_peers:
+        if self._view_full():
             count = self.cfg.gossip_shards  # the view finds senders: the directory is read slowly
         shards = [(self.shard_cursor + i) % ANNOUNCE_SHARDS for i in range(count)]
         self.shard_cursor = (self.shard_cursor + count) % ANNOUNCE_SHARDS
@@ -330,7 +330,8 @@ class GroupExchange:
         taken: collections.Counter = collections.Counter()  # sender -> completions accepted this step
         outcome: dict[bytes, list[int]] = collections.defaultdict(lambda: [0, 0, 0])  # accepted, informative,
         deadline = self.transport.now() + self.cfg.gather_deadline  #                    rejected
-        read = self._announcements(result, max(deadline - self.transport.now(), 0.0))
+        wait = 0.0 if self._view_full() else max(deadline - self.transport.now(), 0.0)  # (a full view finds
+        read = self._announcements(result, wait)  # senders: a slow directory read is taken when it lands)
         if read is not None:
             self.senders.forget(getattr(read, "withdrawn", ()))  # withdrawn since we learned them
             self._learn(read, result)
@@ -363,7 +364,7 @@ class GroupExchange:
             elif rejected:
                 self.senders.failed(sender, self.step, refused=True)
         if self.gossip is not None:
-            self.gossip.end_round()
+            self.gossip.end_round(take_pushes=len(self._vouched(self.transport.now())) >= 2)
         return result
 
     def relay_owners(self) -> frozenset[str]:
@@ -435,8 +436,9 @@ class GroupExchange:
         """An announcement whose signature holds, decoded and checked (tokenizer, clock, age): None when refused
         (counted the first time it is read) or stale."""
         digest = bundle_digest(value)
-        if digest in self.valid:
-            return self.valid[digest]
+        if digest in self.valid:  # valid when first read: still so while fresh
+            announcement = self.valid[digest]
+            return announcement if self.transport.now() - announcement.created <= self.cfg.max_age else None
         if not self.announcements.add(digest):
             return None  # read before, and refused or stale then
         try:
@@ -466,6 +468,10 @@ class GroupExchange:
             self._read_credit(announcement)
         return announcement
 
+    def _view_full(self) -> bool:
+        """Peer sampling is on and our view holds at least as many peers as we pull from."""
+        return self.gossip is not None and self.gossip.size() >= self.cfg.pull_peers
+
     def _vouched(self, now: float) -> list[bytes]:
         """Live senders whose groups proved valid and informative here, none distrusted or demoted."""
         return [s for s in self.senders.present(now) if self.senders.known[s].established
@@ -478,8 +484,10 @@ class GroupExchange:
         if self.gossip is None:
             return
         now = self.transport.now()
-        prefer = self._vouched(now) or ([] if self.gossip.size() else self.senders.present(now))
-        self.gossip.start(prefer, self._gossip_route)
+        present = [] if self.gossip.size() else self.senders.present(now)
+        self.gossip.start(self._vouched(now) or present, self._gossip_route)
+        self.gossip.push(present, self._gossip_route)
+        self.gossip.hear()
 
     def _gossip_route(self, subkey: bytes) -> tuple[str, str, tuple[str, ...]] | None:
         """(peer id, relay, addresses) of a view pull to `subkey`, from its newest announcement we know."""

@@ -8,6 +8,13 @@ read from the DHT (signature against its identity, then the exchange's checks: d
 it enters the view. View pulls run beside the step: nothing waits for them; one not answered within
 VIEW_PULL_TIMEOUT, or refused, is a miss, and the peer leaves our view at once (silent peers are never waited
 on and stop being handed out).
+
+Pushes: each step a peer sends a "hello" to PUSH_FANOUT members of its view (a newcomer, to the senders it read
+in the DHT): a request that carries nothing but asks the receiver to pull our view. The receiver takes the
+pushes of a step only if they come from at most PUSH_LIMIT peers (else none: a flood), pulls each pusher's view
+over the connection it opened, and takes its first entry only if it is the pusher's own (signature, checks, and
+the announcement names the peer id that pushed). So a newcomer is known to a few peers at their next step,
+without waiting for their directory reads, and a push costs the pusher a connection, not us a free entry.
 """
 from __future__ import annotations
 
@@ -21,7 +28,7 @@ from protocol.codec import Announcement, RecordError, bundle_digest
 from protocol.view import MAX_VIEW_BYTES, MAX_VIEW_ENTRIES, SignedAnnouncement, pack_view, unpack_view
 
 from . import SwarmTransport
-from .membership import PULL_FANOUT, Entry, Membership
+from .membership import PULL_FANOUT, PUSH_FANOUT, PUSH_LIMIT, Entry, Membership
 
 VIEW_PULL_TIMEOUT = 5.0  # seconds a view pull may take (the step never waits for it)
 HELD = 256  # peers whose own signed announcement we keep (to vouch for them)
@@ -40,8 +47,10 @@ class Gossip:
         self.transport, self.max_age = transport, max_age
         self.membership = Membership(transport.own_subkey, rng)
         self.pulls: dict[bytes, Future] = {}  # identity -> its view pull in flight
+        self.pushed: dict[str, Future] = {}  # peer id that pushed to us -> the pull of its view in flight
         self.held: OrderedDict[bytes, Entry] = OrderedDict()  # identity -> its own entry, as its view brought it
         self.pulled = self.missed = 0  # view pulls answered, and not (in all)
+        self.heard = self.flooded = 0  # pushes taken (their view pulled), and steps whose pushes were all dropped
 
     def serve(self, value: bytes, created: float, vouched: list[bytes]) -> None:
         """Serves our announcement `value` (kind "ann", signed) and a sample of our view, ours first, then the
@@ -72,6 +81,31 @@ class Gossip:
                                                                signer=target, via=via)
             except (OSError, RuntimeError, ValueError):
                 self.membership.missed(target)
+
+    def push(self, prefer: list[bytes], route: Callable[[bytes], tuple[str, str, tuple[str, ...]] | None]) -> None:
+        """Pushes to PUSH_FANOUT peers (of `prefer` first, then our view): asks each to pull our view, our own
+        announcement first (how a newcomer becomes known without waiting for the others' directory reads)."""
+        for target in self.membership.targets(PUSH_FANOUT, self.transport.now(), prefer):
+            where = route(target)
+            if where is not None and not where[1]:  # (not through relays: a push is only worth a direct dial)
+                try:
+                    self.transport.hello_async(where[0], where[2])
+                except (OSError, RuntimeError, ValueError):
+                    self.membership.missed(target)
+
+    def hear(self) -> None:
+        """Takes the pushes made to us since the last step: more than PUSH_LIMIT peers, and none is taken (a
+        flood); else each pusher's view is pulled (over the connection it opened), its own entry to be taken."""
+        pushers = [p for p in dict.fromkeys(self.transport.take_hellos()) if p not in self.pushed]
+        if len(pushers) > PUSH_LIMIT:
+            self.flooded += 1
+            return
+        for peer_id in pushers:
+            try:
+                self.pushed[peer_id] = self.transport.pull_async(peer_id, "view", b"", MAX_VIEW_BYTES,
+                                                                 timeout=VIEW_PULL_TIMEOUT)
+            except (OSError, RuntimeError, ValueError):
+                continue
 
     def collect(self, check: Callable[[bytes, bytes], Announcement | None],
                 reject: Callable[[bytes, str, str], None]) -> None:
@@ -114,11 +148,27 @@ class Gossip:
                     while len(self.held) > HELD:
                         self.held.popitem(last=False)
         self.membership.pull(entries)
+        for peer_id, future in list(self.pushed.items()):
+            if not future.done():
+                continue
+            del self.pushed[peer_id]
+            try:
+                own = unpack_view(future.result())[:1]
+            except Exception:  # noqa: BLE001 (a pusher that does not answer, or answers garbage: nothing taken)
+                continue
+            for signed in own:
+                announcement = None
+                if self.transport.verify("ann", bundle_digest(signed.value), signed.signature, signed.subkey):
+                    announcement = check(signed.subkey, signed.value)
+                if announcement is not None and announcement.peer_id == peer_id:  # its own, and no one else's
+                    self.heard += 1
+                    self.membership.push(Entry(signed.subkey, announcement.created,
+                                               announcement.created + self.max_age, Held(signed, announcement)))
 
-    def end_round(self) -> None:
-        """Renews the view from this step's pulls (no pushes on this path: the DHT is where a newcomer makes
-        itself known)."""
-        self.membership.end_round(self.transport.now(), take_pushes=False)
+    def end_round(self, take_pushes: bool) -> None:
+        """Renews the view from this step's pulls and, with take_pushes (we have established senders: a
+        newcomer's pushes come from whoever watches for newcomers), its pushes."""
+        self.membership.end_round(self.transport.now(), take_pushes=take_pushes)
 
     def size(self) -> int:
         return len(self.membership.members(self.transport.now()))

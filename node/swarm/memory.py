@@ -36,6 +36,7 @@ class MemorySwarm:
         self.announcements: dict[int, Records] = collections.defaultdict(dict)  # shard -> subkey -> record
         self.served: dict[str, ServedBundles] = {}  # peer id -> what it serves
         self.secret = os.urandom(16)  # in-process signatures: a keyed hash of the signer and the statement
+        self.hellos: dict[str, collections.deque] = collections.defaultdict(lambda: collections.deque(maxlen=64))
 
     def sign(self, signer: bytes, statement: bytes) -> bytes:
         return hashlib.blake2b(signer + b"|" + statement, key=self.secret, digest_size=32).digest()
@@ -80,6 +81,16 @@ class MemoryTransport:
 
     def verify(self, kind: str, digest: bytes, signature: bytes, signer: bytes) -> bool:
         return signature == self.hub.sign(signer, bundle_statement(kind, digest))
+
+    def hello_async(self, peer_id: str, maddrs: tuple[str, ...] = (), timeout: float = 5.0) -> Future[bytes]:
+        if peer_id in self.hub.served:
+            self.hub.hellos[peer_id].append(self.peer_id)
+        return _failed(RecordError("missing", "not served"))
+
+    def take_hellos(self) -> list[str]:
+        taken = list(self.hub.hellos[self.peer_id])
+        self.hub.hellos[self.peer_id].clear()
+        return taken
 
     def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float,
                    maddrs: tuple[str, ...] = (), signer: bytes = b"", via: str = "") -> Future[bytes]:

@@ -115,3 +115,88 @@ def test_gossip_off_is_the_directory_alone():
     a.step(1)
     assert a.exchange.gossip is None and hub.served["a"].latest("view") is None
     assert b"b" in a.exchange.senders.known
+
+
+def test_a_newcomers_push_makes_a_peer_that_never_read_it_learn_it_at_its_next_step():
+    hub = MemorySwarm()
+    a, b = peer(hub, "a"), peer(hub, "b", model="tiny-sub")
+    only_reads(a, {"b"})  # a never sees the newcomer in the directory
+    b.step(0)
+    a.step(0)
+    n = peer(hub, "n", model="tiny-sub")
+    n.step(0)  # reads the DHT (a and b), and at its next step pushes to one of them
+    n.step(1)
+    pushed_to = {name for name in ("a", "b") if "n" in hub.hellos[name]}
+    assert len(pushed_to) == 1
+    if pushed_to == {"b"}:  # (one push a step, to a sender drawn at random: make sure a gets one)
+        n.step(2)
+    assert b"n" not in a.exchange.senders.known
+    gather(a, 16, 64)
+    assert b"n" in a.exchange.senders.known and a.exchange.gossip.heard == 1
+
+
+def test_a_step_with_pushes_from_more_peers_than_the_limit_takes_none():
+    hub = MemorySwarm()
+    a = peer(hub, "a")
+    pushers = [peer(hub, f"s{i}", model="tiny-sub") for i in range(4)]  # PUSH_LIMIT is 3
+    only_reads(a, set())
+    a.step(0)
+    for p in pushers:
+        only_reads(p, set())  # (they push to a only, below)
+        p.step(0)
+        hub.transport(p.exchange.transport.peer_id).hello_async("a")
+    assert len(hub.hellos["a"]) == 4
+    a.step(1)
+    assert a.exchange.gossip.flooded == 1 and a.exchange.gossip.heard == 0
+    assert not a.exchange.senders.known
+    for p in pushers[:3]:  # at the limit, all are taken
+        hub.transport(p.exchange.transport.peer_id).hello_async("a")
+    a.step(2)
+    assert a.exchange.gossip.heard == 3 and len(a.exchange.senders.known) == 3
+
+
+def test_a_push_whose_view_names_another_peer_first_is_not_taken():
+    """A pusher serving someone else's (validly signed) entry first: the entry is not the pusher's own."""
+    hub = MemorySwarm()
+    a, v = peer(hub, "a"), peer(hub, "v", model="tiny-sub")
+    only_reads(a, set())
+    only_reads(v, set())
+    a.step(0)
+    v.step(0)
+    victim_entry = unpack_view(hub.served["v"].latest("view")[1])[0]
+    publish_bundles(hub, "m", groups=msgpack.packb([]))
+    hub.transport("m").serve("view", pack_view([victim_entry]))
+    hub.transport("m").hello_async("a")
+    assert list(hub.hellos["a"]) == ["m"]
+    a.step(1)
+    assert a.exchange.gossip.heard == 0 and b"m" not in a.exchange.senders.known  # (v's genuine entry may be
+    hub.transport("v").hello_async("a")  # v's own push: taken                     learned, as from any view)
+    a.step(2)
+    assert a.exchange.gossip.heard == 1 and b"v" in a.exchange.senders.known
+
+
+def test_with_a_full_view_a_hung_directory_read_costs_the_step_nothing():
+    """Silent DHT nodes make a read wait: once the view finds the senders, a step does not wait for the read
+    (taken when it lands); with gossip off, the same hung read holds each step to its deadline."""
+    import time
+    from concurrent.futures import Future
+
+    for gossip, least, most in ((True, 0.0, 1.0), (False, 2.0, 10.0)):
+        hub = MemorySwarm()
+        reader = peer(hub, "r", pull_peers=2, gather_deadline=2.0, gossip=gossip)
+        others = [peer(hub, f"p{i}", model="tiny-sub") for i in range(3)]
+        for step in range(3):
+            for p in others:
+                p.step(step)
+            reader.step(step)
+        reader.exchange.transport.fetch_shards_async = lambda shards: Future()  # never finishes
+        for p in others:
+            p.step(3)
+        gather(reader, 16, 64)  # (the hung read starts)
+        started = time.monotonic()
+        result = gather(reader, 16, 64)
+        took = time.monotonic() - started
+        assert least <= took < most, (gossip, took)
+        assert result.late_fetches == 1
+        if gossip:
+            assert result.groups, "the senders the view found were pulled meanwhile"

@@ -301,3 +301,13 @@ def test_a_view_entry_carries_its_owners_rsa_signature_which_no_one_passing_it_o
     b.serve("ann", value)
     assert not b.verify("ann", bundle_digest(value), b.signature("ann", bundle_digest(value)), a.own_subkey)
     assert a.signature("ann", bundle_digest(b"never served")) == b""
+
+
+def test_a_push_is_a_hello_the_receiver_notes_with_the_pushers_peer_id(pair):
+    """Peer sampling's push over real hivemind: b's hello reaches a (answered "not served"), and a's next take
+    names b by the peer id of the stream it came on (what a then pulls the view of), once."""
+    a, b = pair
+    with pytest.raises(RecordError):
+        b.hello_async(a.peer_id, tuple(a.visible_maddrs()), timeout=60).result(70)
+    assert a.take_hellos() == [b.peer_id]
+    assert a.take_hellos() == []
