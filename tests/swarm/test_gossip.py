@@ -200,3 +200,22 @@ def test_with_a_full_view_a_hung_directory_read_costs_the_step_nothing():
         assert result.late_fetches == 1
         if gossip:
             assert result.groups, "the senders the view found were pulled meanwhile"
+
+
+def test_a_newcomer_the_directory_refuses_is_still_found_and_pulled():
+    """Shard squatting: grinding identities into a newcomer's shard fills it, and the DHT refuses the
+    newcomer's announcement. Its push still makes a peer learn it and pull its groups."""
+    hub = MemorySwarm()
+    a = peer(hub, "a", model="tiny-sub")
+    a.step(0)
+    n = peer(hub, "n")
+    n.exchange.transport.announce_async = lambda value, ttl: _done(False)  # the shard is full: refused
+    n.step(0)
+    assert all(b"n" not in records for records in hub.announcements.values())
+    n.step(1)  # it read a in the directory, and pushes to it
+    assert list(hub.hellos["a"]) == ["n"]
+    a.step(1)  # a takes the push: learns n from n's own signed entry
+    assert b"n" in a.exchange.senders.known
+    n.step(2)
+    result = gather(a, 16, 64)
+    assert result.taken.get(b"n", 0) > 0, result
