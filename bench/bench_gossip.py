@@ -246,6 +246,23 @@ def exchange_for(settings, v, tokens: int):
     return dht, GroupExchange(dht, settings, v.tokenizer, v.card, {v.eos_id}, v.task, max_new_tokens=tokens)
 
 
+def dht_nodes(initial: str, n: int) -> int:
+    """n plain DHT servers (as a bootstrap is) joined to the swarm; prints "ready", then idles until killed (the
+    driver freezes this process: its nodes keep their connections and stop answering)."""
+    from node.config import SwarmConfig
+    from node.swarm.dht import SwarmDHT
+
+    nodes = [SwarmDHT(SwarmConfig(name=SWARM, host=HOST_IP, initial_peers=(initial,)), bundles=False)
+             for _ in range(n)]
+    print("ready", flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    finally:
+        for node in nodes:
+            node.shutdown()
+
+
 def new_publish(initial: str, n: int, seed: int, period: float, groups: int, tokens: int) -> int:
     """n publishers (the production publish path) in this process; prints "ready", then publishes a fresh
     bundle from each every period until killed."""
@@ -363,6 +380,7 @@ def start_trainers(initial: str, out: Path, tokens: int) -> list[subprocess.Pope
 def stop(procs) -> None:
     for proc in procs:
         if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)  # (a frozen process handles its SIGTERM only once continued)
             proc.terminate()
     for proc in procs:
         try:
@@ -391,6 +409,14 @@ def measure_new(n: int, args, out: Path) -> dict:
         for proc in publishers:
             if proc.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"publishers of {n} did not start")
+        if args.silent_dht:  # joined, in routing tables, then frozen
+            frozen = subprocess.Popen([*me, "--dht-nodes", str(args.silent_dht), "--initial", initial],
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+            procs.append(frozen)
+            if frozen.stdout.readline().strip() != "ready":
+                raise RuntimeError("the DHT servers to freeze did not start")
+            time.sleep(2 * args.period)  # (announced to the others' routing tables)
+            frozen.send_signal(signal.SIGSTOP)
         boot_before, cpu_before = ns_interface_bytes(BOOT[0], BOOT[1] + "-n"), cpu_seconds(boot.pid)
         started = time.monotonic()
         reader = subprocess.run(["ip", "netns", "exec", NS, *me, "--read-new", "--peers", str(n), "--initial",
@@ -423,6 +449,7 @@ def measure_new(n: int, args, out: Path) -> dict:
             "latency": med(latencies) if latencies else float("nan"),
             "latency_p95": latencies[int(0.95 * (len(latencies) - 1))] if latencies else float("nan"),
             "swarm_p95": sorted(r["swarm_s"] for r in rows)[int(0.95 * (len(rows) - 1))],
+            "swarm_median": med(r["swarm_s"] for r in rows), "late": sum(r["late"] for r in rows),
             "boot_cpu_ms_s": 1000 * (cpu_after - cpu_before) / elapsed,
             "boot_bytes_s": (sum(boot_after) - sum(boot_before)) / elapsed,
             "trainer_steps": [len(t) for t in trained],
@@ -504,7 +531,10 @@ def main() -> int:
     parser.add_argument("--gossip", choices=("on", "off"), default="on",
                         help="the reader's swarm.gossip (peer sampling; the publishers serve views either way)")
     parser.add_argument("--out", default="runs/bench-gossip", help="logs, identities, results (JSON) and a plot")
-    for hidden in ("--publish", "--publish-new", "--seed"):
+    parser.add_argument("--silent-dht", type=int, default=0,
+                        help="DHT servers that join, then freeze (SIGSTOP: they accept connections and never "
+                             "answer) before the reader starts")
+    for hidden in ("--publish", "--publish-new", "--seed", "--dht-nodes"):
         parser.add_argument(hidden, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--read", help=argparse.SUPPRESS)
     parser.add_argument("--read-new", action="store_true", help=argparse.SUPPRESS)
@@ -514,6 +544,8 @@ def main() -> int:
         return publish(args.publish, args.period, args.groups, args.tokens)
     if args.read:
         return read(args.read, args.steps, args.period, int(args.peers))
+    if args.dht_nodes:
+        return dht_nodes(args.initial, args.dht_nodes)
     if args.publish_new:
         return new_publish(args.initial, args.publish_new, args.seed, args.period, args.groups, args.tokens)
     if args.read_new:
@@ -544,7 +576,7 @@ def main() -> int:
     plot(rows, legacy, out / "gossip.png")
     print(f"exchange (announcements + pulls): bundles of {args.groups} groups x 8 x {args.tokens} tokens, one per "
           f"publisher per {args.period:g} s, + {2 * args.trainers} training peers; medians over {args.steps} steps; "
-          f"the reader's gossip {args.gossip}")
+          f"the reader's gossip {args.gossip}; {args.silent_dht} silent DHT servers")
     print(f"{'peers':>5} {'down KB/step':>12} {'up KB/step':>10} {'pulled KB':>9} {'groups':>6} "
           f"{'largest value KB':>16} {'pulls ok':>8} {'pull ms':>7} {'p95 ms':>6} {'swarm p95 s':>11} "
           f"{'boot CPU ms/s/peer':>18} {'boot B/s/peer':>13}")
@@ -555,7 +587,8 @@ def main() -> int:
               f"{r['swarm_p95']:>11.2f} {r['boot_cpu_ms_s'] / (r['peers'] + 1 + 2 * args.trainers):>18.2f} "
               f"{r['boot_bytes_s'] / (r['peers'] + 1 + 2 * args.trainers):>13.0f}")
     for r in rows:
-        print(f"  {r['peers']} peers: {r['shards_step']:.0f} shards read a step, {r['announcements']} announcements "
+        print(f"  {r['peers']} peers: swarm phase median {r['swarm_median']:.2f} s, {r['late']} directory reads late; "
+              f"{r['shards_step']:.0f} shards read a step, {r['announcements']} announcements "
               f"seen, {r['pulls']} pulls, "
               f"{r['rejected']} records refused; training peers: steps {r['trainer_steps']}, groups used "
               f"{r['trainer_used']}, refused {r['trainer_rejected']}")

@@ -4,8 +4,9 @@ The transport is a `SwarmTransport` (node/swarm/__init__.py): the DHT over hivem
 in-process MemorySwarm (memory.py); both are asynchronous, so tests take production's path. A peer serves
 each step's bundles (groups in version 2's columnar, compressed layout, protocol/bundle2.py; summaries as a
 msgpack list of encoded records, protocol/codec.py) and announces them in one small
-signed DHT record; receivers read a few announcement shards per step, remember the senders they learn of
-(senders.py) and pull bundles peer to peer from a few of them (docs/PROTOCOL.md).
+signed DHT record; receivers read a few announcement shards per step and samples of other peers' views
+(peer sampling, gossip.py: each peer serves a sample of its view and pulls two others'), remember the senders
+they learn of (senders.py) and pull bundles peer to peer from a few of them (docs/PROTOCOL.md).
 
 The trust boundary (docs/SECURITY.md) is boundary.py: every received record goes through its two pure steps
 (decoded and validated under our limits; then checked for freshness and shape, its task reference, prompt and
