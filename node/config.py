@@ -298,10 +298,12 @@ class SwarmConfig:
     explore_pulls: int = 2  # pull slots kept for newcomers (senders not yet established by informative, valid
     #                         groups); all newcomers together contribute at most this many senders' caps a step
     shards_per_step: int = 8  # announcement shards read per step, in rotation (of protocol ANNOUNCE_SHARDS = 64)
-    gossip: bool = True  # peer sampling (node/swarm/membership.py): each step pull a sample of the views of two
-    #                      peers (established senders first) and serve ours; once our view holds pull_peers
-    #                      senders, the DHT rotation reads gossip_shards a step instead of shards_per_step
-    gossip_shards: int = 2  # shards read per step in rotation once the view is full (with gossip on)
+    gossip: bool = True  # peer sampling (node/swarm/gossip.py): each step pull a sample of the views of two peers
+    #                      (established senders first), push to one, and serve ours; once our view holds
+    #                      pull_peers senders, the DHT rotation reads gossip_shards a step instead of shards_per_step
+    gossip_shards: int = 0  # shards read per step once the view is full (0: none, the directory is the fallback
+    #                         when the view thins; newcomers make themselves known by pushes): what keeps a
+    #                         peer's cost flat in the swarm's size
     whole_read_every: float = 0.0  # seconds: while we know fewer senders than pull_peers (a small swarm) all 64
     #                                shards are read at once, at most this often (every step while we know none),
     #                                in rotation in between: 30 cut the download at N = 5 to 0.34x, but a sender
@@ -334,8 +336,8 @@ class SwarmConfig:
         _check(self.whole_read_every >= 0, "swarm.whole_read_every", "must be >= 0 (seconds)", self.whole_read_every)
         _check(1 <= self.shards_per_step <= ANNOUNCE_SHARDS, "swarm.shards_per_step",
                f"must be in [1, {ANNOUNCE_SHARDS}]", self.shards_per_step)
-        _check(1 <= self.gossip_shards <= ANNOUNCE_SHARDS, "swarm.gossip_shards",
-               f"must be in [1, {ANNOUNCE_SHARDS}]", self.gossip_shards)
+        _check(0 <= self.gossip_shards <= ANNOUNCE_SHARDS, "swarm.gossip_shards",
+               f"must be in [0, {ANNOUNCE_SHARDS}]", self.gossip_shards)
         _check(self.max_age > 0, "swarm.max_age", "must be > 0", self.max_age)
         _check(0 < self.record_ttl <= MAX_RECORD_TTL, "swarm.record_ttl", f"must be in (0, {MAX_RECORD_TTL:g}]",
                self.record_ttl)

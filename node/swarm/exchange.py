@@ -301,7 +301,8 @@ class GroupExchange:
         """At the beginning of a step: starts reading the next announcement shards (one read in flight at a
         time, never doubled) and pulling from senders known already, so both work while we generate."""
         if self.prefetched is None or self.prefetched.done():
-            self.prefetched = self.transport.fetch_shards_async(self._shards_to_read(self.transport.now()))
+            shards = self._shards_to_read(self.transport.now())
+            self.prefetched = self.transport.fetch_shards_async(shards) if shards else None
         self._start_pulls()
         self._start_gossip()
 

@@ -105,6 +105,17 @@ def test_with_a_full_view_the_directory_is_read_slowly():
             p.step(step + 1)
     assert reader.exchange.gossip.size() >= 2
     assert reads[0] == 64 and reads[-1] == 2, reads  # whole while alone; the view full, 2 shards a step
+    quiet = peer(hub, "q", pull_peers=2)  # the default, swarm.gossip_shards = 0: no reads once the view is full
+    reads.clear()
+    fetch = quiet.exchange.transport.fetch_shards_async
+    quiet.exchange.transport.fetch_shards_async = lambda shards: (reads.append(len(shards)), fetch(shards))[1]
+    for step in range(6):
+        quiet.step(step)
+        for p in others:
+            p.step(step + 5)
+    assert quiet.exchange.gossip.size() >= 2 and reads[0] == 64 and 0 < len(reads) < 6, reads
+    groups = quiet.step(6).swarm.groups_used
+    assert len(reads) < 7 and groups > 0  # no read this step, and groups all the same
 
 
 def test_gossip_off_is_the_directory_alone():
@@ -183,7 +194,7 @@ def test_with_a_full_view_a_hung_directory_read_costs_the_step_nothing():
 
     for gossip, least, most in ((True, 0.0, 1.0), (False, 2.0, 10.0)):
         hub = MemorySwarm()
-        reader = peer(hub, "r", pull_peers=2, gather_deadline=2.0, gossip=gossip)
+        reader = peer(hub, "r", pull_peers=2, gather_deadline=2.0, gossip=gossip, gossip_shards=2)
         others = [peer(hub, f"p{i}", model="tiny-sub") for i in range(3)]
         for step in range(3):
             for p in others:
