@@ -64,6 +64,7 @@ from protocol.codec import (
     pack_bundle,
     peek_card,
 )
+from protocol.view import SignedAnnouncement, pack_view, unpack_view
 
 VOCAB = 99  # the zoo's character tokenizer
 TOKENIZER = "f" * 16
@@ -90,11 +91,13 @@ def seed_corpus() -> dict[str, list[bytes]]:
     streams = [b"".join(frame(c.SerializeToString()) for c in bundle_chunks(b, b"sig" * 10, chunk=chunk))
                for b in bundles[:2] for chunk in (64, 4096)]
     requests = [pb.BundleRequest(version=PROTOCOL_VERSION, kind=kind, digest=digest, owner=owner).SerializeToString()
-                for kind in ("groups", "summaries") for digest in (b"", bundle_digest(b"x"))
+                for kind in ("groups", "summaries", "view", "hello") for digest in (b"", bundle_digest(b"x"))
                 for owner in ("", "Qm" + "c" * 44)]
     return {"request": [frame(r) + frame(b"") for r in requests], "chunks": streams, "bundle": bundles,
             "announcement": announcements, "card": groups, "group": groups, "summary": summaries,
-            "dht-record": [dht_record_input(a) for a in announcements]}
+            "dht-record": [dht_record_input(a) for a in announcements],
+            "view": [pack_view([SignedAnnouncement(b"[owner:" + b"k" * 32 + b"]", a, b"s" * 344)
+                                for a in announcements]), pack_view([])]}
 
 
 def dht_record_input(value: bytes) -> bytes:
@@ -181,6 +184,7 @@ TARGETS: dict[str, Callable[[bytes], object]] = {
     "group": lambda data: decode_group(data, receiver_vocab=VOCAB, limits=LIMITS, tokenizer=TOKENIZER),
     "summary": lambda data: decode_summary(data, LIMITS),
     "dht-record": target_dht_record,
+    "view": unpack_view,
 }
 
 

@@ -1,0 +1,45 @@
+"""A newcomer through the real path (hivemind DHT and streams on loopback, in-process peers): it trains on
+received groups within two steps of joining, and the peers it joined learn of it (issue 25's newcomer bound,
+at the N this machine can run)."""
+import pytest
+
+from node.config import SwarmConfig, build_config
+from node.peer import Peer
+from node.swarm.dht import SwarmDHT
+
+WARM = 3  # steps the swarm runs before the newcomer joins
+
+
+def config(model: str, seed: int):
+    return build_config({"model": {"name": model}, "task": {"name": "arith-add"},
+                         "train": {"group_policy": "fixed", "group_size": 8, "prompts_per_step": 8, "seed": seed},
+                         "swarm": {"gather_deadline": 2.0}})
+
+
+@pytest.mark.slow
+def test_a_newcomer_trains_on_received_groups_within_two_steps():
+    boot = SwarmDHT(SwarmConfig(), bundles=False)
+    initial = tuple(boot.visible_maddrs())
+    dhts = [SwarmDHT(SwarmConfig(initial_peers=initial)) for _ in range(4)]
+    peers = [Peer(config(model, seed), transport=dht)
+             for seed, (model, dht) in enumerate(zip(("tiny-add", "tiny-add-lora", "small-add"), dhts, strict=False))]
+    newcomer = Peer(config("tiny-add", 7), transport=dhts[3])
+    try:
+        for step in range(WARM):
+            for p in peers:
+                p.step(step)
+        used = []
+        for step in range(2):
+            for p in peers:
+                p.step(WARM + step)
+            used.append(newcomer.step(step).swarm.groups_used)
+        assert sum(used) > 0, used  # received groups trained on, by its second step at the latest
+        for p in peers:
+            p.step(WARM + 2)
+        knows = [dhts[3].own_subkey in p.exchange.senders.known for p in peers]
+        assert all(knows), knows
+    finally:
+        for p in [*peers, newcomer]:
+            p.close()
+        for dht in [*dhts, boot]:
+            dht.shutdown()
