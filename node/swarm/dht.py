@@ -525,14 +525,15 @@ class SwarmDHT:
 
     async def _serve_bundle(self, request, requester: str = ""):
         """The answer to a pull: the named bundle in chunks (the first with our signature), a relayed pull of
-        another peer's bundle, or one chunk of total 0 when it is not served here."""
+        another peer's bundle, or one chunk of total 0 when it is not served here (and to a push)."""
+        if request.kind == "hello":  # a push (gossip.py): noted with the stream's peer id, never relayed
+            if request.version == PROTOCOL_VERSION and self.bundles and requester:
+                self._hellos.append(requester)
+            yield NOT_SERVED
+            return
         if request.version == PROTOCOL_VERSION and request.owner and request.owner != self.peer_id:
             async for chunk in self._relay(request, requester):
                 yield chunk
-            return
-        if request.kind == "hello" and request.version == PROTOCOL_VERSION:  # a push: noted, answered "not served"
-            self._hellos.append(requester)
-            yield NOT_SERVED
             return
         found = self._served.get(request.kind, bytes(request.digest)) if request.version == PROTOCOL_VERSION \
             else None
