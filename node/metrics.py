@@ -65,6 +65,8 @@ class SwarmMetrics:
     budget_hit: str = ""  # the per-step work budget that ended processing, if any
     late_fetches: int = 0  # DHT fetches not finished by the gather deadline (the step went on without them)
     pull_failures: int = 0  # pulls that found the sender gone or unreachable (backed off; not rejections)
+    view: int = 0  # peers in our peer-sampling view after this step (node/swarm/gossip.py; 0 with gossip off)
+    pushes: int = 0  # pushes taken this step (a peer's own announcement, pulled at its request)
     distrusted: int = 0  # senders distrusted after this step (their evidence reached loss.sender_bound)
     evidence: float = 0.0  # the largest evidence against one of this step's senders after it (honest: < 0 mostly)
     demoted: int = 0  # senders demoted after this step (their harm reached loss.harm_bound: node/rl/alignment.py)

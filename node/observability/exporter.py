@@ -65,6 +65,7 @@ class MetricsExporter:
         self.filtered = gauge("filtered_fraction", "share of the last step's rows the F- filter zeroed")
         self.step_seconds = gauge("step_seconds", "wall time of the last step (evaluation not included)")
         self.peers = gauge("peers", "other peers seen at the last step's poll")
+        self.view = gauge("view_peers", "peers in the peer-sampling view after the last step")
         self.alignment = gauge("alignment", "mean cosine of the last step's senders' head gradients with our own's")
         self.server, self.thread = start_http_server(port, addr=host, registry=registry)
         self.port = self.server.server_port
@@ -85,6 +86,7 @@ class MetricsExporter:
         self.filtered.set(r.loss.filtered_frac)
         self.step_seconds.set(r.step_seconds)
         self.peers.set(r.swarm.peers)
+        self.view.set(r.swarm.view)
         self.alignment.set(r.swarm.alignment)
 
     def close(self) -> None:

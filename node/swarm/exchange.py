@@ -124,6 +124,8 @@ class GatherResult:
     taken: dict[bytes, int] = field(default_factory=dict)  # sender -> completions accepted this step
     uninformative: int = 0  # valid received groups left out: equal rewards everywhere (informative_only)
     duplicates: int = 0  # a sender's own earlier groups sent again (a restarted peer): not used, not refused
+    view: int = 0  # peers in our peer-sampling view after this step (0: gossip off)
+    pushes: int = 0  # pushes taken this step
 
 
 @dataclass
@@ -220,6 +222,7 @@ class GroupExchange:
         self.valid: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()  # digests of the
         #                                             valid announcements read lately (a view brings them again)
         self.gossip = Gossip(transport, random.Random(seed + 1), cfg.max_age) if cfg.gossip else None
+        self._heard = 0  # pushes taken before this step (gossip.heard then)
         self.shard_cursor = self.rng.randrange(ANNOUNCE_SHARDS)
         self.last_whole_read = -math.inf  # when all shards were last read (our DHT clock)
         self.maddrs = tuple(transport.visible_maddrs()[:MAX_MADDRS])
@@ -366,7 +369,10 @@ class GroupExchange:
             elif rejected:
                 self.senders.failed(sender, self.step, refused=True)
         if self.gossip is not None:
+            heard = self.gossip.heard
             self.gossip.end_round(take_pushes=len(self._vouched(self.transport.now())) >= 2)
+            result.view, result.pushes = self.gossip.size(), heard - self._heard
+            self._heard = heard
         return result
 
     def relay_owners(self) -> frozenset[str]:
