@@ -37,7 +37,7 @@ from node.config import SwarmConfig
 from node.errors import first_line
 from node.generation.rollouts import Group, has_variance
 from node.tasks import Task
-from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW
+from protocol import ANNOUNCE_SHARDS
 from protocol.bundle2 import pack_groups, unpack_groups
 from protocol.codec import (
     MAX_BUNDLE,
@@ -53,7 +53,6 @@ from protocol.codec import (
     WireCompletion,
     WireGroup,
     bundle_digest,
-    decode_announcement,
     decode_summary,
     encode_announcement,
     encode_summary,
@@ -64,6 +63,8 @@ from protocol.codec import (
 
 from . import SwarmTransport
 from .boundary import Receiver, decode_received, rebuild_received
+from .bounded import BoundedSet, remember
+from .directory import Directory
 from .display import safe_text
 from .gossip import Gossip
 from .retokenize import ForeignTokenizers
@@ -74,37 +75,6 @@ SUMMARY_BUNDLE_BYTES = 256 * 1024  # a peer's length summaries of one step (tens
 MEMORY = 100_000  # records, groups and bundles remembered as already handled (each a 16-byte digest)
 KNOWN_SENDERS = 4096  # senders remembered from their announcements
 PULL_TIMEOUT = 30.0  # seconds a pull may take before it is abandoned (a step waits at most its deadline)
-
-
-class BoundedSet:
-    """A set that forgets its oldest members beyond `size` (memory of what was handled, bounded)."""
-
-    def __init__(self, size: int):
-        self.size, self._items = size, collections.OrderedDict()
-
-    def add(self, key) -> bool:
-        """Adds key; False when it was already there."""
-        if key in self._items:
-            return False
-        self._items[key] = None
-        if len(self._items) > self.size:
-            self._items.popitem(last=False)
-        return True
-
-    def __contains__(self, key) -> bool:
-        return key in self._items
-
-    def __iter__(self):
-        """Members, oldest first (a checkpoint saves them in this order, so a restore keeps the age order)."""
-        return iter(list(self._items))
-
-
-def remember(table: collections.OrderedDict, key, value, size: int) -> None:
-    """table[key] = value as its newest entry, forgetting the oldest beyond `size`."""
-    table[key] = value
-    table.move_to_end(key)
-    while len(table) > size:
-        table.popitem(last=False)
 
 
 @dataclass
@@ -214,17 +184,13 @@ class GroupExchange:
         self.done_bundles = BoundedSet(MEMORY)  # digests of bundles whose every record was handled
         self.summary_steps = BoundedSet(MEMORY)  # (sender, step) pairs whose summaries were counted
         self.logged = BoundedSet(4096)  # (sender, reason) already logged once
-        self.announcements = BoundedSet(MEMORY)  # digests of announcement records already read
         self.pending: list = []  # futures of asynchronous publishes not yet collected
         self.prefetched: Future | None = None  # the announcement fetch started at the beginning of the step
         self.pulls: dict[tuple[bytes, str], Future] = {}  # (sender, kind) -> pull in flight
         self.senders = Senders(KNOWN_SENDERS, self.rng)
-        self.valid: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()  # digests of the
-        #                                             valid announcements read lately (a view brings them again)
+        self.directory = Directory(cfg, self.rng.randrange(ANNOUNCE_SHARDS), self.unusable_tokenizer)
         self.gossip = Gossip(transport, random.Random(seed + 1), cfg.max_age) if cfg.gossip else None
         self._heard = 0  # pushes taken before this step (gossip.heard then)
-        self.shard_cursor = self.rng.randrange(ANNOUNCE_SHARDS)
-        self.last_whole_read = -math.inf  # when all shards were last read (our DHT clock)
         self.maddrs = tuple(transport.visible_maddrs()[:MAX_MADDRS])
         self.reachable: collections.OrderedDict[str, None] = collections.OrderedDict()  # peer ids we pulled
         #                                                  from directly, latest last (our relays in client mode)
@@ -304,24 +270,11 @@ class GroupExchange:
         """At the beginning of a step: starts reading the next announcement shards (one read in flight at a
         time, never doubled) and pulling from senders known already, so both work while we generate."""
         if self.prefetched is None or self.prefetched.done():
-            shards = self._shards_to_read(self.transport.now())
+            now = self.transport.now()
+            shards = self.directory.shards_to_read(now, len(self.senders.live(now)), self._view_full())
             self.prefetched = self.transport.fetch_shards_async(shards) if shards else None
         self._start_pulls()
         self._start_gossip()
-
-    def _shards_to_read(self, now: float) -> list[int]:
-        """All shards while we know no sender, and, while we know fewer than we pull from (a small swarm), at
-        most every swarm.whole_read_every seconds; otherwise the next swarm.shards_per_step in rotation."""
-        known = len(self.senders.live(now))
-        if known == 0 or (known < self.cfg.pull_peers and now - self.last_whole_read >= self.cfg.whole_read_every):
-            self.last_whole_read = now
-            return list(range(ANNOUNCE_SHARDS))
-        count = self.cfg.shards_per_step
-        if self._view_full():
-            count = self.cfg.gossip_shards  # the view finds senders: the directory is read slowly
-        shards = [(self.shard_cursor + i) % ANNOUNCE_SHARDS for i in range(count)]
-        self.shard_cursor = (self.shard_cursor + count) % ANNOUNCE_SHARDS
-        return shards
 
     def work_budget(self) -> WorkBudget:
         c = self.cfg
@@ -433,42 +386,26 @@ class GroupExchange:
         once per announcement."""
         now = self.transport.now()
         for sender, (value, expires) in records.items():
-            if bundle_digest(value) in self.announcements:
-                continue  # read before
+            if self.directory.read_before(value):
+                continue
             announcement = self._check(sender, value, result)
             if announcement is not None:
                 self.senders.learn(sender, announcement, expires, seen=now)
                 self._read_credit(announcement)
 
     def _check(self, sender: bytes, value: bytes, result: GatherResult) -> Announcement | None:
-        """An announcement whose signature holds, decoded and checked (tokenizer, clock, age): None when refused
-        (counted the first time it is read) or stale."""
-        digest = bundle_digest(value)
-        if digest in self.valid:  # valid when first read: still so while fresh
-            announcement = self.valid[digest]
-            return announcement if self.transport.now() - announcement.created <= self.cfg.max_age else None
-        if not self.announcements.add(digest):
-            return None  # read before, and refused or stale then
-        try:
-            announcement = decode_announcement(value)
-        except RecordError as err:
-            self._reject(result, sender, "announcement", str(err))
+        """An announcement whose signature holds, decoded and checked (directory.py): None when refused (counted
+        the first time it is read) or stale."""
+        checked = self.directory.check(value, self.transport.now())
+        if isinstance(checked, tuple):
+            self._reject(result, sender, *checked)
             return None
-        why = self.unusable_tokenizer(announcement.card)
-        now = self.transport.now()
-        if why:
-            self._reject(result, sender, "tokenizer", why)
-        elif announcement.created > now + CLOCK_SKEW:
-            self._reject(result, sender, "future", "announcement from the future")
-        elif now - announcement.created <= self.cfg.max_age:
-            remember(self.valid, digest, announcement, KNOWN_SENDERS)
-            return announcement
-        return None
+        return checked
 
     def _check_gossiped(self, sender: bytes, value: bytes, result: GatherResult) -> Announcement | None:
         """A view entry's announcement (its signature checked by gossip.py): checked as one read from the DHT,
         and its sender learned when it is new to us."""
-        new = bundle_digest(value) not in self.announcements
+        new = not self.directory.read_before(value)
         announcement = self._check(sender, value, result)
         if announcement is not None and new:
             self.senders.learn(sender, announcement, announcement.created + self.cfg.max_age,

@@ -1,0 +1,73 @@
+"""The swarm's directory as one peer reads it: which announcement shards to read each step, and whether an
+announcement (its signature checked already: by the DHT's validator, or by gossip.py for a view entry) is one to
+learn a sender from.
+
+Reads: all 64 shards while we know no sender; while we know fewer senders than we pull from (a small swarm), all
+of them at most every swarm.whole_read_every seconds; otherwise swarm.shards_per_step in rotation, or, once the
+peer-sampling view holds pull_peers senders, swarm.gossip_shards (by default none: the view and pushes find the
+senders, and the directory is the fallback).
+
+Checks: an announcement is decoded, its tokenizer must be ours or one we can build, it must not come from the
+future (beyond CLOCK_SKEW) and must be fresh (swarm.max_age). Each is checked once: a refusal is reported the
+first time it is read, and a valid one is remembered (a view brings the same announcement again and again).
+"""
+from __future__ import annotations
+
+import collections
+import math
+from collections.abc import Callable
+
+from node.config import SwarmConfig
+from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW
+from protocol.codec import Announcement, RecordError, WireCard, bundle_digest, decode_announcement
+
+from .bounded import BoundedSet, remember
+
+READ_MEMORY = 100_000  # announcements remembered as read (16-byte digests)
+VALID_MEMORY = 4096  # valid announcements remembered decoded
+
+
+class Directory:
+    def __init__(self, cfg: SwarmConfig, cursor: int, unusable_tokenizer: Callable[[WireCard], str]):
+        """cursor: the first shard of the rotation (drawn at random by the caller); unusable_tokenizer(card):
+        why a card's tokenizer cannot be used here ("" when it can)."""
+        self.cfg, self.cursor, self.unusable_tokenizer = cfg, cursor, unusable_tokenizer
+        self.read = BoundedSet(READ_MEMORY)  # digests of announcements read already
+        self.valid: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()  # digest -> valid
+        self.last_whole_read = -math.inf  # when all shards were last read (our DHT clock)
+
+    def shards_to_read(self, now: float, known: int, view_full: bool) -> list[int]:
+        """The shards to read this step, given how many live senders we know and whether our view is full."""
+        if known == 0 or (known < self.cfg.pull_peers and now - self.last_whole_read >= self.cfg.whole_read_every):
+            self.last_whole_read = now
+            return list(range(ANNOUNCE_SHARDS))
+        count = self.cfg.gossip_shards if view_full else self.cfg.shards_per_step
+        shards = [(self.cursor + i) % ANNOUNCE_SHARDS for i in range(count)]
+        self.cursor = (self.cursor + count) % ANNOUNCE_SHARDS
+        return shards
+
+    def read_before(self, value: bytes) -> bool:
+        return bundle_digest(value) in self.read
+
+    def check(self, value: bytes, now: float) -> Announcement | tuple[str, str] | None:
+        """The announcement when valid and fresh; (reason, detail) when refused, the first time it is read;
+        None when refused before, or stale."""
+        digest = bundle_digest(value)
+        if digest in self.valid:  # valid when first read: still so while fresh
+            announcement = self.valid[digest]
+            return announcement if now - announcement.created <= self.cfg.max_age else None
+        if not self.read.add(digest):
+            return None
+        try:
+            announcement = decode_announcement(value)
+        except RecordError as err:
+            return "announcement", str(err)
+        why = self.unusable_tokenizer(announcement.card)
+        if why:
+            return "tokenizer", why
+        if announcement.created > now + CLOCK_SKEW:
+            return "future", "announcement from the future"
+        if now - announcement.created > self.cfg.max_age:
+            return None
+        remember(self.valid, digest, announcement, VALID_MEMORY)
+        return announcement
