@@ -375,7 +375,7 @@ def plot(rows: list[dict], out: Path) -> None:
     fig.savefig(out, dpi=110)
 
 
-def main(argv=None) -> None:
+def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--peers", type=int, nargs="+", default=[100, 1000, 10000])
     ap.add_argument("--rounds", type=int, default=40)
@@ -393,7 +393,11 @@ def main(argv=None) -> None:
                     help="control: no push limit, no samplers, no vouching, newcomers take pushes and do not "
                          "lean on the bootstrap (what the defences are measured against)")
     ap.add_argument("--plot", default=str(ROOT / "docs" / "plots" / "discovery.png"), help="'' for none")
-    args = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> None:
+    args = parse_args(argv)
     entry_bytes, validate_s = real_entry_cost()
     print(f"one gossiped announcement: {entry_bytes} bytes, decoded and verified in {validate_s * 1e3:.2f} ms; "
           f"view {ms.VIEW_SIZE}, {ms.SAMPLERS} samplers, push {ms.PUSH_FANOUT} / limit {ms.PUSH_LIMIT}, "
