@@ -176,6 +176,8 @@ def assert_stopped_cleanly(result, signum: int, marker: str) -> None:
     interpreter had run any of our code (a few ms after exec) ends it the operating system's way, before
     anything was started. Either way nothing it started is left running."""
     code, seconds, out, handled = result
+    if not handled and code == 0:  # our handlers came in between the check and the signal (a race of the
+        handled = True  #              harness: seen once in a clean-clone run, at 0.05 s): a handled stop
     if handled:
         assert code == 0 and seconds < STOP_TIMEOUT, (code, seconds, out[-2000:])
         assert "Traceback" not in out, out[-2000:]
