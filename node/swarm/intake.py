@@ -112,7 +112,8 @@ class StreamLimits:
     """Open streams and request rate per remote peer, and open streams in all. Remembers at most `peers` peers
     (the least recently seen idle one is forgotten first), so a crowd of identities costs bounded memory."""
 
-    per_peer: int = 4
+    per_peer: int = 8  # an honest peer opens up to 4 at once (groups, summaries, its view, a push), more while
+    #                    a slow pull of the step before is still running: 4 was the honest peak, no margin
     total: int = 64
     rate: float = 20.0  # requests a second per peer, on average (an honest receiver: 2 a step, a few a second)
     burst: float = 60.0  # requests one peer may make at once
