@@ -322,6 +322,7 @@ def new_read(initial: str, steps: int, period: float, groups: int, tokens: int, 
     dht.fetch_shards_async = timed_read
     rng = np.random.default_rng(12345)
     warm = 0
+    joined = time.monotonic()
     try:
         measured, step = 0, 0
         while measured < steps and step < steps + 40:  # warm-up: until it knows pull_peers senders, 2 steps more
@@ -341,6 +342,8 @@ def new_read(initial: str, steps: int, period: float, groups: int, tokens: int, 
                               "tx": after[1] - before[1], "pulled": result.bytes_in, "groups": len(result.groups),
                               "rejected": sum(result.rejected.values()), "known": result.peers,
                               "late": result.late_fetches, "swarm_s": swarm_seconds,
+                              "since_join": time.monotonic() - joined, "seeded": exchange.gossip.seeded
+                              if exchange.gossip is not None else 0,
                               "pulls": pulls[done:], "reads": reads[read_done:]}), flush=True)
         found = dht.fetch_shards_async(list(range(ANNOUNCE_SHARDS))).result(120)
         per_shard: dict[int, int] = {}
@@ -394,6 +397,7 @@ def stop(procs) -> None:
 
 def measure_new(n: int, args, out: Path) -> dict:
     from node.metrics import read_metrics
+    from protocol import ANNOUNCE_SHARDS
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     me = [sys.executable, str(Path(__file__).resolve())]
@@ -442,7 +446,15 @@ def measure_new(n: int, args, out: Path) -> dict:
     med = statistics.median
     pulls = [p for r in rows for p in r["pulls"]]
     latencies = sorted(t for ok, t in pulls if ok)
-    return {"peers": n, "rx_step": med(r["rx"] for r in rows), "tx_step": med(r["tx"] for r in rows),
+    steps = [r for r in lines if "step" in r]
+    first = next((r for r in steps if r["groups"] > 0), None)
+    return {"peers": n, "silent": args.silent_dht,
+            "first_group_step": first["step"] if first else None,  # the newcomer's first step is step 1
+            "first_group_s": first["since_join"] if first else None,
+            "whole_reads_before": sum(k == ANNOUNCE_SHARDS for r in steps[:first["step"] if first else None]
+                                      for k, _ in r["reads"]),
+            "seeded": steps[-1].get("seeded", 0),
+            "rx_step": med(r["rx"] for r in rows), "tx_step": med(r["tx"] for r in rows),
             "pulled_step": med(r["pulled"] for r in rows), "groups": med(r["groups"] for r in rows),
             "shards_step": med(sum(n for n, _ in r["reads"]) for r in rows),
             "rejected": sum(r["rejected"] for r in rows), "known": rows[-1]["known"],
@@ -594,6 +606,9 @@ def main() -> int:
               f"seen, {r['pulls']} pulls, "
               f"{r['rejected']} records refused; training peers: steps {r['trainer_steps']}, groups used "
               f"{r['trainer_used']}, refused {r['trainer_rejected']}")
+        print(f"    newcomer (the reader): first received groups at its step {r['first_group_step']} "
+              f"({r['first_group_s'] or float('nan'):.1f} s after joining), {r['whole_reads_before']} reads of the "
+              f"whole directory before them, {r['seeded']} entries from the bootstrap's view")
     if legacy:
         print(f"\nsingle-key exchange (retired), same bundles; medians over {args.steps} steps")
         print(f"{'peers':>5} {'wire KB/step':>12} {'payload KB':>10} {'new KB':>7} {'wire/new':>8} "

@@ -9,6 +9,7 @@ from __future__ import annotations
 import collections
 import hashlib
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
     from node.peer import Peer
 
 log = logging.getLogger(__name__)
+SEED_ROUND = 2.0  # seconds between the bootstrap's view rounds (node/swarm/seeding.py)
 
 
 def backoff_delays(first: float = 2.0, factor: float = 2.0, cap: float = 60.0):
@@ -148,7 +150,8 @@ def run_bootstrap(settings, status_every: float, control_port: int, stop: thread
     board = None
     try:
         board = dashboard(status) if dashboard is not None else None
-        dht = SwarmDHT(settings, stop=stop, bundles=False)  # a DHT node only: it serves and relays no bundles
+        # a DHT node that serves only its view (peer sampling: newcomers pull it first), or nothing
+        dht = SwarmDHT(settings, stop=stop, bundles=settings.gossip, relays=False)
         try:
             status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
             for maddr in status.maddrs:
@@ -161,7 +164,7 @@ def run_bootstrap(settings, status_every: float, control_port: int, stop: thread
             if server:
                 server.set_serving(True)
                 say(f"control API on 127.0.0.1:{server.port}")
-            watch_swarm(dht, status, status_every, stop, say)
+            watch_swarm(dht, status, status_every, stop, say, gossip=settings.gossip)
         finally:
             dht.shutdown()
     finally:
@@ -173,16 +176,34 @@ def run_bootstrap(settings, status_every: float, control_port: int, stop: thread
     return 0
 
 
-def watch_swarm(dht, status: NodeStatus, every: float, stop: threading.Event, say: Callable[[str], None]) -> None:
-    """The bootstrap's loop: a status line every `every` seconds until stopped. A failing fetch (whatever
-    the network or hivemind raises) is a log line, never the end of the daemon."""
+def watch_swarm(dht, status: NodeStatus, every: float, stop: threading.Event, say: Callable[[str], None],
+                gossip: bool = True) -> None:
+    """The bootstrap's loop until stopped: with peer sampling, a round of its view (node/swarm/seeding.py) every
+    SEED_ROUND seconds, whose directory reads (a rotation) also feed the status; a status line every `every`
+    seconds. Without, a read of the whole directory for each status line. A failing read (whatever the network
+    or hivemind raises) is a log line, never the end of the daemon."""
+    from node.swarm.seeding import SeedView
+
     watch = SwarmWatch()
-    while not stop.wait(every):
-        try:
-            records = dht.fetch_shards_async(list(range(ANNOUNCE_SHARDS))).result(30)
-        except Exception as err:  # noqa: BLE001 (the daemon outlives any fetch)
-            log.warning("status fetch failed: %s", first_line(err))
-            continue
+    seeds = SeedView(dht, dht.settings, random.Random()) if gossip else None
+    tick = min(every, SEED_ROUND) if seeds is not None else every
+    next_status = time.monotonic() + every
+    while not stop.wait(tick):
+        if seeds is not None:
+            try:
+                seeds.round()
+            except Exception as err:  # noqa: BLE001 (the daemon outlives any round)
+                log.warning("the view's round failed: %s", first_line(err))
+            if time.monotonic() < next_status:
+                continue
+            next_status = time.monotonic() + every
+            records = seeds.live()
+        else:
+            try:
+                records = dht.fetch_shards_async(list(range(ANNOUNCE_SHARDS))).result(30)
+            except Exception as err:  # noqa: BLE001 (the daemon outlives any fetch)
+                log.warning("status fetch failed: %s", first_line(err))
+                continue
         watch.observe(records, time.monotonic())
         status.peers, status.groups_per_minute = len(watch.seen), watch.groups_per_minute()
         status.peer_list = watch.peer_list(dht.now())

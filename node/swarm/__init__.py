@@ -111,6 +111,10 @@ class SwarmTransport(Protocol):
         """Pushes to a peer: asks it to pull our view (its outcome means nothing)."""
         ...
 
+    def seeds(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Our initial peers (peer id, addresses), whose views a newcomer pulls first."""
+        ...
+
     def take_hellos(self) -> list[str]:
         """The peer ids that pushed to us since the last call."""
         ...

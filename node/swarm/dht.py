@@ -262,13 +262,15 @@ class SwarmDHT:
     max_value_bytes = MAX_ANNOUNCEMENT  # the largest value publish accepts (the schema's limit)
     dht_copying = DHT_COPYING
 
-    def __init__(self, settings: SwarmConfig, stop: threading.Event | None = None, bundles: bool = True):
-        """stop: an event that, once set, abandons a start in progress (raises Stopped); bundles: serve and
-        relay bundles (a bootstrap does not: it is a DHT node only)."""
+    def __init__(self, settings: SwarmConfig, stop: threading.Event | None = None, bundles: bool = True,
+                 relays: bool = True):
+        """stop: an event that, once set, abandons a start in progress (raises Stopped); bundles: serve bundles
+        (a bootstrap serves only its view: node/swarm/seeding.py; without peer sampling, none); relays: relay
+        pulls for peers that cannot accept connections, and take pushes (a bootstrap does neither)."""
         from hivemind.dht.crypto import RSASignatureValidator
         from hivemind.dht.validation import CompositeValidator
 
-        self.settings, self.bundles = settings, bundles
+        self.settings, self.bundles, self.relays = settings, bundles, relays
         ensure_port_free(settings.host, settings.port, "DHT")
         check_identity_file(settings.identity)  # before the lock: a corrupt file holds nothing
         self._lock = IdentityLock(settings.identity) if settings.identity else None
@@ -481,6 +483,16 @@ class SwarmDHT:
         """Whether the owner of DHT subkey `signer` signed this kind and digest."""
         return signature_check(kind, signer)(digest, signature)
 
+    def seeds(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Our initial peers as (peer id, its addresses), whose views a newcomer pulls first (a bootstrap keeps
+        one: node/swarm/seeding.py)."""
+        from hivemind.utils.multiaddr import Multiaddr
+
+        by_peer: dict[str, list[str]] = {}
+        for maddr in self.settings.initial_peers:
+            by_peer.setdefault(Multiaddr(maddr)["p2p"], []).append(maddr)
+        return [(peer, tuple(maddrs)) for peer, maddrs in by_peer.items()]
+
     def hello_async(self, peer_id: str, maddrs: tuple[str, ...] = (), timeout: float = 5.0):
         """Pushes to a peer: asks it to pull our view (our own announcement first); a concurrent future whose
         outcome means nothing (the answer is "not served" either way)."""
@@ -527,11 +539,14 @@ class SwarmDHT:
         """The answer to a pull: the named bundle in chunks (the first with our signature), a relayed pull of
         another peer's bundle, or one chunk of total 0 when it is not served here (and to a push)."""
         if request.kind == "hello":  # a push (gossip.py): noted with the stream's peer id, never relayed
-            if request.version == PROTOCOL_VERSION and self.bundles and requester:
+            if request.version == PROTOCOL_VERSION and self.relays and requester:
                 self._hellos.append(requester)
             yield NOT_SERVED
             return
         if request.version == PROTOCOL_VERSION and request.owner and request.owner != self.peer_id:
+            if not self.relays:
+                yield NOT_SERVED
+                return
             async for chunk in self._relay(request, requester):
                 yield chunk
             return

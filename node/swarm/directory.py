@@ -2,10 +2,12 @@
 announcement (its signature checked already: by the DHT's validator, or by gossip.py for a view entry) is one to
 learn a sender from.
 
-Reads: all 64 shards while we know no sender; while we know fewer senders than we pull from (a small swarm), all
-of them at most every swarm.whole_read_every seconds; otherwise swarm.shards_per_step in rotation, or, once the
-peer-sampling view holds pull_peers senders, swarm.gossip_shards (by default none: the view and pushes find the
-senders, and the directory is the fallback).
+Reads without peer sampling: all 64 shards while we know no sender; while we know fewer senders than we pull
+from (a small swarm), all of them at most every swarm.whole_read_every seconds; otherwise swarm.shards_per_step
+in rotation. With peer sampling, the view replaces the whole reads once it holds anyone, or once an initial
+peer's view is on its way (a newcomer's first step): swarm.shards_per_step in rotation while the view holds fewer
+than pull_peers, then swarm.gossip_shards (by default none: the view and pushes find the senders, and the
+directory is the fallback). The whole directory is read only when neither the view nor the seeds have anyone.
 
 Checks: an announcement is decoded, its tokenizer must be ours or one we can build, it must not come from the
 future (beyond CLOCK_SKEW) and must be fresh (swarm.max_age). Each is checked once: a refusal is reported the
@@ -36,12 +38,18 @@ class Directory:
         self.valid: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()  # digest -> valid
         self.last_whole_read = -math.inf  # when all shards were last read (our DHT clock)
 
-    def shards_to_read(self, now: float, known: int, view_full: bool) -> list[int]:
-        """The shards to read this step, given how many live senders we know and whether our view is full."""
-        if known == 0 or (known < self.cfg.pull_peers and now - self.last_whole_read >= self.cfg.whole_read_every):
+    def shards_to_read(self, now: float, known: int, view: int = -1, seeded: bool = False) -> list[int]:
+        """The shards to read this step, given how many live senders we know, how many peers our view holds (-1:
+        peer sampling is off) and whether an initial peer's view is on its way or brought entries."""
+        gossip = view > 0 or (view == 0 and seeded)
+        if not gossip and (known == 0 or (known < self.cfg.pull_peers
+                                          and now - self.last_whole_read >= self.cfg.whole_read_every)):
             self.last_whole_read = now
             return list(range(ANNOUNCE_SHARDS))
-        count = self.cfg.gossip_shards if view_full else self.cfg.shards_per_step
+        return self.rotation(self.cfg.gossip_shards if view >= self.cfg.pull_peers else self.cfg.shards_per_step)
+
+    def rotation(self, count: int) -> list[int]:
+        """The next `count` shards of the rotation."""
         shards = [(self.cursor + i) % ANNOUNCE_SHARDS for i in range(count)]
         self.cursor = (self.cursor + count) % ANNOUNCE_SHARDS
         return shards

@@ -269,12 +269,13 @@ class GroupExchange:
     def prefetch(self) -> None:
         """At the beginning of a step: starts reading the next announcement shards (one read in flight at a
         time, never doubled) and pulling from senders known already, so both work while we generate."""
+        seeded = self._start_gossip()  # (first: an initial peer's view on its way spares a whole read)
         if self.prefetched is None or self.prefetched.done():
             now = self.transport.now()
-            shards = self.directory.shards_to_read(now, len(self.senders.live(now)), self._view_full())
+            view = self.gossip.size() if self.gossip is not None else -1
+            shards = self.directory.shards_to_read(now, len(self.senders.live(now)), view, seeded)
             self.prefetched = self.transport.fetch_shards_async(shards) if shards else None
         self._start_pulls()
-        self._start_gossip()
 
     def work_budget(self) -> WorkBudget:
         c = self.cfg
@@ -423,16 +424,19 @@ class GroupExchange:
                 and self.senders.known[s].announcement.peer_id not in self.senders.distrusted
                 and self.senders.demoted.get(self.senders.known[s].announcement.peer_id, 0) <= self.step]
 
-    def _start_gossip(self) -> None:
+    def _start_gossip(self) -> bool:
         """Starts this step's view pulls: from established senders first; while our view is empty and none is
-        established, from the senders we know from the DHT."""
+        established, from the senders we know from the DHT and from our initial peers (seeds). Returns whether a
+        seed's view is on its way or brought entries."""
         if self.gossip is None:
-            return
+            return False
         now = self.transport.now()
         present = [] if self.gossip.size() else self.senders.present(now)
+        seeded = self.gossip.ask_seeds(self.transport.seeds())
         self.gossip.start(self._vouched(now) or present, self._gossip_route)
         self.gossip.push(present, self._gossip_route)
         self.gossip.hear()
+        return seeded
 
     def _gossip_route(self, subkey: bytes) -> tuple[str, str, tuple[str, ...]] | None:
         """(peer id, relay, addresses) of a view pull to `subkey`, from its newest announcement we know."""

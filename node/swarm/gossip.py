@@ -15,6 +15,11 @@ pushes of a step only if they come from at most PUSH_LIMIT peers (else none: a f
 over the connection it opened, and takes its first entry only if it is the pusher's own (signature, checks, and
 the announcement names the peer id that pushed). So a newcomer is known to a few peers at their next step,
 without waiting for their directory reads, and a push costs the pusher a connection, not us a free entry.
+
+Seeds: while our view is empty, we also pull the view of our initial peers (a bootstrap keeps one:
+node/swarm/seeding.py). Its entries are checked like any others (so a bootstrap cannot forge one, only choose
+which to hand out) and fill the empty view at once (`Membership.seed`): a newcomer's first step learns up to
+MAX_VIEW_ENTRIES senders without reading the whole directory.
 """
 from __future__ import annotations
 
@@ -32,6 +37,7 @@ from .membership import PULL_FANOUT, PUSH_FANOUT, PUSH_LIMIT, Entry, Membership
 
 VIEW_PULL_TIMEOUT = 5.0  # seconds a view pull may take (the step never waits for it)
 HELD = 256  # peers whose own signed announcement we keep (to vouch for them)
+SEED_RETRY = 10  # steps after an initial peer's view brought nothing before we ask again (while our view is empty)
 
 
 @dataclass(frozen=True)
@@ -51,6 +57,10 @@ class Gossip:
         self.held: OrderedDict[bytes, Entry] = OrderedDict()  # identity -> its own entry, as its view brought it
         self.pulled = self.missed = 0  # view pulls answered, and not (in all)
         self.heard = self.flooded = 0  # pushes taken (their view pulled), and steps whose pushes were all dropped
+        self.seeding: dict[str, Future] = {}  # initial peer's id -> the pull of its view in flight
+        self.seeded = 0  # entries our initial peers' views brought (in all)
+        self.seed_failed = False  # the last answer of an initial peer brought no entry (or none came)
+        self._seed_wait = 0  # steps before we may ask the seeds again
 
     def serve(self, value: bytes, created: float, vouched: list[bytes]) -> None:
         """Serves our announcement `value` (kind "ann", signed) and a sample of our view, ours first, then the
@@ -92,6 +102,30 @@ class Gossip:
                     self.transport.hello_async(where[0], where[2])
                 except (OSError, RuntimeError, ValueError):
                     self.membership.missed(target)
+
+    def ask_seeds(self, seeds: list[tuple[str, tuple[str, ...]]]) -> bool:
+        """While our view is empty: pulls the views of our initial peers `seeds` ((peer id, addresses); at most
+        PULL_FANOUT, one pull each in flight). Returns whether their answer can spare us the directory: a pull
+        is in flight, or the last answer brought entries."""
+        self._seed_wait -= 1
+        if self.size() == 0 and self._seed_wait <= 0:
+            for peer_id, maddrs in seeds[:PULL_FANOUT]:
+                if peer_id in self.seeding:
+                    continue
+                try:
+                    self.seeding[peer_id] = self.transport.pull_async(peer_id, "view", b"", MAX_VIEW_BYTES,
+                                                                      timeout=VIEW_PULL_TIMEOUT, maddrs=maddrs)
+                except (OSError, RuntimeError, ValueError):
+                    self._seed_answer(0)
+        return not self.seed_failed and (bool(self.seeding) or self.seeded > 0)
+
+    def _seed_answer(self, entries: int) -> None:
+        """An initial peer answered with `entries` valid entries (0: none, or no answer): after nothing, the
+        seeds are asked again only SEED_RETRY steps later (the directory serves meanwhile)."""
+        self.seeded += entries
+        self.seed_failed = entries == 0
+        if self.seed_failed:
+            self._seed_wait = SEED_RETRY
 
     def hear(self) -> None:
         """Takes the pushes made to us since the last step: more than PUSH_LIMIT peers, and none is taken (a
@@ -148,6 +182,7 @@ class Gossip:
                     while len(self.held) > HELD:
                         self.held.popitem(last=False)
         self.membership.pull(entries)
+        self._collect_seeds(check, reject)
         for peer_id, future in list(self.pushed.items()):
             if not future.done():
                 continue
@@ -164,6 +199,33 @@ class Gossip:
                     self.heard += 1
                     self.membership.push(Entry(signed.subkey, announcement.created,
                                                announcement.created + self.max_age, Held(signed, announcement)))
+
+    def _collect_seeds(self, check: Callable[[bytes, bytes], Announcement | None],
+                       reject: Callable[[bytes, str, str], None]) -> None:
+        """Our initial peers' finished view pulls: their valid entries fill our view at once."""
+        for peer_id, future in list(self.seeding.items()):
+            if not future.done():
+                continue
+            del self.seeding[peer_id]
+            try:
+                items = unpack_view(future.result())
+            except Exception:  # noqa: BLE001 (no view there: an older bootstrap, or gone; the directory serves)
+                self._seed_answer(0)
+                continue
+            entries = []
+            for signed in items:
+                if signed.subkey == self.transport.own_subkey:
+                    continue
+                if not self.transport.verify("ann", bundle_digest(signed.value), signed.signature, signed.subkey):
+                    reject(signed.subkey, "signature", f"a view entry from initial peer {peer_id} whose "
+                                                       "signature does not hold")
+                    continue
+                announcement = check(signed.subkey, signed.value)
+                if announcement is not None:
+                    entries.append(Entry(signed.subkey, announcement.created, announcement.created + self.max_age,
+                                         Held(signed, announcement)))
+            self.membership.seed(entries)
+            self._seed_answer(len(entries))
 
     def end_round(self, take_pushes: bool) -> None:
         """Renews the view from this step's pulls and, with take_pushes (we have established senders: a

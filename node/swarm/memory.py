@@ -49,6 +49,7 @@ class MemoryTransport:
     def __init__(self, hub: MemorySwarm, name: str):
         self.hub, self.peer_id, self.own_subkey = hub, name, name.encode()
         self.relay_owners: frozenset[str] | None = None  # (nothing is relayed in memory)
+        self.initial: list[tuple[str, tuple[str, ...]]] = []  # initial peers (seeds), as the DHT's
 
     @property
     def shard(self) -> int:
@@ -86,6 +87,9 @@ class MemoryTransport:
         if peer_id in self.hub.served:
             self.hub.hellos[peer_id].append(self.peer_id)
         return _failed(RecordError("missing", "not served"))
+
+    def seeds(self) -> list[tuple[str, tuple[str, ...]]]:
+        return list(self.initial)
 
     def take_hellos(self) -> list[str]:
         taken = list(self.hub.hellos[self.peer_id])

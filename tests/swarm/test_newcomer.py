@@ -1,11 +1,17 @@
 """A newcomer through the real path (hivemind DHT and streams on loopback, in-process peers): it trains on
 received groups within two steps of joining, and the peers it joined learn of it (issue 25's newcomer bound,
-at the N this machine can run)."""
+at the N this machine can run); with the bootstrap keeping a view (node/swarm/seeding.py, as `swarm bootstrap`
+does), its first steps read no whole directory."""
+import random
+import time
+
 import pytest
 
 from node.config import SwarmConfig, build_config
 from node.peer import Peer
 from node.swarm.dht import SwarmDHT
+from node.swarm.seeding import SeedView
+from protocol import ANNOUNCE_SHARDS
 
 WARM = 3  # steps the swarm runs before the newcomer joins
 
@@ -18,22 +24,34 @@ def config(model: str, seed: int):
 
 @pytest.mark.slow
 def test_a_newcomer_trains_on_received_groups_within_two_steps():
-    boot = SwarmDHT(SwarmConfig(), bundles=False)
+    boot = SwarmDHT(SwarmConfig(), relays=False)  # as `swarm bootstrap`: serves its view only
+    seeds = SeedView(boot, boot.settings, random.Random(0))
     initial = tuple(boot.visible_maddrs())
     dhts = [SwarmDHT(SwarmConfig(initial_peers=initial)) for _ in range(4)]
     peers = [Peer(config(model, seed), transport=dht)
              for seed, (model, dht) in enumerate(zip(("tiny-add", "tiny-add-lora", "small-add"), dhts, strict=False))]
     newcomer = Peer(config("tiny-add", 7), transport=dhts[3])
+    reads = []
+    fetch = dhts[3].fetch_shards_async
+    dhts[3].fetch_shards_async = lambda shards: (reads.append(len(shards)), fetch(shards))[1]
     try:
         for step in range(WARM):
             for p in peers:
                 p.step(step)
+            seeds.round()
+        for _ in range(60):  # bounded: the bootstrap's view holds the three peers (a round never waits)
+            if seeds.size() >= 3:
+                break
+            seeds.round()
+            time.sleep(0.5)
+        assert seeds.size() >= 3, (seeds.size(), seeds.gossip.missed, seeds.refused)
         used = []
         for step in range(2):
             for p in peers:
                 p.step(WARM + step)
             used.append(newcomer.step(step).swarm.groups_used)
         assert sum(used) > 0, used  # received groups trained on, by its second step at the latest
+        assert newcomer.exchange.gossip.seeded >= 3 and ANNOUNCE_SHARDS not in reads, reads  # no whole read
         for p in peers:
             p.step(WARM + 2)
         knows = [dhts[3].own_subkey in p.exchange.senders.known for p in peers]

@@ -1,0 +1,109 @@
+"""The bootstrap's view (node/swarm/seeding.py) on the in-memory swarm: it fills from a rotation of the
+directory and view pulls, never reads the whole directory, serves only entries their owners signed, and a
+newcomer that pulls it first trains on received groups in its first step without a whole-directory read."""
+import random
+
+from test_exchange import peer
+from test_gossip import counted_reads
+
+from node.config import SwarmConfig
+from node.swarm.memory import MemorySwarm
+from node.swarm.seeding import SeedView
+from protocol import ANNOUNCE_SHARDS
+from protocol.codec import bundle_digest
+from protocol.view import SignedAnnouncement, pack_view, unpack_view
+
+
+def bootstrap(hub, **cfg) -> SeedView:
+    return SeedView(hub.transport("boot"), SwarmConfig(**cfg), random.Random(0))
+
+
+def swarm_of(hub, n: int, steps: int = 2) -> list:
+    peers = [peer(hub, f"p{i}", model="tiny-sub" if i % 2 else "tiny-add") for i in range(n)]
+    for step in range(steps):
+        for p in peers:
+            p.step(step)
+    return peers
+
+
+def test_the_bootstrap_view_fills_from_a_rotation_and_serves_signed_entries():
+    hub = MemorySwarm()
+    peers = swarm_of(hub, 6)
+    seeds = bootstrap(hub)
+    reads = []
+    fetch = seeds.transport.fetch_shards_async
+    seeds.transport.fetch_shards_async = lambda shards: (reads.append(len(shards)), fetch(shards))[1]
+    for _ in range(12):
+        seeds.round()
+    assert reads and max(reads) == SwarmConfig().shards_per_step < ANNOUNCE_SHARDS, reads  # never the whole
+    assert seeds.size() == len(peers), seeds.size()  # all six found within 12 rounds (1.5 rotations)
+    served = unpack_view(hub.served["boot"].latest("view")[1])
+    assert 0 < len(served) <= 8 and {e.subkey for e in served} <= {p.exchange.transport.own_subkey for p in peers}
+    t = hub.transport("x")
+    assert all(t.verify("ann", bundle_digest(e.value), e.signature, e.subkey) for e in served)  # as signed
+    assert len(seeds.live()) == len(peers)  # the status line's count: every peer read in the rotation
+
+
+def test_a_newcomer_seeded_by_the_bootstrap_reads_no_whole_directory_and_trains_on_received_groups():
+    hub = MemorySwarm()
+    swarm_of(hub, 4)
+    seeds = bootstrap(hub)
+    for _ in range(10):
+        seeds.round()
+    assert seeds.size() == 4
+    newcomer = peer(hub, "new", shards_per_step=8)
+    newcomer.exchange.transport.initial = [("boot", ())]
+    reads = counted_reads(newcomer)
+    first = newcomer.step(0)
+    assert reads == [8], reads  # its first step: a rotation only, not the 64 shards
+    assert newcomer.exchange.gossip.seeded >= 4 and first.swarm.groups_used > 0, first.swarm
+    for step in range(1, 4):
+        newcomer.step(step)
+    assert ANNOUNCE_SHARDS not in reads, reads  # and never since
+
+
+def test_without_a_bootstrap_view_the_newcomer_falls_back_to_the_whole_directory():
+    hub = MemorySwarm()
+    swarm_of(hub, 2)
+    hub.transport("boot").serve("view", pack_view([]))  # a bootstrap whose view is empty (or an older one)
+    newcomer = peer(hub, "new", shards_per_step=8)
+    newcomer.exchange.transport.initial = [("boot", ())]
+    fetch = newcomer.exchange.transport.fetch_shards_async
+    newcomer.exchange.transport.fetch_shards_async = lambda shards: fetch(
+        shards if len(shards) == ANNOUNCE_SHARDS else [])  # its rotation's shards happen to be empty
+    reads = counted_reads(newcomer)
+    newcomer.step(0)
+    newcomer.step(1)
+    assert reads[:2] == [8, ANNOUNCE_SHARDS], reads  # the seed answered nothing: the next step reads it all
+    assert newcomer.exchange.gossip.seed_failed and newcomer.exchange.senders.known
+
+
+def test_a_forged_entry_in_a_bootstrap_view_is_refused():
+    hub = MemorySwarm()
+    peers = swarm_of(hub, 2)
+    real = unpack_view(hub.served["p0"].latest("view")[1])[0]
+    other = unpack_view(hub.served["p1"].latest("view")[1])[0]
+    forged = SignedAnnouncement(real.subkey, other.value, real.signature)  # p0's name on p1's announcement
+    hub.transport("boot").serve("view", pack_view([forged, other]))
+    newcomer = peer(hub, "new", shards_per_step=8)
+    newcomer.exchange.transport.initial = [("boot", ())]
+    result = newcomer.step(0)
+    assert result.swarm.rejected.get("signature") == 1, result.swarm.rejected
+    members = {e.subkey for e in newcomer.exchange.gossip.membership.members(hub.clock())}
+    assert other.subkey in members and peers[0].exchange.transport.own_subkey not in members
+
+
+def test_the_bootstrap_evicts_a_peer_that_stops_answering():
+    hub = MemorySwarm()
+    peers = swarm_of(hub, 3)
+    seeds = bootstrap(hub)
+    for _ in range(10):
+        seeds.round()
+    gone = peers[0].exchange.transport.own_subkey
+    assert gone in {e.subkey for e in seeds.gossip.membership.members(hub.clock())}
+    del hub.served["p0"]  # p0 stops answering (its announcement still in the directory)
+    for _ in range(12):
+        seeds.round()
+        assert gone not in seeds.serve() or seeds.gossip.missed == 0
+    assert gone not in {e.subkey for e in seeds.gossip.membership.members(hub.clock())}
+    assert seeds.gossip.missed >= 1
