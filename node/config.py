@@ -299,14 +299,18 @@ class SwarmConfig:
     #                         groups); all newcomers together contribute at most this many senders' caps a step
     shards_per_step: int = 8  # announcement shards read per step, in rotation (of protocol ANNOUNCE_SHARDS = 64)
     gossip: bool = True  # peer sampling (node/swarm/gossip.py): each step pull a sample of the views of two peers
-    #                      (established senders first), push to one, and serve ours; once our view holds
-    #                      pull_peers senders, the DHT rotation reads gossip_shards a step instead of shards_per_step
+    #                      (established senders first), push to one, and serve ours; while our view is empty,
+    #                      pull our initial peers' views (a bootstrap keeps one); a view that holds anyone
+    #                      replaces the whole-directory reads, and once it holds pull_peers senders, the DHT
+    #                      rotation reads gossip_shards a step instead of shards_per_step
     gossip_shards: int = 0  # shards read per step once the view is full (0: none, the directory is the fallback
     #                         when the view thins; newcomers make themselves known by pushes): what keeps a
     #                         peer's cost flat in the swarm's size
-    whole_read_every: float = 0.0  # seconds: while we know fewer senders than pull_peers (a small swarm) all 64
-    #                                shards are read at once, at most this often (every step while we know none),
-    #                                in rotation in between: 30 cut the download at N = 5 to 0.34x, but a sender
+    whole_read_every: float = 0.0  # seconds, without peer sampling (or while the view and the initial peers'
+    #                                views have no one): while we know fewer senders than pull_peers (a small
+    #                                swarm) all 64 shards are read at once, at most this often (every step
+    #                                while we know none), in rotation in between: 30 cut the download at N = 5
+    #                                to 0.34x, but a sender
     #                                whose pull failed once stays "unreachable" (the progress says alone) until its
     #                                shard is read again; off (0: whole every step) until that is fixed
     max_age: float = 120.0  # received groups older than this (seconds, sender's publish time) are stale

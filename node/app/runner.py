@@ -205,7 +205,8 @@ def watch_swarm(dht, status: NodeStatus, every: float, stop: threading.Event, sa
                 log.warning("status fetch failed: %s", first_line(err))
                 continue
         watch.observe(records, time.monotonic())
-        status.peers, status.groups_per_minute = len(watch.seen), watch.groups_per_minute()
+        status.peers = seeds.estimate() if seeds is not None else len(watch.seen)
+        status.groups_per_minute = watch.groups_per_minute()
         status.peer_list = watch.peer_list(dht.now())
         say(f"status: {status.peers} peers publishing, {status.groups_per_minute:.0f} groups/min, "
             f"up {time.monotonic() - status.started:.0f} s")

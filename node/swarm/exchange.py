@@ -67,6 +67,7 @@ from .bounded import BoundedSet, remember
 from .directory import Directory
 from .display import safe_text
 from .gossip import Gossip
+from .membership import NEWCOMER_PUSH_FANOUT, PUSH_FANOUT
 from .retokenize import ForeignTokenizers
 from .senders import Senders
 
@@ -433,8 +434,9 @@ class GroupExchange:
         now = self.transport.now()
         present = [] if self.gossip.size() else self.senders.present(now)
         seeded = self.gossip.ask_seeds(self.transport.seeds())
-        self.gossip.start(self._vouched(now) or present, self._gossip_route)
-        self.gossip.push(present, self._gossip_route)
+        vouched = self._vouched(now)
+        self.gossip.start(vouched or present, self._gossip_route)
+        self.gossip.push(present, self._gossip_route, PUSH_FANOUT if vouched else NEWCOMER_PUSH_FANOUT)
         self.gossip.hear()
         return seeded
 

@@ -9,9 +9,10 @@ it enters the view. View pulls run beside the step: nothing waits for them; one 
 VIEW_PULL_TIMEOUT, or refused, is a miss, and the peer leaves our view at once (silent peers are never waited
 on and stop being handed out).
 
-Pushes: each step a peer sends a "hello" to PUSH_FANOUT members of its view (a newcomer, to the senders it read
-in the DHT): a request that carries nothing but asks the receiver to pull our view. The receiver takes the
-pushes of a step only if they come from at most PUSH_LIMIT peers (else none: a flood), pulls each pusher's view
+Pushes: each step a peer sends a "hello" to PUSH_FANOUT members of its view (a newcomer, to NEWCOMER_PUSH_FANOUT
+of the senders it read in the DHT or its initial peers' views): a request that carries nothing but asks the
+receiver to pull our view. The receiver takes the pushes of a step only if they come from at most PUSH_LIMIT
+peers (else none: a flood), pulls each pusher's view
 over the connection it opened, and takes its first entry only if it is the pusher's own (signature, checks, and
 the announcement names the peer id that pushed). So a newcomer is known to a few peers at their next step,
 without waiting for their directory reads, and a push costs the pusher a connection, not us a free entry.
@@ -92,10 +93,11 @@ class Gossip:
             except (OSError, RuntimeError, ValueError):
                 self.membership.missed(target)
 
-    def push(self, prefer: list[bytes], route: Callable[[bytes], tuple[str, str, tuple[str, ...]] | None]) -> None:
-        """Pushes to PUSH_FANOUT peers (of `prefer` first, then our view): asks each to pull our view, our own
+    def push(self, prefer: list[bytes], route: Callable[[bytes], tuple[str, str, tuple[str, ...]] | None],
+             fanout: int = PUSH_FANOUT) -> None:
+        """Pushes to `fanout` peers (of `prefer` first, then our view): asks each to pull our view, our own
         announcement first (how a newcomer becomes known without waiting for the others' directory reads)."""
-        for target in self.membership.targets(PUSH_FANOUT, self.transport.now(), prefer):
+        for target in self.membership.targets(fanout, self.transport.now(), prefer):
             where = route(target)
             if where is not None and not where[1]:  # (not through relays: a push is only worth a direct dial)
                 try:

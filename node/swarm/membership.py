@@ -37,6 +37,8 @@ SAMPLERS = 16  # min-wise samplers
 PUSH_SLOTS, PULL_SLOTS, SAMPLE_SLOTS = 8, 8, 8  # what each source may contribute to a renewed view
 PUSH_LIMIT = 3  # pushes a round may bring before the round's pushes are all discarded (flood)
 PUSH_FANOUT = 1  # members of our view we push our own announcement to, each round
+NEWCOMER_PUSH_FANOUT = 3  # the same while no sender is established here (a newcomer: it must become known;
+#                           each receiver still gets one push from it, so the receivers' limit is unchanged)
 PULL_FANOUT = 2  # members of our view we ask for a sample of theirs, each round
 SAMPLE_SIZE = 8  # entries a peer hands out when asked for a sample of its view (its own included)
 

@@ -2,16 +2,21 @@
 senders without reading the whole directory, at any swarm size.
 
 A bootstrap has no announcement and no groups of its own, but keeps a peer-sampling view like any peer
-(membership.py, through gossip.py). Each round it reads `swarm.shards_per_step` shards of the directory in
-rotation (a bounded part: the whole directory is never read at once) and pulls the views of PULL_FANOUT peers it
-read there and does not hold yet; a view pull is also its ping, so a peer that does not answer is never handed
-out, and every entry's signature and announcement are checked as any peer checks them (a bootstrap accepts every
-tokenizer: it trains on nothing). It serves, as its "view" bundle, up to MAX_VIEW_ENTRIES live entries drawn at
+(membership.py, through gossip.py). It reads the directory in rotation, `swarm.shards_per_step` shards at a time
+while its view is not full and one once it is, and never more than READ_BUDGET entries a round on average (a
+read that brought c entries is followed by c // READ_BUDGET rounds without one: a shard holds about N / 64
+announcements, so at large N it reads a shard every few rounds and its cost stays flat); it pulls the views of
+PULL_FANOUT peers it read there and does not hold yet, or else of its view's members, as any peer renews its
+view. A view pull is also its ping, so a peer that does not answer is never handed out, and every entry's
+signature and announcement are checked as any peer checks them (a bootstrap accepts every tokenizer: it trains
+on nothing). It serves, as its "view" bundle, up to MAX_VIEW_ENTRIES live entries drawn at
 random each round (spreading newcomers' first pulls over the swarm); a newcomer checks every entry's signature
 itself, so a bootstrap can choose what it hands out but cannot forge it.
 
-Its cost per round is bounded: one read of `shards_per_step` shards, PULL_FANOUT view pulls, one view served
-per newcomer (under the pull handler's intake limits).
+Its cost per round is bounded: READ_BUDGET directory entries on average, PULL_FANOUT view pulls, one view
+served per newcomer (under the pull handler's intake limits). Its status line counts the live announcements of
+the shards read within the record TTL, scaled to all 64 shards while the rotation has not covered them in that
+time (`estimate`).
 """
 from __future__ import annotations
 
@@ -22,7 +27,7 @@ import random
 from node.config import SwarmConfig
 from node.errors import first_line
 from protocol import ANNOUNCE_SHARDS
-from protocol.codec import Announcement
+from protocol.codec import Announcement, announcement_shard
 from protocol.view import MAX_VIEW_ENTRIES, pack_view
 
 from . import Records, SwarmTransport
@@ -31,6 +36,7 @@ from .gossip import Gossip
 
 log = logging.getLogger(__name__)
 
+READ_BUDGET = 64  # directory entries read a round, on average (about 130 KB of announcements)
 CANDIDATES = 4096  # announcements read in the directory that we may pull views from (the newest kept)
 LISTED = 16384  # live directory entries remembered for the status line (the newest kept)
 
@@ -42,7 +48,10 @@ class SeedView:
         self.directory = Directory(cfg, rng.randrange(ANNOUNCE_SHARDS), lambda card: "")
         self.candidates: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()
         self.listed: collections.OrderedDict[bytes, tuple[bytes, float]] = collections.OrderedDict()
-        self.reading = None  # the directory read in flight
+        self.reading = None  # the directory read in flight, and its shards
+        self.reading_shards: list[int] = []
+        self.read_at: dict[int, float] = {}  # shard -> when we last read it (the swarm's clock)
+        self.rest = 0  # rounds to go without a read (READ_BUDGET)
         self.refused: collections.Counter = collections.Counter()  # announcements and entries refused, by reason
         self.rounds = 0
 
@@ -53,14 +62,20 @@ class SeedView:
         if self.reading is not None and self.reading.done():
             future, self.reading = self.reading, None
             try:
-                self._read(future.result())
+                records = future.result()
+                self._read(records)
+                self.read_at.update(dict.fromkeys(self.reading_shards, self.transport.now()))
+                self.rest = len(records) // READ_BUDGET
             except Exception as err:  # noqa: BLE001 (the daemon outlives any read)
                 log.warning("reading the directory failed: %s", first_line(err))
         self.gossip.collect(self._check, self._refuse)
         self.gossip.end_round(take_pushes=False)
         self.serve()
-        if self.reading is None:
-            self.reading = self.transport.fetch_shards_async(self.directory.rotation(self.cfg.shards_per_step))
+        self.rest -= 1
+        if self.reading is None and self.rest < 0:
+            full = self.size() >= self.gossip.membership.view_size
+            self.reading_shards = self.directory.rotation(1 if full else self.cfg.shards_per_step)
+            self.reading = self.transport.fetch_shards_async(self.reading_shards)
         now = self.transport.now()
         held = {e.subkey for e in self.gossip.membership.members(now)}
         fresh = [s for s, a in self.candidates.items() if s not in held and not a.relays
@@ -83,6 +98,17 @@ class SeedView:
         for subkey in [k for k, (_, expires) in self.listed.items() if expires <= now]:
             del self.listed[subkey]
         return Records(self.listed)
+
+    def estimate(self) -> int:
+        """Peers publishing: the live announcements of the shards read within the record TTL, scaled to all
+        ANNOUNCE_SHARDS when the rotation has not covered them all in that time."""
+        now = self.transport.now()
+        recent = {i for i, t in self.read_at.items() if now - t <= self.cfg.record_ttl}
+        live = self.live()
+        if len(recent) >= ANNOUNCE_SHARDS or not recent:
+            return len(live)
+        counted = sum(announcement_shard(s) in recent for s in live)
+        return round(counted * ANNOUNCE_SHARDS / len(recent))
 
     def _read(self, records: Records) -> None:
         now = self.transport.now()

@@ -233,11 +233,12 @@ def test_summaries_of_other_peers_reach_the_controller():
 
 
 def test_a_small_swarm_is_read_whole_only_now_and_then():
-    """Fewer senders known than we pull from: all 64 shards at once every swarm.whole_read_every seconds (every
-    step while we know none), the rotation in between, which still covers every shard in 64 / 8 steps."""
+    """Without peer sampling, fewer senders known than we pull from: all 64 shards at once every
+    swarm.whole_read_every seconds (every step while we know none), the rotation in between, which still covers
+    every shard in 64 / 8 steps. (With it, a view that holds anyone replaces the whole reads: test_seeding.py.)"""
     now = [1000.0]
     hub = MemorySwarm(clock=lambda: now[0])
-    a = peer(hub, "a", shards_per_step=8, whole_read_every=30)
+    a = peer(hub, "a", shards_per_step=8, whole_read_every=30, gossip=False)
     b = peer(hub, "b", model="tiny-sub", shards_per_step=8)
     reads = []
     fetch = a.exchange.transport.fetch_shards_async

@@ -107,3 +107,27 @@ def test_the_bootstrap_evicts_a_peer_that_stops_answering():
         assert gone not in seeds.serve() or seeds.gossip.missed == 0
     assert gone not in {e.subkey for e in seeds.gossip.membership.members(hub.clock())}
     assert seeds.gossip.missed >= 1
+
+
+def test_the_bootstrap_reads_at_most_its_budget_of_entries_and_estimates_the_swarm(monkeypatch):
+    import node.swarm.seeding as seeding
+
+    hub = MemorySwarm()
+    peers = swarm_of(hub, 6, steps=1)
+    monkeypatch.setattr(seeding, "READ_BUDGET", 1)  # as if each shard held many announcements
+    seeds = bootstrap(hub, shards_per_step=ANNOUNCE_SHARDS // 2)  # half the directory a read
+    reads = []
+    fetch = seeds.transport.fetch_shards_async
+    seeds.transport.fetch_shards_async = lambda shards: (reads.append(shards), fetch(shards))[1]
+    seeds.round()  # starts the first read (half the shards)
+    seeds.round()  # takes it: some of the 6 entries
+    first = len(fetch(reads[0]).result())
+    assert len(reads) == 1 and 1 <= first < len(peers), (reads, first)
+    assert seeds.estimate() == first * 2  # half the shards read: their count scaled to all 64
+    for _ in range(first - 1):
+        seeds.round()
+    assert len(reads) == 1, reads  # first // READ_BUDGET rounds without a read,
+    seeds.round()
+    assert len(reads) == 2, reads  # then the next
+    seeds.round()
+    assert seeds.estimate() == len(peers) == len(seeds.live())  # every shard read within the TTL: exact
