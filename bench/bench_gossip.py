@@ -40,6 +40,7 @@ READER = (f"sgb-reader-{RUN}", f"sgr{RUN}", f"{SUBNET}.2")  # namespace, interfa
 BOOT = (f"sgb-boot-{RUN}", f"sgs{RUN}", f"{SUBNET}.3")
 NS, NS_IF, NS_IP = READER[0], READER[1] + "-n", READER[2]
 SWARM = "gossip-bench"
+SETTLE = 6  # periods the publishers run before the reader joins (the same with or without silent servers)
 
 
 # ---- the namespaces -----------------------------------------------------------------------------------------
@@ -263,9 +264,10 @@ def dht_nodes(initial: str, n: int) -> int:
             node.shutdown()
 
 
-def new_publish(initial: str, n: int, seed: int, period: float, groups: int, tokens: int) -> int:
+def new_publish(initial: str, n: int, seed: int, period: float, groups: int, tokens: int,
+                gossip: bool = True) -> int:
     """n publishers (the production publish path) in this process; prints "ready", then publishes a fresh
-    bundle from each every period until killed."""
+    bundle from each every period until killed, and with `gossip` keeps its view as a peer does."""
     import hostile
     import numpy as np
 
@@ -281,6 +283,8 @@ def new_publish(initial: str, n: int, seed: int, period: float, groups: int, tok
         started = time.monotonic()
         for _, exchange in nodes:
             exchange.publish(valid_groups(v, rng, groups, tokens), [], step)
+            if gossip:
+                exchange.keep_view()  # peer sampling as a training peer does it (pulls no groups)
         step += 1
         time.sleep(max(period - (time.monotonic() - started), 0.05))
 
@@ -407,14 +411,16 @@ def measure_new(n: int, args, out: Path) -> dict:
         per = [n // args.processes + (i < n % args.processes) for i in range(args.processes)]
         publishers = [subprocess.Popen([*me, "--publish-new", str(k), "--initial", initial, "--seed", str(i),
                                         "--groups", str(args.groups), "--tokens", str(args.tokens), "--period",
-                                        str(args.period)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                       text=True, env=env) for i, k in enumerate(per) if k]
+                                        str(args.period), "--publishers-gossip", args.publishers_gossip],
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+                      for i, k in enumerate(per) if k]
         procs += publishers
         trainers = start_trainers(initial, out, args.tokens) if args.trainers else []
         procs += trainers
         for proc in publishers:
             if proc.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"publishers of {n} did not start")
+        settled = time.monotonic() + SETTLE * args.period  # the reader joins a swarm that has run a while
         if args.silent_dht:  # joined, in routing tables, then frozen
             frozen = subprocess.Popen([*me, "--dht-nodes", str(args.silent_dht), "--initial", initial],
                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
@@ -423,6 +429,7 @@ def measure_new(n: int, args, out: Path) -> dict:
                 raise RuntimeError("the DHT servers to freeze did not start")
             time.sleep(2 * args.period)  # (announced to the others' routing tables)
             frozen.send_signal(signal.SIGSTOP)
+        time.sleep(max(settled - time.monotonic(), 0.0))
         boot_before, cpu_before = ns_interface_bytes(BOOT[0], BOOT[1] + "-n"), cpu_seconds(boot.pid)
         started = time.monotonic()
         reader = subprocess.run(["ip", "netns", "exec", NS, *me, "--read-new", "--peers", str(n), "--initial",
@@ -544,6 +551,9 @@ def main() -> int:
                         "(seconds; 0, the node's default: a small swarm read whole every step)")
     parser.add_argument("--gossip", choices=("on", "off"), default="on",
                         help="the reader's swarm.gossip (peer sampling; the publishers serve views either way)")
+    parser.add_argument("--publishers-gossip", choices=("on", "off"), default="on",
+                        help="the publishers keep views as peers do (pulls and pushes each period; no groups "
+                             "pulled); off: they only serve theirs")
     parser.add_argument("--out", default="runs/bench-gossip", help="logs, identities, results (JSON) and a plot")
     parser.add_argument("--silent-dht", type=int, default=0,
                         help="DHT servers that join, then freeze (SIGSTOP: they accept connections and never "
@@ -561,7 +571,8 @@ def main() -> int:
     if args.dht_nodes:
         return dht_nodes(args.initial, args.dht_nodes)
     if args.publish_new:
-        return new_publish(args.initial, args.publish_new, args.seed, args.period, args.groups, args.tokens)
+        return new_publish(args.initial, args.publish_new, args.seed, args.period, args.groups, args.tokens,
+                           args.publishers_gossip == "on")
     if args.read_new:
         return new_read(args.initial, args.steps, args.period, args.groups, args.tokens, int(args.peers),
                         args.whole_read_every, args.gossip == "on")
@@ -590,7 +601,8 @@ def main() -> int:
     plot(rows, legacy, out / "gossip.png")
     print(f"exchange (announcements + pulls): bundles of {args.groups} groups x 8 x {args.tokens} tokens, one per "
           f"publisher per {args.period:g} s, + {2 * args.trainers} training peers; medians over {args.steps} steps; "
-          f"the reader's gossip {args.gossip}; {args.silent_dht} silent DHT servers")
+          f"the reader's gossip {args.gossip}, the publishers' {args.publishers_gossip}; {args.silent_dht} silent "
+          f"DHT servers")
     print(f"{'peers':>5} {'down KB/step':>12} {'up KB/step':>10} {'pulled KB':>9} {'groups':>6} "
           f"{'largest value KB':>16} {'pulls ok':>8} {'pull ms':>7} {'p95 ms':>6} {'swarm p95 s':>11} "
           f"{'boot CPU ms/s/peer':>18} {'boot B/s/peer':>13}")

@@ -74,6 +74,10 @@ STORE_RATE, STORE_BURST = 10.0, 30.0  # DHT store requests a remote peer may mak
 MAX_REQUEST_BYTES = 512  # a BundleRequest: version, kind, 16-byte digest, a peer id (~60 bytes in practice)
 REQUEST_TIMEOUT = 5.0  # seconds a stream may take to send its request (then it is dropped)
 SERVE_TIMEOUT = 60.0  # seconds one answer may take as a whole (a reader that stops reading is dropped)
+READ_FRESH_WITHIN = 30.0  # a directory read stops at the first replica whose value holds an announcement stored
+#                          within this many seconds (its expiration at least now + record_ttl - this): one fresh
+#                          replica, not the whole beam of about num_replicas (each returns the whole shard)
+READ_TIMEOUT = 20.0  # seconds a directory read may take as a whole (silent DHT nodes): then it is abandoned
 HELLOS = 64  # pushes (hello requests) remembered between two steps; the exchange takes at most a few
 DIAL_AGAIN_AFTER = 300.0  # seconds before we dial a peer's announced addresses again (connected or not)
 
@@ -452,12 +456,23 @@ class SwarmDHT:
 
     def fetch_shards_async(self, shards):
         """Other peers' live announcements in the given shards, fetched concurrently: a concurrent future of
-        {subkey: (announcement, expiration)}."""
+        {subkey: (announcement, expiration)}. A shard's search stops at the first replica holding a fresh value
+        (READ_FRESH_WITHIN); after READ_TIMEOUT the shards still searched are abandoned and the read returns what
+        the others found (TimeoutError when the search could not even start)."""
         async def fetch_all():  # one multi-key search: each node is asked once for all the shards it holds
             keys = [record_key(self.settings.name, announcement_kind(i)) for i in shards]
             found: dict = {}
             withdrawn: set = set()
-            for got in (await self._node.get_many(keys, sufficient_expiration_time=float("inf"))).values():
+            fresh = self.now() + self.settings.record_ttl - READ_FRESH_WITHIN
+            deadline = time.monotonic() + READ_TIMEOUT
+            searches = await asyncio.wait_for(self._node.get_many(keys, sufficient_expiration_time=fresh,
+                                                                  return_futures=True), READ_TIMEOUT)
+            _, late = await asyncio.wait(list(searches.values()), timeout=max(deadline - time.monotonic(), 0.01)) \
+                if searches else (set(), set())
+            for search in late:  # (silent DHT nodes hold them: what the others found is returned)
+                search.cancel()
+            for search in searches.values():
+                got = None if search.cancelled() or search.exception() is not None else search.result()
                 if got is not None and isinstance(got.value, dict):
                     found.update(live_values(got.value, self.own_subkey))
                     withdrawn.update(k for k, item in got.value.items() if item.value == b"")

@@ -290,15 +290,15 @@ class GroupExchange:
         taken: collections.Counter = collections.Counter()  # sender -> completions accepted this step
         outcome: dict[bytes, list[int]] = collections.defaultdict(lambda: [0, 0, 0])  # accepted, informative,
         deadline = self.transport.now() + self.cfg.gather_deadline  #                    rejected
-        wait = 0.0 if self._view_full() else max(deadline - self.transport.now(), 0.0)  # (a full view finds
-        read = self._announcements(result, wait)  # senders: a slow directory read is taken when it lands)
+        if self.gossip is not None:  # first: views pulled meanwhile (a newcomer's initial peers' too) may fill
+            self.gossip.collect(lambda subkey, value: self._check_gossiped(subkey, value, result),  # ours, and
+                                lambda sender, reason, detail: self._reject(result, sender, reason, detail))
+        wait = 0.0 if self._view_full() else max(deadline - self.transport.now(), 0.0)  # a full view finds
+        read = self._announcements(result, wait)  # senders: a slow directory read is taken when it lands
         if read is not None:
             self.senders.forget(getattr(read, "withdrawn", ()))  # withdrawn since we learned them
             self._learn(read, result)
             self.transport.relay_owners = self.relay_owners()
-        if self.gossip is not None:
-            self.gossip.collect(lambda subkey, value: self._check_gossiped(subkey, value, result),
-                                lambda sender, reason, detail: self._reject(result, sender, reason, detail))
         self._start_pulls()  # senders learned just now
         result.peers = len(self.senders.present(self.transport.now()))
         interval = 0.05
@@ -329,6 +329,18 @@ class GroupExchange:
             result.view, result.pushes = self.gossip.size(), heard - self._heard
             self._heard = heard
         return result
+
+    def keep_view(self) -> None:
+        """One round of peer sampling without gathering groups, for a peer that serves and does not train (a
+        benchmark's publishers): the view pulls started last round are taken, the view renewed, the next pulls
+        and pushes started."""
+        if self.gossip is None:
+            return
+        result = GatherResult()
+        self.gossip.collect(lambda subkey, value: self._check_gossiped(subkey, value, result),
+                            lambda sender, reason, detail: self._reject(result, sender, reason, detail))
+        self.gossip.end_round(take_pushes=len(self._vouched(self.transport.now())) >= 2)
+        self._start_gossip()
 
     def relay_owners(self) -> frozenset[str]:
         """Peer ids whose live announcement names us as a relay: the only owners our node relays pulls for."""
@@ -375,7 +387,10 @@ class GroupExchange:
         try:
             return future.result(timeout=wait)
         except TimeoutError:
-            self.prefetched = future
+            if not future.done():  # still running: taken when it lands
+                self.prefetched = future
+            else:
+                log.debug("a directory read timed out (silent DHT nodes?); the next step reads again")
             result.late_fetches += 1
             return None
         except Exception as err:  # noqa: BLE001 (the network layer's failures must never stop training)

@@ -311,3 +311,30 @@ def test_a_push_is_a_hello_the_receiver_notes_with_the_pushers_peer_id(pair):
         b.hello_async(a.peer_id, tuple(a.visible_maddrs()), timeout=60).result(70)
     assert a.take_hellos() == [b.peer_id]
     assert a.take_hellos() == []
+
+
+def test_a_directory_read_finds_announcements_older_than_the_fresh_bound_and_times_out_on_its_own(pair,
+                                                                                                 monkeypatch):
+    """A read stops at the first replica holding a fresh value (READ_FRESH_WITHIN); a shard whose values are all
+    older is still read in full (the whole beam, as before), and a read that hangs is abandoned after
+    READ_TIMEOUT with a TimeoutError, never left running."""
+    import asyncio
+
+    import node.swarm.dht as dht_module
+
+    a, b = pair
+    ttl = a.settings.record_ttl - dht_module.READ_FRESH_WITHIN - 20  # stored "long ago": below the fresh bound
+    assert a.announce_async(b"older", ttl).result(10)
+    assert b.fetch_shards_async([a.shard]).result(30)[a.own_subkey][0] == b"older"
+    assert a.announce_async(b"fresh", a.settings.record_ttl).result(10)
+    assert b.fetch_shards_async([a.shard]).result(30)[a.own_subkey][0] == b"fresh"
+
+    async def hang(*args, **kwargs):
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(dht_module, "READ_TIMEOUT", 0.5)
+    monkeypatch.setattr(b._node, "get_many", hang)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        b.fetch_shards_async(list(range(ANNOUNCE_SHARDS))).result(30)
+    assert time.monotonic() - started < 10
