@@ -6,7 +6,7 @@ each step's bundles (groups in version 2's columnar, compressed layout, protocol
 msgpack list of encoded records, protocol/codec.py) and announces them in one small
 signed DHT record; receivers read a few announcement shards per step and samples of other peers' views
 (peer sampling, gossip.py: each peer serves a sample of its view and pulls two others'), remember the senders
-they learn of (senders.py) and pull bundles peer to peer from a few of them (docs/PROTOCOL.md).
+they learn of (senders.py) and pull bundles peer to peer from a few of them (pulls.py; docs/PROTOCOL.md).
 
 The trust boundary (docs/SECURITY.md) is boundary.py: every received record goes through its two pure steps
 (decoded and validated under our limits; then checked for freshness and shape, its task reference, prompt and
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import collections
 import logging
-import math
 import random
 import time
 from collections.abc import Callable
@@ -43,7 +42,6 @@ from protocol.codec import (
     MAX_BUNDLE,
     MAX_CREDITS,
     MAX_MADDRS,
-    MAX_RELAYS,
     Announcement,
     BundleRef,
     LengthSummary,
@@ -68,6 +66,8 @@ from .directory import Directory
 from .display import safe_text
 from .gossip import Gossip
 from .membership import NEWCOMER_PUSH_FANOUT, PUSH_FANOUT
+from .pulls import Pulls
+from .queues import RoundRobin
 from .retokenize import ForeignTokenizers
 from .senders import Senders
 
@@ -75,7 +75,6 @@ log = logging.getLogger(__name__)
 SUMMARY_BUNDLE_BYTES = 256 * 1024  # a peer's length summaries of one step (tens of bytes each)
 MEMORY = 100_000  # records, groups and bundles remembered as already handled (each a 16-byte digest)
 KNOWN_SENDERS = 4096  # senders remembered from their announcements
-PULL_TIMEOUT = 30.0  # seconds a pull may take before it is abandoned (a step waits at most its deadline)
 
 
 @dataclass
@@ -133,14 +132,6 @@ class WorkBudget:
         return ""
 
 
-@dataclass
-class _Queue:
-    """The records of one sender's current bundle not yet looked at this step."""
-
-    bundle: bytes  # digest of the bundle
-    records: collections.deque
-
-
 def make_card(model, tokenizer, backend: str, temperature: float, top_p: float, lora: bool,
               tokenizer_source: str = "") -> WireCard:
     from node import __version__
@@ -187,14 +178,13 @@ class GroupExchange:
         self.logged = BoundedSet(4096)  # (sender, reason) already logged once
         self.pending: list = []  # futures of asynchronous publishes not yet collected
         self.prefetched: Future | None = None  # the announcement fetch started at the beginning of the step
-        self.pulls: dict[tuple[bytes, str], Future] = {}  # (sender, kind) -> pull in flight
         self.senders = Senders(KNOWN_SENDERS, self.rng)
+        self.pulls = Pulls(transport, self.senders, self.rng,
+                           {"groups": self.limits.max_bytes, "summaries": SUMMARY_BUNDLE_BYTES})
         self.directory = Directory(cfg, self.rng.randrange(ANNOUNCE_SHARDS), self.unusable_tokenizer)
         self.gossip = Gossip(transport, random.Random(seed + 1), cfg.max_age) if cfg.gossip else None
         self._heard = 0  # pushes taken before this step (gossip.heard then)
         self.maddrs = tuple(transport.visible_maddrs()[:MAX_MADDRS])
-        self.reachable: collections.OrderedDict[str, None] = collections.OrderedDict()  # peer ids we pulled
-        #                                                  from directly, latest last (our relays in client mode)
         self.step = 0
 
     def unusable_tokenizer(self, card: WireCard) -> str:
@@ -251,7 +241,7 @@ class GroupExchange:
     def relays(self) -> tuple[str, ...]:
         """In client mode (no inbound connections), the peers that relay pulls to us: the last ones we pulled
         from directly, which are reachable and hold a connection we opened."""
-        return tuple(reversed(self.reachable))[:MAX_RELAYS] if self.cfg.client_mode else ()
+        return self.pulls.relays() if self.cfg.client_mode else ()
 
     def _collect_publishes(self) -> bool:
         """Collects the outcome of the publishes that have finished (never waits); False if one failed."""
@@ -286,8 +276,8 @@ class GroupExchange:
         """Fresh groups of other peers, up to `budget` groups and `sender_cap` completions from any one
         sender, waiting at most gather_deadline and working within the per-step budget; never spins."""
         result, work = GatherResult(), self.work_budget()
-        queues: dict[bytes, _Queue] = {}
-        taken: collections.Counter = collections.Counter()  # sender -> completions accepted this step
+        queues = RoundRobin(self.rng, self.seen, self.done_bundles)
+        taken = queues.taken  # sender -> completions accepted this step
         outcome: dict[bytes, list[int]] = collections.defaultdict(lambda: [0, 0, 0])  # accepted, informative,
         deadline = self.transport.now() + self.cfg.gather_deadline  #                    rejected
         if self.gossip is not None:  # first: views pulled meanwhile (a newcomer's initial peers' too) may fill
@@ -306,9 +296,8 @@ class GroupExchange:
             result.polls += 1
             self._collect(queues, result, work)
             remaining = deadline - self.transport.now()
-            established_pending = any(not self.senders.is_newcomer(s) for s, _ in self.pulls)
-            self._take(queues, taken, budget, sender_cap, result, work, outcome,  # newcomers after the others
-                       newcomers_too=remaining <= 0 or not established_pending)
+            self._take(queues, budget, sender_cap, result, work, outcome,  # newcomers after the others
+                       newcomers_too=remaining <= 0 or not self.pulls.established_pending())
             result.budget_hit = work.exhausted()
             if len(result.groups) >= budget or not self.pulls or result.budget_hit or remaining <= 0:
                 break
@@ -460,64 +449,31 @@ class GroupExchange:
         state = self.senders.known.get(subkey)
         if state is None:
             return None
-        via, maddrs = self._route(state.announcement)
+        via, maddrs = self.pulls.route(state.announcement)
         return state.announcement.peer_id, via, maddrs
 
     def _start_pulls(self) -> None:
         """Starts pulling the latest bundles of newly chosen senders, up to swarm.pull_peers in flight."""
-        busy = {sender for sender, _ in self.pulls}
-        free = self.cfg.pull_peers - len(busy)
-        if free <= 0:
-            return
-        for sender in self.senders.choose(self.transport.now(), self.step, free, busy, self.cfg.explore_pulls):
-            announcement = self.senders.known[sender].announcement
-            via, maddrs = self._route(announcement)
-            for kind, limit in (("groups", self.limits.max_bytes), ("summaries", SUMMARY_BUNDLE_BYTES)):
-                try:
-                    self.pulls[sender, kind] = self.transport.pull_async(
-                        announcement.peer_id, kind, b"", limit, timeout=PULL_TIMEOUT, maddrs=maddrs,
-                        signer=sender, via=via)
-                except (OSError, RuntimeError, ValueError) as err:
-                    log.warning("pulling from %s failed to start: %s", announcement.peer_id, first_line(err))
+        self.pulls.start(self.step, self.cfg.pull_peers, self.cfg.explore_pulls)
 
-    def _route(self, announcement: Announcement) -> tuple[str, tuple[str, ...]]:
-        """(relay, addresses) to pull a sender's bundles: directly at its announced addresses, or, when it
-        names relays (it cannot accept connections), through one of them (at the relay's addresses if we know
-        them; directly if we are its relay, over the connection it opened to us)."""
-        if not announcement.relays or self.transport.peer_id in announcement.relays:
-            return "", announcement.maddrs
-        via = self.rng.choice(announcement.relays)
-        known = [s.announcement.maddrs for s in self.senders.known.values() if s.announcement.peer_id == via]
-        return via, known[0] if known else ()
-
-    def _collect(self, queues: dict, result: GatherResult, work: WorkBudget) -> None:
+    def _collect(self, queues: RoundRobin, result: GatherResult, work: WorkBudget) -> None:
         """Takes the pulls that have finished: groups bundles into the round-robin queues, summaries to the
         controller; a failed pull is counted by reason and backs its sender off."""
-        for (sender, kind), future in list(self.pulls.items()):
-            if not future.done():
-                continue
-            del self.pulls[sender, kind]
-            try:
-                bundle = future.result()
-            except Exception as err:  # noqa: BLE001 (a failed pull is the sender's problem, never ours)
+        for sender, kind, bundle in self.pulls.finished():
+            if isinstance(bundle, BaseException):
                 self.senders.failed(sender, self.step)
-                if isinstance(err, RecordError) and err.reason != "missing":  # it broke the protocol
-                    self._reject(result, sender, err.reason, f"pull: {err}")
+                if isinstance(bundle, RecordError) and bundle.reason != "missing":  # it broke the protocol
+                    self._reject(result, sender, bundle.reason, f"pull: {bundle}")
                 else:  # gone, withdrawn or unreachable: not a record to count, but not pulled again soon
                     result.pull_failures += 1
                 continue
-            state = self.senders.known.get(sender)
-            if state is not None and not state.announcement.relays:
-                self.reachable[state.announcement.peer_id] = None
-                self.reachable.move_to_end(state.announcement.peer_id)
-                while len(self.reachable) > MAX_RELAYS:
-                    self.reachable.popitem(last=False)
             if kind == "summaries":
                 self._summaries(sender, bundle, result, work)
             else:
                 self._enqueue(sender, bundle, queues, result, work)
 
-    def _enqueue(self, sender: bytes, value: bytes, queues: dict, result: GatherResult, work: WorkBudget) -> None:
+    def _enqueue(self, sender: bytes, value: bytes, queues: RoundRobin, result: GatherResult,
+                 work: WorkBudget) -> None:
         """Unpacks a pulled bundle that is new to us (a bundle seen whole before costs one hash)."""
         bundle = bundle_digest(value)
         if bundle in self.done_bundles or work.exhausted():
@@ -530,57 +486,23 @@ class GroupExchange:
             self.done_bundles.add(bundle)
             self._reject(result, sender, err.reason, str(err))
             return
-        if not items:
-            self.done_bundles.add(bundle)
-            return
-        queues[sender] = _Queue(bundle, collections.deque(items))
+        queues.add(sender, bundle, items)
 
-    def _take(self, queues: dict, taken: collections.Counter, budget: int, sender_cap: int,
-              result: GatherResult, work: WorkBudget, outcome: dict, newcomers_too: bool) -> None:
-        """Round-robin over senders in a random order, one record from each in turn, until the budget is
-        full, the work budget is spent, or no sender under its cap has records left: established senders
-        first, leaving newcomers (while any is pulled) their share of the budget (explore_pulls / pull_peers);
-        newcomers only when `newcomers_too` (no established sender's pull is still on its way), together at most
-        swarm.explore_pulls x sender_cap completions (Sybils: senders.py); then established senders again, up to
-        the whole budget."""
-        newcomers = {s for s in queues if self.senders.is_newcomer(s)}
-        established = [s for s in queues if s not in newcomers]
-        self.rng.shuffle(established)
-        pulling = newcomers or any(self.senders.is_newcomer(s) for s, _ in self.pulls)
-        reserve = math.ceil(budget * self.cfg.explore_pulls / self.cfg.pull_peers) if pulling else 0
-        self._round_robin(established, queues, taken, budget - reserve, sender_cap, result, work, outcome, None)
-        if newcomers_too:
-            order = sorted(newcomers)
-            self.rng.shuffle(order)
-            self._round_robin(order, queues, taken, budget, sender_cap, result, work, outcome,
-                              self.cfg.explore_pulls * sender_cap)
-            self._round_robin(established, queues, taken, budget, sender_cap, result, work, outcome, None)
+    def _take(self, queues: RoundRobin, budget: int, sender_cap: int, result: GatherResult, work: WorkBudget,
+              outcome: dict, newcomers_too: bool) -> None:
+        """Takes records round-robin (queues.py) through the trust boundary into this step's groups, until the
+        budget of groups or the work budget is spent."""
+        def handle(sender: bytes, raw: bytes) -> None:
+            duplicates = result.duplicates
+            group = self._accept(result, sender, raw, work)
+            if group is not None:
+                self._use(group, sender, result, queues.taken, outcome)
+            elif result.duplicates == duplicates:  # refused (a duplicate is not held against its sender)
+                outcome[sender][2] += 1
 
-    def _round_robin(self, order: list[bytes], queues: dict, taken: collections.Counter, budget: int,
-                     sender_cap: int, result: GatherResult, work: WorkBudget, outcome: dict,
-                     together_cap: int | None) -> None:
-        """One record from each sender of `order` in turn (each under sender_cap, all of them together under
-        together_cap completions if given) until the budget or the work budget is spent or nothing is left."""
-        while len(result.groups) < budget and not work.exhausted():
-            progressed = False
-            for sender in order:
-                if taken[sender] >= sender_cap or (
-                        together_cap is not None and sum(taken[s] for s in order) >= together_cap):
-                    continue
-                raw = self._next_new(queues[sender])
-                if raw is None:
-                    continue
-                progressed = True
-                duplicates = result.duplicates
-                group = self._accept(result, sender, raw, work)
-                if group is not None:
-                    self._use(group, sender, result, taken, outcome)
-                elif result.duplicates == duplicates:  # refused (a duplicate is not held against its sender)
-                    outcome[sender][2] += 1
-                if len(result.groups) >= budget or work.exhausted():
-                    return
-            if not progressed:
-                return
+        queues.take(budget, sender_cap, self.cfg.explore_pulls, self.cfg.pull_peers, self.senders.is_newcomer,
+                    self.pulls.newcomer_pending(), newcomers_too,
+                    lambda limit: len(result.groups) >= limit or bool(work.exhausted()), handle)
 
     def _use(self, group: Group, sender: bytes, result: GatherResult, taken: collections.Counter,
              outcome: dict) -> None:
@@ -602,17 +524,6 @@ class GroupExchange:
             taken[sender] += len(group.completions)
         else:
             result.uninformative += 1
-
-    def _next_new(self, queue: _Queue) -> bytes | None:
-        """The sender's next record not handled before (those are skipped for the cost of a hash: this very
-        record was used or rejected already and is not counted again), or None when none is left."""
-        while queue.records:
-            raw = queue.records.popleft()
-            if not queue.records:
-                self.done_bundles.add(queue.bundle)
-            if self.seen.add(bundle_digest(raw)):
-                return raw
-        return None
 
     def _accept(self, result: GatherResult, sender: bytes, raw: bytes, work: WorkBudget) -> Group | None:
         """The record (new to us) as a rebuilt, re-scored group, or None (rejected and counted): the trust
@@ -676,8 +587,7 @@ class GroupExchange:
     def close(self, timeout: float = 5.0) -> None:
         """Lets the last publishes land (at most `timeout` seconds in all), then withdraws our records."""
         deadline = time.monotonic() + timeout
-        for future in self.pulls.values():
-            future.cancel()
+        self.pulls.cancel()
         for future in self.pending:  # let the last publishes land before the tombstones
             try:
                 error = future.exception(timeout=max(deadline - time.monotonic(), 0.01))
