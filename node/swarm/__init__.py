@@ -19,6 +19,14 @@ class Records(dict):
     def __init__(self, values=(), withdrawn=()):
         super().__init__(values)
         self.withdrawn = frozenset(withdrawn)
+def finished(futures: dict) -> list[tuple]:
+    """The (key, future) pairs of `futures` (the transport's requests in flight) that are done, removed from it."""
+    done = [(key, future) for key, future in futures.items() if future.done()]
+    for key, _ in done:
+        del futures[key]
+    return done
+
+
 SERVED_BUNDLES = 2  # bundles of a kind a peer keeps serving (its latest, and the one before for late readers)
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from protocol.codec import Announcement, RecordError, bundle_digest
 from protocol.view import MAX_VIEW_BYTES, MAX_VIEW_ENTRIES, SignedAnnouncement, pack_view, unpack_view
 
-from . import SwarmTransport
+from . import SwarmTransport, finished
 from .membership import PULL_FANOUT, PUSH_FANOUT, PUSH_LIMIT, Entry, Membership
 
 VIEW_PULL_TIMEOUT = 5.0  # seconds a view pull may take (the step never waits for it)
@@ -149,85 +149,61 @@ class Gossip:
         then check(subkey, value), the exchange's checks of an announcement (None: refused, counted there, or
         stale); reject(sender, reason, detail) for a view or entry refused here. A pull that failed is a miss."""
         entries = []
-        for target, future in list(self.pulls.items()):
-            if not future.done():
-                continue
-            del self.pulls[target]
+        for target, future in finished(self.pulls):
             try:
                 items = unpack_view(future.result())
-            except RecordError as err:
-                if err.reason != "missing":  # it broke the protocol (one not serving views yet: a miss only)
-                    reject(target, err.reason, f"view: {err}")
-                self.membership.missed(target)
-                self.missed += 1
-                continue
-            except Exception:  # noqa: BLE001 (gone, silent or unreachable: a miss, never our problem)
+            except Exception as err:  # noqa: BLE001 (gone, silent or unreachable: a miss, never our problem)
+                if isinstance(err, RecordError) and err.reason != "missing":  # it broke the protocol (one not
+                    reject(target, err.reason, f"view: {err}")  #                serving views yet: a miss only)
                 self.membership.missed(target)
                 self.missed += 1
                 continue
             self.pulled += 1
-            for signed in items:
-                if signed.subkey == self.transport.own_subkey:
-                    continue
-                if not self.transport.verify("ann", bundle_digest(signed.value), signed.signature, signed.subkey):
-                    reject(target, "signature", "a view entry whose signature does not hold")
-                    continue
-                announcement = check(signed.subkey, signed.value)
-                if announcement is None:
-                    continue
-                entry = Entry(signed.subkey, announcement.created, announcement.created + self.max_age,
-                              Held(signed, announcement))
+            for entry in self._entries(items, check, lambda subkey, target=target: reject(
+                    target, "signature", "a view entry whose signature does not hold")):
                 entries.append(entry)
-                if signed.subkey == target:  # the peer's own, newest announcement: what we hand on if we vouch
+                if entry.subkey == target:  # the peer's own, newest announcement: what we hand on if we vouch
                     self.held[target] = entry
                     self.held.move_to_end(target)
                     while len(self.held) > HELD:
                         self.held.popitem(last=False)
         self.membership.pull(entries)
-        self._collect_seeds(check, reject)
-        for peer_id, future in list(self.pushed.items()):
-            if not future.done():
-                continue
-            del self.pushed[peer_id]
-            try:
-                own = unpack_view(future.result())[:1]
-            except Exception:  # noqa: BLE001 (a pusher that does not answer, or answers garbage: nothing taken)
-                continue
-            for signed in own:
-                announcement = None
-                if self.transport.verify("ann", bundle_digest(signed.value), signed.signature, signed.subkey):
-                    announcement = check(signed.subkey, signed.value)
-                if announcement is not None and announcement.peer_id == peer_id:  # its own, and no one else's
-                    self.heard += 1
-                    self.membership.push(Entry(signed.subkey, announcement.created,
-                                               announcement.created + self.max_age, Held(signed, announcement)))
-
-    def _collect_seeds(self, check: Callable[[bytes, bytes], Announcement | None],
-                       reject: Callable[[bytes, str, str], None]) -> None:
-        """Our initial peers' finished view pulls: their valid entries fill our view at once."""
-        for peer_id, future in list(self.seeding.items()):
-            if not future.done():
-                continue
-            del self.seeding[peer_id]
+        for peer_id, future in finished(self.seeding):  # our initial peers': their entries fill our view at once
             try:
                 items = unpack_view(future.result())
             except Exception:  # noqa: BLE001 (no view there: an older bootstrap, or gone; the directory serves)
                 self._seed_answer(0)
                 continue
-            entries = []
-            for signed in items:
-                if signed.subkey == self.transport.own_subkey:
-                    continue
-                if not self.transport.verify("ann", bundle_digest(signed.value), signed.signature, signed.subkey):
-                    reject(signed.subkey, "signature", f"a view entry from initial peer {peer_id} whose "
-                                                       "signature does not hold")
-                    continue
-                announcement = check(signed.subkey, signed.value)
-                if announcement is not None:
-                    entries.append(Entry(signed.subkey, announcement.created, announcement.created + self.max_age,
-                                         Held(signed, announcement)))
-            self.membership.seed(entries)
-            self._seed_answer(len(entries))
+            seeded = self._entries(items, check, lambda subkey, peer_id=peer_id: reject(
+                subkey, "signature", f"a view entry from initial peer {peer_id} whose signature does not hold"))
+            self.membership.seed(seeded)
+            self._seed_answer(len(seeded))
+        for peer_id, future in finished(self.pushed):
+            try:
+                own = unpack_view(future.result())[:1]
+            except Exception:  # noqa: BLE001 (a pusher that does not answer, or answers garbage: nothing taken)
+                continue
+            for entry in self._entries(own, check, lambda subkey: None):
+                if entry.payload.announcement.peer_id == peer_id:  # its own, and no one else's
+                    self.heard += 1
+                    self.membership.push(entry)
+
+    def _entries(self, items: list[SignedAnnouncement], check: Callable[[bytes, bytes], Announcement | None],
+                 forged: Callable[[bytes], None]) -> list[Entry]:
+        """The view entries of `items` (not ours) whose owner's signature holds (else forged(subkey)) and whose
+        announcement passes check."""
+        entries = []
+        for signed in items:
+            if signed.subkey == self.transport.own_subkey:
+                continue
+            if not self.transport.verify("ann", bundle_digest(signed.value), signed.signature, signed.subkey):
+                forged(signed.subkey)
+                continue
+            announcement = check(signed.subkey, signed.value)
+            if announcement is not None:
+                entries.append(Entry(signed.subkey, announcement.created, announcement.created + self.max_age,
+                                     Held(signed, announcement)))
+        return entries
 
     def end_round(self, take_pushes: bool) -> None:
         """Renews the view from this step's pulls and, with take_pushes (we have established senders: a

@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from node.errors import first_line
 from protocol.codec import MAX_RELAYS, Announcement
 
-from . import SwarmTransport
+from . import SwarmTransport, finished
 from .senders import Senders
 
 log = logging.getLogger(__name__)
@@ -67,10 +67,7 @@ class Pulls:
     def finished(self) -> list[tuple[bytes, str, bytes | BaseException]]:
         """The pulls that have finished since the last call: (sender, kind, its bundle or the error)."""
         done = []
-        for (sender, kind), future in list(self.inflight.items()):
-            if not future.done():
-                continue
-            del self.inflight[sender, kind]
+        for (sender, kind), future in finished(self.inflight):
             try:
                 done.append((sender, kind, future.result()))
             except Exception as err:  # noqa: BLE001 (a failed pull is the sender's problem, never ours)
