@@ -275,9 +275,10 @@ class HostileDHT(SwarmDHT):
     def _validators(self) -> list:
         return [self.validator]
 
-    def publish_records(self, kind: str, records: list[bytes], ttl: float = 60.0) -> bool:
+    def publish_records(self, kind: str, records: list[bytes], ttl: float = 60.0, push: bool = True) -> bool:
         """Serves `records` as this kind's bundle (the other kind keeps its latest, or an empty bundle) and
-        announces both; True when the announcement was stored."""
+        announces both; with `push`, makes itself known as a newcomer does (make_known). True when the
+        announcement was stored."""
         self.serve(kind, pack_bundle(records, 4 << 20)[0])
         for other in ("groups", "summaries"):
             if self._served.latest(other) is None:
@@ -288,7 +289,25 @@ class HostileDHT(SwarmDHT):
             refs[name] = BundleRef(digest, len(bundle), 1)
         announcement = Announcement(self.peer_id, tuple(self.visible_maddrs()[:MAX_MADDRS]), 0, self.now(),
                                     self.card, **refs)
-        return bool(self.announce_async(encode_announcement(announcement), ttl).result(15))
+        value = encode_announcement(announcement)
+        stored = bool(self.announce_async(value, ttl).result(15))
+        if push:
+            self.make_known(value)
+        return stored
+
+    def make_known(self, value: bytes, fanout: int = 8) -> int:
+        """What a newcomer does to be found without waiting for others' directory reads (node/swarm/gossip.py):
+        serves its announcement `value` signed (kind "ann") and a view of it alone, then pushes to up to
+        `fanout` peers it reads in the directory. Returns how many it pushed to."""
+        from protocol.view import SignedAnnouncement, pack_view
+
+        digest = self.serve("ann", value)
+        self.serve("view", pack_view([SignedAnnouncement(self.own_subkey, value, self.signature("ann", digest))]))
+        found = self.fetch_shards_async(list(range(ANNOUNCE_SHARDS))).result(30)
+        peers = [decode_announcement(v) for v, _ in found.values()][:fanout]
+        for peer in peers:
+            self.hello_async(peer.peer_id, peer.maddrs)
+        return len(peers)
 
     def honest_records(self) -> list[bytes]:
         """Every record the other peers serve now (read from all their announcements, pulled from each)."""
@@ -343,7 +362,7 @@ class SybilSwarm:
         from concurrent.futures import ThreadPoolExecutor
 
         with ThreadPoolExecutor(8) as pool:
-            return sum(pool.map(lambda i: self.nodes[i].publish_records("groups", records_of(i)),
+            return sum(pool.map(lambda i: self.nodes[i].publish_records("groups", records_of(i), push=False),
                                 range(len(self.nodes))))
 
     def shutdown(self) -> None:

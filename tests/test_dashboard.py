@@ -105,6 +105,11 @@ def test_a_real_swarm_through_a_real_browser(tmp_path):
         assert "swarm-node peer: tiny-add" in dom and '<div id="error"></div>' in dom, dom[-4000:]
         assert "<td>tiny-sub</td>" in dom  # the other peer, by the model name it announces
         assert dom.count('class="curve"') == 3  # sampled reward, held-out ID and OOD accuracy
+        deadline = time.monotonic() + 120  # the bootstrap reads the directory in rotation (8 shards a round of
+        while time.monotonic() < deadline:  # 2 s while its view fills): both peers listed within one rotation
+            if {"tiny-add", "tiny-sub"} <= {p.get("model") for p in read_json(boot_board).get("peer_list", [])}:
+                break
+            time.sleep(1)
         boot_dom = browse(f"http://127.0.0.1:{boot_board}/")
         assert "swarm-node bootstrap" in boot_dom and "<td>tiny-add</td>" in boot_dom and "<td>tiny-sub</td>" in \
             boot_dom

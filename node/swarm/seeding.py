@@ -3,9 +3,10 @@ senders without reading the whole directory, at any swarm size.
 
 A bootstrap has no announcement and no groups of its own, but keeps a peer-sampling view like any peer
 (membership.py, through gossip.py). It reads the directory in rotation, `swarm.shards_per_step` shards at a time
-while its view is not full and one once it is, and never more than READ_BUDGET entries a round on average (a
-read that brought c entries is followed by c // READ_BUDGET rounds without one: a shard holds about N / 64
-announcements, so at large N it reads a shard every few rounds and its cost stays flat); it pulls the views of
+while its view holds fewer than `swarm.pull_peers` entries (filling) and one once it holds them, and never more
+than READ_BUDGET entries a round on average (a read that brought c entries is followed by c // READ_BUDGET rounds
+without one: a shard holds about N / 64 announcements, so at large N it reads a shard every few rounds and its
+cost stays flat); it pulls the views of
 PULL_FANOUT peers it read there and does not hold yet, or else of its view's members, as any peer renews its
 view. A view pull is also its ping, so a peer that does not answer is never handed out, and every entry's
 signature and announcement are checked as any peer checks them (a bootstrap accepts every tokenizer: it trains
@@ -73,7 +74,7 @@ class SeedView:
         self.serve()
         self.rest -= 1
         if self.reading is None and self.rest < 0:
-            full = self.size() >= self.gossip.membership.view_size
+            full = self.size() >= self.cfg.pull_peers
             self.reading_shards = self.directory.rotation(1 if full else self.cfg.shards_per_step)
             self.reading = self.transport.fetch_shards_async(self.reading_shards)
         now = self.transport.now()
