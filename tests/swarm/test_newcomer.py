@@ -4,6 +4,7 @@ at the N this machine can run); with the bootstrap keeping a view (node/swarm/se
 does), its first steps read no whole directory."""
 import random
 import time
+from concurrent.futures import Future
 
 import pytest
 
@@ -23,7 +24,10 @@ def config(model: str, seed: int):
 
 
 @pytest.mark.slow
-def test_a_newcomer_trains_on_received_groups_within_two_steps():
+@pytest.mark.parametrize("squatted", [False, True], ids=["announced", "squatted"])
+def test_a_newcomer_trains_on_received_groups_within_two_steps(squatted):
+    """squatted: the DHT refuses every announcement of the newcomer (as when Sybil keys ground into its shard
+    fill it): it is still found, through its pushes, and trains as soon."""
     boot = SwarmDHT(SwarmConfig(), relays=False)  # as `swarm bootstrap`: serves its view only
     seeds = SeedView(boot, boot.settings, random.Random(0))
     initial = tuple(boot.visible_maddrs())
@@ -31,6 +35,13 @@ def test_a_newcomer_trains_on_received_groups_within_two_steps():
     peers = [Peer(config(model, seed), transport=dht)
              for seed, (model, dht) in enumerate(zip(("tiny-add", "tiny-add-lora", "small-add"), dhts, strict=False))]
     newcomer = Peer(config("tiny-add", 7), transport=dhts[3])
+    if squatted:
+        def refused(value, ttl):
+            future = Future()
+            future.set_result(False)  # what a store the shard's holders refuse comes to
+            return future
+
+        dhts[3].announce_async = refused
     reads = []
     fetch = dhts[3].fetch_shards_async
     dhts[3].fetch_shards_async = lambda shards: (reads.append(len(shards)), fetch(shards))[1]
