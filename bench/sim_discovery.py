@@ -1,8 +1,9 @@
 """Discovery at 100 to 10,000 peers: the real membership (node/swarm/membership.py) and sender selection
 (node/swarm/senders.py) over a simulated transport, round by round (one round = one training step).
 
-Every honest peer, each round: pushes its own announcement to PUSH_FANOUT members of its view, asks PULL_FANOUT
-members for a sample of theirs (SAMPLE_SIZE entries, their own first), renews its view (Brahms-style), then
+Every honest peer, each round: pushes its own announcement to PUSH_FANOUT members of its view (NEWCOMER_PUSH_FANOUT
+while it is a newcomer, as the node does), asks PULL_FANOUT members for a sample of theirs (SAMPLE_SIZE entries,
+their own first), renews its view (Brahms-style), then
 picks up to 8 senders among its view's members with the real `Senders.choose` (established senders first,
 2 slots for newcomers) and pulls their groups; a pull answered refreshes the sender's entry (the owner's signed
 announcement rides with its bundle). The population:
@@ -180,7 +181,8 @@ class Sim:
         self.silent_asks = 0
         self.feed_bootstrap(now)
         for peer in honest:  # pushes land in the round they are sent
-            targets = self.timed(peer, peer.membership.targets, ms.PUSH_FANOUT, now)
+            fanout = ms.NEWCOMER_PUSH_FANOUT if self.newcomer(peer) else ms.PUSH_FANOUT  # (as the node pushes)
+            targets = self.timed(peer, peer.membership.targets, fanout, now)
             for t in targets:
                 self.send(peer, self.peers[t], "push")
         if self.sybils:  # the attacker: as many pushes per honest peer as pass the limit, on average
