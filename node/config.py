@@ -310,9 +310,9 @@ class SwarmConfig:
     #                                views have no one): while we know fewer senders than pull_peers (a small
     #                                swarm) all 64 shards are read at once, at most this often (every step
     #                                while we know none), in rotation in between: 30 cut the download at N = 5
-    #                                to 0.34x, but a sender
-    #                                whose pull failed once stays "unreachable" (the progress says alone) until its
-    #                                shard is read again; off (0: whole every step) until that is fixed
+    #                                to 0.34x, but a sender whose pull failed once stays "unreachable" (the
+    #                                progress says alone) until its shard is read again; off (0: whole every
+    #                                step) until that is fixed
     max_age: float = 120.0  # received groups older than this (seconds, sender's publish time) are stale
     record_ttl: float = 120.0  # expiration of our published records, seconds (at most protocol MAX_RECORD_TTL)
     max_sender_share: float = 1.0  # completions one sender may contribute to a step, relative to our own

@@ -19,6 +19,8 @@ class Records(dict):
     def __init__(self, values=(), withdrawn=()):
         super().__init__(values)
         self.withdrawn = frozenset(withdrawn)
+
+
 def finished(futures: dict) -> list[tuple]:
     """The (key, future) pairs of `futures` (the transport's requests in flight) that are done, removed from it."""
     done = [(key, future) for key, future in futures.items() if future.done()]

@@ -296,6 +296,7 @@ class SwarmDHT:
         self.stores = StreamLimits(per_peer=1 << 30, total=1 << 30, rate=STORE_RATE, burst=STORE_BURST)  # DHT
         #             stores per remote peer (install_store_limit); its `refused["rate"]` counts refused requests
         self.relay_owners: frozenset[str] | None = None  # peer ids we relay for (None: any; the exchange sets it)
+        self._seeds: list[tuple[str, tuple[str, ...]]] | None = None  # initial peers, parsed (seeds())
         self._node = self._start(stop)
         self._published: dict[str, float] = {}  # kind -> expiration of our latest record
         self.peers_seen = -1  # announcements of other peers at the last read that found any, or read all
@@ -500,13 +501,15 @@ class SwarmDHT:
 
     def seeds(self) -> list[tuple[str, tuple[str, ...]]]:
         """Our initial peers as (peer id, its addresses), whose views a newcomer pulls first (a bootstrap keeps
-        one: node/swarm/seeding.py)."""
-        from hivemind.utils.multiaddr import Multiaddr
+        one: node/swarm/seeding.py). Parsed once (the exchange asks every step)."""
+        if self._seeds is None:
+            from hivemind.utils.multiaddr import Multiaddr
 
-        by_peer: dict[str, list[str]] = {}
-        for maddr in self.settings.initial_peers:
-            by_peer.setdefault(Multiaddr(maddr)["p2p"], []).append(maddr)
-        return [(peer, tuple(maddrs)) for peer, maddrs in by_peer.items()]
+            by_peer: dict[str, list[str]] = {}
+            for maddr in self.settings.initial_peers:
+                by_peer.setdefault(Multiaddr(maddr)["p2p"], []).append(maddr)
+            self._seeds = [(peer, tuple(maddrs)) for peer, maddrs in by_peer.items()]
+        return list(self._seeds)
 
     def hello_async(self, peer_id: str, maddrs: tuple[str, ...] = (), timeout: float = 5.0):
         """Pushes to a peer: asks it to pull our view (our own announcement first); a concurrent future whose

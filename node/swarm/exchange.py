@@ -280,9 +280,7 @@ class GroupExchange:
         taken = queues.taken  # sender -> completions accepted this step
         outcome: dict[bytes, list[int]] = collections.defaultdict(lambda: [0, 0, 0])  # accepted, informative,
         deadline = self.transport.now() + self.cfg.gather_deadline  #                    rejected
-        if self.gossip is not None:  # first: views pulled meanwhile (a newcomer's initial peers' too) may fill
-            self.gossip.collect(lambda subkey, value: self._check_gossiped(subkey, value, result),  # ours, and
-                                lambda sender, reason, detail: self._reject(result, sender, reason, detail))
+        self._collect_views(result)  # first: views pulled meanwhile (a newcomer's initial peers' too) may fill
         wait = 0.0 if self._view_full() else max(deadline - self.transport.now(), 0.0)  # a full view finds
         read = self._announcements(result, wait)  # senders: a slow directory read is taken when it lands
         if read is not None:
@@ -314,7 +312,7 @@ class GroupExchange:
                 self.senders.failed(sender, self.step, refused=True)
         if self.gossip is not None:
             heard = self.gossip.heard
-            self.gossip.end_round(take_pushes=len(self._vouched(self.transport.now())) >= 2)
+            self._renew_view()
             result.view, result.pushes = self.gossip.size(), heard - self._heard
             self._heard = heard
         return result
@@ -325,11 +323,21 @@ class GroupExchange:
         and pushes started."""
         if self.gossip is None:
             return
-        result = GatherResult()
-        self.gossip.collect(lambda subkey, value: self._check_gossiped(subkey, value, result),
-                            lambda sender, reason, detail: self._reject(result, sender, reason, detail))
-        self.gossip.end_round(take_pushes=len(self._vouched(self.transport.now())) >= 2)
+        self._collect_views(GatherResult())
+        self._renew_view()
         self._start_gossip()
+
+    def _collect_views(self, result: GatherResult) -> None:
+        """Takes the view pulls that finished (ours, pushers' and initial peers'): each entry checked as an
+        announcement, its sender learned when new, refusals counted in `result`."""
+        if self.gossip is not None:
+            self.gossip.collect(lambda subkey, value: self._check_gossiped(subkey, value, result),
+                                lambda sender, reason, detail: self._reject(result, sender, reason, detail))
+
+    def _renew_view(self) -> None:
+        """Ends the view's round: pushes are taken only once we have 2 established senders (a newcomer's pushes
+        come from whoever watches for newcomers)."""
+        self.gossip.end_round(take_pushes=len(self._vouched(self.transport.now())) >= 2)
 
     def relay_owners(self) -> frozenset[str]:
         """Peer ids whose live announcement names us as a relay: the only owners our node relays pulls for."""

@@ -12,10 +12,10 @@ on and stop being handed out).
 Pushes: each step a peer sends a "hello" to PUSH_FANOUT members of its view (a newcomer, to NEWCOMER_PUSH_FANOUT
 of the senders it read in the DHT or its initial peers' views): a request that carries nothing but asks the
 receiver to pull our view. The receiver takes the pushes of a step only if they come from at most PUSH_LIMIT
-peers (else none: a flood), pulls each pusher's view
-over the connection it opened, and takes its first entry only if it is the pusher's own (signature, checks, and
-the announcement names the peer id that pushed). So a newcomer is known to a few peers at their next step,
-without waiting for their directory reads, and a push costs the pusher a connection, not us a free entry.
+peers (else none: a flood), pulls each pusher's view over the connection it opened, and takes its first entry
+only if it is the pusher's own (signature, checks, and the announcement names the peer id that pushed). So a
+newcomer is known to a few peers at their next step, without waiting for their directory reads, and a push costs
+the pusher a connection, not us a free entry.
 
 Seeds: while our view is empty, we also pull the view of our initial peers (a bootstrap keeps one:
 node/swarm/seeding.py). Its entries are checked like any others (so a bootstrap cannot forge one, only choose

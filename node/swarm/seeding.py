@@ -54,12 +54,10 @@ class SeedView:
         self.read_at: dict[int, float] = {}  # shard -> when we last read it (the swarm's clock)
         self.rest = 0  # rounds to go without a read (READ_BUDGET)
         self.refused: collections.Counter = collections.Counter()  # announcements and entries refused, by reason
-        self.rounds = 0
 
     def round(self) -> None:
         """One round: takes the directory read and view pulls that finished, renews the view, serves a sample of
         it, and starts the next read and pulls. Never waits on the network."""
-        self.rounds += 1
         if self.reading is not None and self.reading.done():
             future, self.reading = self.reading, None
             try:
