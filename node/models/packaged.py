@@ -154,7 +154,8 @@ def gemma3_folder(say=_say) -> Path:
 
 
 def _convert_gemma3(package, target: Path, say) -> None:
-    from .loading import load_tokenizer
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f".{GEMMA3}-", dir=target.parent) as work:
@@ -163,11 +164,9 @@ def _convert_gemma3(package, target: Path, say) -> None:
             say(f"{GEMMA3}: [1/3] assembling the GGUF file from the package's chunks (checked by SHA-256)")
             gguf_path = Path(package.assemble(work / "gguf" / package.MODEL_NAME))
             say(f"{GEMMA3}: [2/3] converting the tokenizer (262,144 tokens)")
-            tokenizer = load_tokenizer(gguf_path.parent, gguf_file=gguf_path.name)
+            tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+            honour_gguf_bos(tokenizer, gguf_path)
             say(f"{GEMMA3}: [3/3] de-quantizing 268M parameters to float32")
-            import torch
-            from transformers import AutoModelForCausalLM
-
             model = dequantized(AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
                                                                      dtype=torch.float32))
             copy = work / "copy"
