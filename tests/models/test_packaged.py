@@ -15,12 +15,14 @@ import textwrap
 import numpy as np
 import pytest
 import torch
+from transformers.convert_slow_tokenizer import bytes_to_unicode
 
 from node.errors import ModelLoadError
 from node.models import packaged
 from node.models.loading import encode_prompt, load_base, resolve_source, source_of
-from node.models.packaged import CONVERTED, GEMMA3, GEMMA3_MODULE
+from node.models.packaged import CONVERTED, GEMMA3, GEMMA3_MODULE, line_end_ids
 from node.models.tokenizer import tokenizer_fingerprint
+from node.swarm.retokenize import sender_stop_ids
 from node.tasks import get_task
 
 BOS, EOS = 0, 1
@@ -29,7 +31,6 @@ BOS, EOS = 0, 1
 def write_tiny_llama_gguf(path, add_bos: bool = True, seed: int = 0) -> None:
     """A 1-layer llama of hidden size 16 with a byte-level tokenizer (256 bytes, <s>, </s>, one merge) as GGUF."""
     import gguf
-    from transformers.convert_slow_tokenizer import bytes_to_unicode
 
     rng = np.random.default_rng(seed)
     byte_chars = bytes_to_unicode()
@@ -134,8 +135,12 @@ def test_converted_once_with_its_bos_then_read_from_the_copy(stand_in):
     assert [p.name for p in (stand_in / "cache").iterdir() if p.name.startswith(".")] == []  # no work folder left
     model, tokenizer, source = load_base(GEMMA3)
     assert source == "gguf" and type(model).__name__ == "LlamaForCausalLM"
-    ids = encode_prompt(tokenizer, get_task("arith-add").item("train", 0))
+    item = get_task("arith-add").item("train", 0)
+    ids = encode_prompt(tokenizer, item)
     assert ids[0] == BOS and ids.count(BOS) == 1  # the file says add BOS: the copy's tokenizer does
+    assert tokenizer.decode(ids[1:]) == f"Question: {item.question}\nAnswer:"  # plain text, no chat roles
+    newline = tokenizer.convert_tokens_to_ids(bytes_to_unicode()[ord("\n")])
+    assert line_end_ids(tokenizer) == {newline} and model.generation_config.eos_token_id == sorted({EOS, newline})
     # the copy holds the GGUF file's tensors exactly
     from transformers import AutoModelForCausalLM
 
@@ -194,3 +199,24 @@ def test_a_corrupt_copy_is_one_clear_error(stand_in):
     with pytest.raises(ModelLoadError, match="delete the folder") as err:
         load_base(GEMMA3)
     assert str(folder) in str(err.value)
+
+
+def test_line_ends_stop_a_senders_completion_only_where_its_model_answers_in_lines(stand_in):
+    """A receiver accepts a 'stop' at a line end from a base model prompted in plain text, and from nobody else
+    (the zoo's character tokenizer has a newline token too, and its models stop at <eos>)."""
+    from node.models.tokenizer import build_tokenizer
+
+    _, tokenizer, _ = load_base(GEMMA3)
+    newline = tokenizer.convert_tokens_to_ids(bytes_to_unicode()[ord("\n")])
+    assert sender_stop_ids(tokenizer) == {BOS, EOS, newline}
+    char = build_tokenizer("char")
+    assert "\n" in char.get_vocab() and sender_stop_ids(char) == frozenset(char.all_special_ids)
+
+
+def test_a_copy_of_an_older_format_is_converted_again(stand_in):
+    folder = packaged.gemma3_folder(say=lambda line: None)
+    (folder / CONVERTED).write_text('{"from": "an older node"}')  # before the plain-text template and line stops
+    assert packaged.gemma3_ready() is None
+    said = []
+    assert packaged.gemma3_folder(say=said.append) == folder and any("[1/3]" in line for line in said)
+    assert packaged.gemma3_ready() == folder
