@@ -95,14 +95,27 @@ def harm_statistics(cos: torch.Tensor, prior: torch.Tensor, bet: float) -> torch
     return prior.clamp(min=0) + torch.log1p(-bet * (HARM_SCALE * cos).clamp(-1.0, 1.0))
 
 
+def predicting_positions(batch) -> tuple[int, torch.Tensor]:
+    """(first, before): the first position whose logits predict a completion token, and [N, T] the position
+    predicting each completion token counted from `first` (0 where a row is padded)."""
+    before = (batch.positions - 1).clamp(min=0)
+    first = int(before[batch.mask].min()) if bool(batch.mask.any()) else 0
+    return first, (before - first).clamp(min=0)
+
+
 def forward_with_head_input(model, batch, capture: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The model's logits [N, L, V] on a batch and, with `capture`, the output head's input [N, L, d] (the last
-    hidden state, taken by a forward hook on the head)."""
+    """The model's logits [N, L - first, V] from the first position that predicts a completion token on
+    (`predicting_positions`; transformers' logits_to_keep: the output head never runs on the prompt before it,
+    which is most of a step's head work for a model with a large vocabulary and a long prompt: Gemma 3's 262k
+    columns, a chat template's preamble) and, with `capture`, the head's input [N, L - first, d] (the last
+    hidden state there, taken by a forward hook on the head)."""
+    first, _ = predicting_positions(batch)
     hidden = []
     hook = (model.get_output_embeddings().register_forward_hook(lambda _m, args, _out: hidden.append(args[0]))
             if capture else None)
     try:
-        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention).logits
+        logits = model(input_ids=batch.input_ids, attention_mask=batch.attention,
+                       logits_to_keep=batch.input_ids.shape[1] - first).logits
     finally:
         if hook is not None:
             hook.remove()
@@ -117,7 +130,7 @@ def anchor_gradient(model, batch, temperature: float) -> torch.Tensor | None:
     logits, hidden = forward_with_head_input(model, batch)
     if hidden is None or not bool(batch.mask.any()):
         return None
-    before = (batch.positions - 1).clamp(min=0)[batch.mask]  # [n] flat: the position predicting each token
+    before = predicting_positions(batch)[1][batch.mask]  # [n] flat: the position predicting each token
     rows = torch.arange(batch.mask.shape[0], device=batch.mask.device)[:, None].expand_as(batch.mask)[batch.mask]
     z = logits[rows, before].float()  # [n, V]
     h = hidden[rows, before]  # [n, d]
