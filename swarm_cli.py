@@ -377,6 +377,9 @@ def cmd_status(args) -> int:
     return 0
 
 
+CUT_WARNING = 0.5  # swarm eval says so when at least this share of a split's answers hit the completion cap
+
+
 def cmd_eval(args) -> int:
     """Held-out accuracy of a model (greedy and sampled pass@1) on a task's splits, through its backend."""
     import json
@@ -408,6 +411,11 @@ def cmd_eval(args) -> int:
         print(f"swarm: error: task {task.name!r} has none of the splits {', '.join(cfg.eval.splits)}",
               file=sys.stderr)
         return EXIT_USAGE
+    cut = max(s.cut for s in scores)
+    if cut >= CUT_WARNING:  # the verifier scores a cut answer 0: a model that writes more than the cap scores 0
+        print(f"swarm eval: {cut:.0%} of the answers hit the completion cap of {cfg.generation.max_new_tokens} tokens "
+              f"and score 0; a model that writes more than the task's answers need (a real model restating the "
+              f"question, a worked solution) needs --set generation.max_new_tokens=N", file=sys.stderr)
     if args.json:
         print(json.dumps({"model": cfg.model.name, "task": task.name, "seconds": seconds,
                           "splits": [vars(s) for s in scores]}))

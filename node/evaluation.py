@@ -28,6 +28,7 @@ class SplitScore:
     greedy: float  # greedy pass@1
     sampled: float  # sampled pass@1 (mean over samples and prompts)
     greedy_by_kind: tuple[tuple[str, float], ...] = ()  # greedy pass@1 per kind of item, where the task has kinds
+    cut: float = 0.0  # share of the completions (greedy and sampled) that hit the length cap before they ended
 
 
 def held_out_items(task: Task, split: str, n: int) -> list[Item]:
@@ -58,6 +59,12 @@ def by_kind(task: Task, items: list[Item], scores: list[float]) -> tuple[tuple[s
     return tuple((kind, sum(v) / len(v)) for kind, v in sorted(sums.items()))
 
 
+def cut_share(groups: list[list[Completion]]) -> float:
+    """The share of completions that hit the length cap (finish reason "length"): a verifier scores them 0."""
+    reasons = [c.finish_reason for group in groups for c in group]
+    return sum(r == "length" for r in reasons) / len(reasons) if reasons else 0.0
+
+
 def _complete(backend, prompts: list[list[int]], samples: int, greedy: bool, batch: int) -> list[list[Completion]]:
     """Completions for every prompt, `batch` sequences per generate call at most."""
     per_call = max(1, batch // samples)
@@ -77,10 +84,12 @@ def evaluate(backend, tokenizer, task: Task, cfg: EvalConfig) -> tuple[list[Spli
             continue
         items = held_out_items(task, split, cfg.prompts)
         prompts = [encode_prompt(tokenizer, item) for item in items]
-        greedy = item_scores(task, items, _complete(backend, prompts, 1, True, cfg.batch))
-        sampled = pass_at_1(task, items, _complete(backend, prompts, cfg.samples, False, cfg.batch))
+        greedy_groups = _complete(backend, prompts, 1, True, cfg.batch)
+        sampled_groups = _complete(backend, prompts, cfg.samples, False, cfg.batch)
+        greedy = item_scores(task, items, greedy_groups)
+        sampled = pass_at_1(task, items, sampled_groups)
         scores.append(SplitScore(split, len(items), sum(greedy) / max(len(greedy), 1), sampled,
-                                 by_kind(task, items, greedy)))
+                                 by_kind(task, items, greedy), cut_share(greedy_groups + sampled_groups)))
     return scores, time.perf_counter() - start
 
 

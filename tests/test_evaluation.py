@@ -130,6 +130,13 @@ def test_swarm_eval_command(tiny):
     report = json.loads(out.stdout)
     assert [s["split"] for s in report["splits"]] == ["train", "test"]
     assert all(s["prompts"] == 32 and 0 <= s["greedy"] <= 1 for s in report["splits"])
+    assert all(s["cut"] < 0.5 for s in report["splits"]) and "completion cap" not in out.stderr
+    short = subprocess.run([sys.executable, str(ROOT / "swarm_cli.py"), "eval", "--model", "tiny-sub", "--task",
+                            "arith", "--eval-prompts", "8", "--json", "--set", "generation.max_new_tokens=1"],
+                           capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert short.returncode == 0, short.stderr  # no answer of arith fits in one token with its end: all are cut
+    assert all(s["cut"] == 1.0 and s["greedy"] == 0.0 for s in json.loads(short.stdout)["splits"])
+    assert "100% of the answers hit the completion cap of 1 tokens" in short.stderr
     bad = subprocess.run([sys.executable, str(ROOT / "swarm_cli.py"), "eval", "--eval-splits", "dev"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "eval.splits" in bad.stderr
@@ -192,3 +199,14 @@ def test_swarm_eval_refuses_lora_and_absurd_numbers():
     huge = swarm_cli("eval", "--eval-prompts", "99999999999999999999999", timeout=120)
     assert huge.returncode == 2 and huge.stderr.strip().count("\n") == 0
     assert "eval.prompts must be at most 2147483647" in huge.stderr
+
+
+def test_cut_share_counts_the_completions_that_hit_the_cap():
+    from node.evaluation import cut_share
+    from node.generation.rollouts import Completion
+
+    def c(reason):
+        return Completion([1], [0.0], reason, "")
+
+    assert cut_share([[c("stop"), c("length")], [c("length"), c("length")]]) == 0.75
+    assert cut_share([]) == 0.0
