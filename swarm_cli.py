@@ -645,8 +645,8 @@ def build_parser() -> argparse.ArgumentParser:
     local.add_argument("--peers", type=_number(int, 1, 64), default=4,
                        help="number of peers (models cycle through the zoo) "
                        "(default: 4)")
-    local.add_argument("--models", help="comma-separated zoo models to cycle through (default: "
-                       "digit-sub,digit-add,digit-add-lora,digit-sub-bpe)")
+    local.add_argument("--models", help="comma-separated models to cycle through: zoo models, or the packaged "
+                       "smollm2-135m and gemma3-270m (default: digit-sub,digit-add,digit-add-lora,digit-sub-bpe)")
     local.add_argument("--out", default="runs/local", help="logs, metrics, summary and plot go here "
                        "(default: runs/local)")
     local.set_defaults(func=cmd_local)

@@ -26,7 +26,7 @@ def swarm(*args, env=None):
     (["bootstrap", "--config", "/no/such.toml"], "does not exist"),
     (["local", "--task", "nope", "--out", "{out}"], "unknown task 'nope'"),
     (["local", "--variant", "bogus", "--out", "{out}"], "loss.variant must be one of"),
-    (["local", "--models", "tiny-add,gpt-9", "--out", "{out}"], "'gpt-9' is not a zoo model"),
+    (["local", "--models", "tiny-add,gpt-9", "--out", "{out}"], "'gpt-9' is neither a zoo model nor a packaged"),
     # the address a volunteer pastes, checked before anything starts (once, these retried the daemon for ever)
     (["join", "--initial-peers", "garbage"], "--initial-peers 'garbage' is not a multiaddr (it must begin with /)"),
     (["join", "--initial-peers", "127.0.0.1:31330"], "did you mean /ip4/127.0.0.1/tcp/31330/p2p/<peer id>?"),

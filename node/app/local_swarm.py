@@ -20,6 +20,7 @@ from pathlib import Path
 from node.config import NodeConfig, is_config_variable, write_config
 from node.errors import ConfigError, Stopped
 from node.metrics import StepResult, read_metrics
+from node.models.packaged import PACKAGED, prepare
 from node.models.zoo import ZOO
 from node.models.zoo_store import zoo_model_path
 from node.observability.report import (
@@ -210,7 +211,7 @@ def seconds_left(runs: list[list[StepResult]], total: int, recent: int = 20) -> 
 
 
 def peer_configs(cfg: NodeConfig, models: list[str], n: int) -> dict[str, NodeConfig]:
-    """Peer i runs zoo model i (cycling) with seed cfg.train.seed + i; everything else is `cfg`."""
+    """Peer i runs model i (cycling: zoo or packaged) with seed cfg.train.seed + i; everything else is `cfg`."""
     out = {}
     for i in range(n):
         model = models[i % len(models)]
@@ -229,8 +230,9 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
 
     models = [m.strip() for m in args.models.split(",")] if args.models else list(DEFAULT_MODELS)
     for model in models:
-        if model not in ZOO:
-            raise ConfigError(f"local: {model!r} is not a zoo model (known: {', '.join(ZOO)})")
+        if model not in ZOO and model not in PACKAGED:
+            raise ConfigError(f"local: {model!r} is neither a zoo model nor a packaged real model "
+                              f"(known: {', '.join((*ZOO, *PACKAGED))})")
     if args.peers < 1:
         raise ConfigError(f"local: --peers must be >= 1, got {args.peers}")
     get_task(cfg.task.name, cfg.task.data_files)  # an unknown task is one line here, not four peer logs
@@ -241,8 +243,8 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     quiet_libraries()
-    for model in models:  # a missing or damaged zoo model: one line here, not four peer logs
-        zoo_model_path(model)
+    for model in models:  # a missing or damaged zoo model or package: one line here, not four peer logs
+        zoo_model_path(model) if model in ZOO else prepare(model)
     configs = peer_configs(cfg, models, args.peers)
     # the files hold the resolved configuration, environment included: the peers do not read it again
     swarm = SwarmProcesses(out, env={k: v for k, v in os.environ.items() if not is_config_variable(k)})

