@@ -14,6 +14,13 @@ start together convert once, and a stopped conversion leaves nothing half-writte
 
 A GGUF file also says whether its tokenizer starts every encoding with BOS (`tokenizer.ggml.add_bos_token`),
 and transformers' conversion drops the flag (5.19); `honour_gguf_bos` sets it again.
+
+A base model has no chat template, and asked the zoo's compact prompt ("5+16=") Gemma never stopped ("180\n\n
+180+16=2"). Its copy therefore carries a plain-text question template (`LINE_ANSWER_TEMPLATE`: no roles) as its
+tokenizer's template, so `encode_prompt` asks every task's question the same way on every peer that rebuilds the
+tokenizer, and its generation config stops at every line-end token as at EOS: an answer is one line
+(`stop_at_line_ends`). Receivers accept such a stop from a tokenizer with that template only
+(node/swarm/retokenize.py `sender_stop_ids`).
 """
 from __future__ import annotations
 
