@@ -193,14 +193,19 @@ def gemma3_folder(say=_say) -> Path:
         return ready
     package = gemma3_package()
     target = gemma3_copy_path()
-    with _locked(target.with_name(f"{GEMMA3}.lock")):
-        ready = gemma3_ready()  # another process converted it while we waited for the lock
-        if ready is not None:
-            return ready
-        say(gemma3_terms_notice(package))
-        say(f"{GEMMA3}: converting the package's GGUF file into a float copy in {target} "
-            f"(once per machine; {GEMMA3_CONVERT_ESTIMATE})")
-        _convert_gemma3(package, target, say)
+    try:
+        with _locked(target.with_name(f"{GEMMA3}.lock")):
+            ready = gemma3_ready()  # another process converted it while we waited for the lock
+            if ready is not None:
+                return ready
+            say(gemma3_terms_notice(package))
+            say(f"{GEMMA3}: converting the package's GGUF file into a float copy in {target} "
+                f"(once per machine; {GEMMA3_CONVERT_ESTIMATE})")
+            _convert_gemma3(package, target, say)
+    except OSError as err:  # a cache folder that cannot be made or written, a full disk
+        raise ModelLoadError(f"model {GEMMA3!r}: its float copy cannot be written in {target.parent} "
+                             f"({first_line(err)}); {CACHE_ENV}=DIR puts it in a writable folder with 1.5 GB "
+                             f"free") from None
     return target
 
 

@@ -220,3 +220,12 @@ def test_a_copy_of_an_older_format_is_converted_again(stand_in):
     said = []
     assert packaged.gemma3_folder(say=said.append) == folder and any("[1/3]" in line for line in said)
     assert packaged.gemma3_ready() == folder
+
+
+def test_a_cache_that_cannot_be_written_is_one_clear_error(stand_in, monkeypatch):
+    blocked = stand_in / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv(packaged.CACHE_ENV, str(blocked / "cache"))
+    with pytest.raises(ModelLoadError, match="cannot be written") as err:
+        load_base(GEMMA3)
+    assert packaged.CACHE_ENV in str(err.value)
