@@ -25,7 +25,7 @@ from node.models.packaged import (
     dequantized,
     gemma3_folder,
     gemma3_ready,
-    honour_gguf_bos,
+    gguf_tokenizer,
     smollm2_location,
 )
 from node.models.saved import CHECKPOINTS, latest_checkpoint
@@ -151,12 +151,12 @@ def load_tokenizer(where, **kwargs):
     from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
     config = Path(where) / "tokenizer_config.json"
-    if config.is_file() and json.loads(config.read_text()).get("tokenizer_class") in GENERIC_TOKENIZERS:
+    if kwargs.get("gguf_file"):
+        tokenizer = gguf_tokenizer(Path(where) / kwargs["gguf_file"])
+    elif config.is_file() and json.loads(config.read_text()).get("tokenizer_class") in GENERIC_TOKENIZERS:
         tokenizer = PreTrainedTokenizerFast.from_pretrained(where, **kwargs)
     else:
         tokenizer = AutoTokenizer.from_pretrained(where, **kwargs)
-    if kwargs.get("gguf_file"):
-        honour_gguf_bos(tokenizer, Path(where) / kwargs["gguf_file"])
     if tokenizer.pad_token_id is None:  # batches need one; its id is part of the fingerprint other peers check
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer

@@ -73,13 +73,13 @@ def smollm2_location() -> tuple[Path, str]:
     return folder, files[0].name
 
 
-def prepare(name: str, say=None) -> None:
+def prepare(name: str) -> None:
     """A packaged model made ready before peers load it: its package there (else one ModelLoadError line), and
     Gemma's float copy converted once (a launcher of several peers converts it before they start)."""
     if name == SMOLLM2:
         smollm2_location()
     elif name == GEMMA3:
-        gemma3_folder(say or _say)
+        gemma3_folder()
     else:
         raise ModelLoadError(f"{name!r} is not a packaged model ({', '.join(PACKAGED)})")
 
@@ -102,6 +102,16 @@ def honour_gguf_bos(tokenizer, path: Path) -> None:
     flag = gguf_flag(path, "tokenizer.ggml.add_bos_token")
     if flag is not None and hasattr(tokenizer, "add_bos_token") and bool(tokenizer.add_bos_token) != flag:
         tokenizer.add_bos_token = flag
+
+
+def gguf_tokenizer(path: Path):
+    """A GGUF file's tokenizer as transformers converts it, starting its encodings with BOS exactly when the
+    file says so (`honour_gguf_bos`)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(path.parent, gguf_file=path.name)
+    honour_gguf_bos(tokenizer, path)
+    return tokenizer
 
 
 def dequantized(model):
@@ -211,7 +221,7 @@ def gemma3_folder(say=_say) -> Path:
 
 def _convert_gemma3(package, target: Path, say) -> None:
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix=f".{GEMMA3}-", dir=target.parent) as work:
@@ -220,8 +230,7 @@ def _convert_gemma3(package, target: Path, say) -> None:
             say(f"{GEMMA3}: [1/3] assembling the GGUF file from the package's chunks (checked by SHA-256)")
             gguf_path = Path(package.assemble(work / "gguf" / package.MODEL_NAME))
             say(f"{GEMMA3}: [2/3] converting the tokenizer (262,144 tokens)")
-            tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-            honour_gguf_bos(tokenizer, gguf_path)
+            tokenizer = gguf_tokenizer(gguf_path)
             say(f"{GEMMA3}: [3/3] de-quantizing 268M parameters to float32")
             model = dequantized(AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
                                                                      dtype=torch.float32))
