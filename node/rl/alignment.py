@@ -103,13 +103,15 @@ def predicting_positions(batch) -> tuple[int, torch.Tensor]:
     return first, (before - first).clamp(min=0)
 
 
-def forward_with_head_input(model, batch, capture: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+def forward_with_head_input(model, batch, capture: bool = True
+                            ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """The model's logits [N, L - first, V] from the first position that predicts a completion token on
     (`predicting_positions`; transformers' logits_to_keep: the output head never runs on the prompt before it,
     which is most of a step's head work for a model with a large vocabulary and a long prompt: Gemma 3's 262k
-    columns, a chat template's preamble) and, with `capture`, the head's input [N, L - first, d] (the last
-    hidden state there, taken by a forward hook on the head)."""
-    first, _ = predicting_positions(batch)
+    columns, a chat template's preamble), with `capture` the head's input [N, L - first, d] (the last hidden
+    state there, taken by a forward hook on the head), and [N, T] the position in both that predicts each
+    completion token."""
+    first, before = predicting_positions(batch)
     hidden = []
     hook = (model.get_output_embeddings().register_forward_hook(lambda _m, args, _out: hidden.append(args[0]))
             if capture else None)
@@ -119,7 +121,7 @@ def forward_with_head_input(model, batch, capture: bool = True) -> tuple[torch.T
     finally:
         if hook is not None:
             hook.remove()
-    return logits, hidden[0] if hidden else None
+    return logits, hidden[0] if hidden else None, before
 
 
 @torch.no_grad()
@@ -127,10 +129,10 @@ def anchor_gradient(model, batch, temperature: float) -> torch.Tensor | None:
     """[d, k] head gradient of the negative log-likelihood of a batch's completions (node/rl/batching.py
     Batch; our anchors), from one forward pass: sum over completion tokens of h_t (x) sketch(softmax(z_t / T) -
     onehot(y_t)) / T. None when the batch has no completion token."""
-    logits, hidden = forward_with_head_input(model, batch)
+    logits, hidden, before = forward_with_head_input(model, batch)
     if hidden is None or not bool(batch.mask.any()):
         return None
-    before = predicting_positions(batch)[1][batch.mask]  # [n] flat: the position predicting each token
+    before = before[batch.mask]  # [n] flat: the position predicting each token
     rows = torch.arange(batch.mask.shape[0], device=batch.mask.device)[:, None].expand_as(batch.mask)[batch.mask]
     z = logits[rows, before].float()  # [n, V]
     h = hidden[rows, before]  # [n, d]

@@ -19,7 +19,7 @@ from node.config import LossConfig, TrainConfig
 from node.generation.rollouts import Group, length_pieces
 from node.metrics import LossMetrics
 
-from .alignment import HeadGradients, anchor_gradient, forward_with_head_input, harm_statistics, predicting_positions
+from .alignment import HeadGradients, anchor_gradient, forward_with_head_input, harm_statistics
 from .batching import Batch, build_batch, micro_batches, mini_batches, senders_of, take_rows
 from .ftis import LossInputs, aggregate, ftis_objective, plan_loss, surrogate
 
@@ -30,8 +30,8 @@ def sequence_logprobs(model, batch: Batch, temperature: float, heads: HeadGradie
     Logits are divided by the sampling temperature so that on-policy data has w = 1 (the behaviour
     distribution is the tempered one). heads: collects each party's head gradient in the backward pass
     (node/rl/alignment.py), from the head's input captured in this forward pass."""
-    logits, hidden = forward_with_head_input(model, batch, capture=heads is not None)  # [N, L', V], [N, L', d]
-    before = predicting_positions(batch)[1]  # [N, T] position (in the logits kept) that predicts each token
+    # [N, L', V], [N, L', d] and [N, T]: the position (in the logits kept) that predicts each token
+    logits, hidden, before = forward_with_head_input(model, batch, capture=heads is not None)
     picked = logits.gather(1, before[..., None].expand(-1, -1, logits.shape[-1]))  # [N, T, V]
     if heads is not None and hidden is not None:
         h = hidden.gather(1, before[..., None].expand(-1, -1, hidden.shape[-1]))
