@@ -57,6 +57,8 @@ class SwarmMetrics:
     #                 our own greedy answer was right already (or as good as their best)
     senders_used: int = 0
     rejected: dict[str, int] = field(default_factory=dict)  # reason -> records
+    streams_refused: dict[str, int] = field(default_factory=dict)  # reason -> streams other peers opened to our
+    #                                   pull handler this step that it refused (node/swarm/intake.py: rate, ...)
     bytes_in: int = 0
     polls: int = 0
     peers: int = 0  # other peers with a live group record at the last poll
@@ -160,6 +162,7 @@ class Totals:
     peers_max: int = 0  # other peers seen at once, at most
     peers_last: int = 0  # other peers seen at the last step
     rejected: dict[str, int] = field(default_factory=dict)  # reason -> received records rejected
+    streams_refused: dict[str, int] = field(default_factory=dict)  # reason -> streams our pull handler refused
 
     def add(self, result: StepResult) -> None:
         s = result.swarm
@@ -178,6 +181,8 @@ class Totals:
         self.peers_last = s.peers
         for reason, count in s.rejected.items():
             self.rejected[reason] = self.rejected.get(reason, 0) + count
+        for reason, count in s.streams_refused.items():
+            self.streams_refused[reason] = self.streams_refused.get(reason, 0) + count
 
 
 def metrics_writer(path: str | None):

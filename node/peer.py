@@ -232,6 +232,7 @@ class Peer:
             wait_seconds=received.waited, budget_hit=received.budget_hit, late_fetches=received.late_fetches,
             pull_failures=received.pull_failures, uninformative=received.uninformative,
             duplicates=received.duplicates, view=received.view, pushes=received.pushes,
+            streams_refused=received.streams_refused,
             received_reward=(sum(sum(g.rewards) for g in received.groups)
                              / max(sum(len(g.completions) for g in received.groups), 1)))
 

@@ -1,4 +1,6 @@
 """What a run shows: the progress line, alone / rejoined, and a run log whose memory does not grow."""
+import re
+
 from node.metrics import StepResult, SwarmMetrics
 from node.observability.report import (
     Presence,
@@ -89,7 +91,8 @@ def test_prometheus_endpoint_counts_by_reason():
                        bytes_out=300, rejected={"replay": 2, "logprob": 1})
         first.eval = {"train/greedy": 0.5, "test/sampled": 0.125}
         second = result(1, 0.75, peers=1, polls=1, published=4, groups_received=2, bytes_in=10,
-                        rejected={"replay": 1}, distrusted=1, demoted=1, alignment=-0.25)
+                        rejected={"replay": 1}, distrusted=1, demoted=1, alignment=-0.25,
+                        streams_refused={"rate": 2})
         for r in (first, second):
             log.add(r)
             exporter.update(r)
@@ -100,6 +103,8 @@ def test_prometheus_endpoint_counts_by_reason():
         exporter.close()
     # the summary, the control API and Prometheus read the same totals
     assert "sent 8, received 10, trained on 6" in summary_text and "replay 3" in summary_text
+    assert re.search(r"streams refused +rate 2 \(pulls of our bundles turned away", summary_text)
+    assert got["swarm_streams_refused_total,reason=rate"] == 2
     assert (reply.groups_out, reply.groups_in, dict(reply.rejected), reply.distrusted, reply.demoted) == (
         8, 6, {"replay": 3, "logprob": 1}, 1, 1)
     assert got["swarm_steps_total"] == 2 and got["swarm_reward"] == 0.75 and got["swarm_peers"] == 1

@@ -41,6 +41,11 @@ class TotalsCollector:
         for reason, count in sorted(counts.items()):
             rejected.add_metric((reason,), count)
         yield rejected
+        refused = CounterMetricFamily("swarm_streams_refused", "streams other peers opened to our pull handler "
+                                      "that it refused", labels=("reason",))
+        for reason, count in sorted(self.totals.streams_refused.items()):
+            refused.add_metric((reason,), count)
+        yield refused
 
 
 class MetricsExporter:

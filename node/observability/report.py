@@ -259,6 +259,9 @@ def summary(log: RunLog, wall: float, total: int = 0) -> str:
                  ("given", f"{t.credited} of our groups trained on by other peers (as {t.credited_by} "
                            f"say in their announcements)"),
                  ("records rejected", rejected),
+                 *([("streams refused", ", ".join(f"{k} {v}" for k, v in sorted(t.streams_refused.items()))
+                     + " (pulls of our bundles turned away at the door: node/swarm/intake.py)")]
+                   if t.streams_refused else []),
                  ("senders", f"distrusted for good {t.distrusted} (false log-probs), demoted {t.demoted} "
                              "(groups that pulled against ours)")]
     if log.last_eval:

@@ -129,6 +129,10 @@ class SwarmTransport(Protocol):
         """The peer ids that pushed to us since the last call."""
         ...
 
+    def refused_streams(self) -> dict[str, int]:
+        """Streams other peers opened to our pull handler that it refused, by reason, in all (intake.py)."""
+        ...
+
     def withdraw(self) -> None:
         """Replaces this peer's records with tombstones and stops serving (on a clean stop)."""
         ...

@@ -38,7 +38,7 @@ from pathlib import Path
 from node.config import SwarmConfig
 from node.errors import IdentityCorrupt, IdentityInUse, Stopped, SwarmUnreachable, first_line
 from node.swarm import Records, ServedBundles
-from node.swarm.intake import IntakeRefused, StreamLimits, frame, parse_request, read_request
+from node.swarm.intake import IntakeRefused, Pacer, StreamLimits, frame, parse_request, read_request
 from node.system.process import IdentityLock, ensure_port_free, kill_pids, own_children
 from protocol import (
     ANNOUNCE_SHARDS,
@@ -293,6 +293,7 @@ class SwarmDHT:
         self._dialled: dict[tuple, float] = {}  # (peer id, addresses) -> when we last dialled them
         self._hellos: collections.deque[str] = collections.deque(maxlen=HELLOS)  # peers that pushed to us
         self.intake = StreamLimits()  # open streams and request rate per remote peer (node/swarm/intake.py)
+        self.pacer = Pacer()  # our own requests to each peer, spaced under what its intake admits
         self.stores = StreamLimits(per_peer=1 << 30, total=1 << 30, rate=STORE_RATE, burst=STORE_BURST)  # DHT
         #             stores per remote peer (install_store_limit); its `refused["rate"]` counts refused requests
         self.relay_owners: frozenset[str] | None = None  # peer ids we relay for (None: any; the exchange sets it)
@@ -516,6 +517,9 @@ class SwarmDHT:
         outcome means nothing (the answer is "not served" either way)."""
         return self.pull_async(peer_id, "hello", b"", 64, timeout, maddrs=maddrs)
 
+    def refused_streams(self) -> dict[str, int]:
+        return dict(self.intake.refused)  # (a copy: the counter is the event loop's)
+
     def take_hellos(self) -> list[str]:
         """The peer ids that pushed to us since the last call (at most HELLOS, oldest first)."""
         taken = list(self._hellos)
@@ -646,6 +650,9 @@ class SwarmDHT:
         from hivemind.utils.multiaddr import Multiaddr
 
         target = PeerID.from_base58(via or peer_id)
+        wait = self.pacer.delay(str(target))
+        if wait > 0:  # counted in the pull's timeout, like any slow answer
+            await asyncio.sleep(wait)
         addresses = dialable(maddrs, str(target))
         if addresses and self._may_dial((str(target), *addresses)):  # a peer we may not be connected to yet
             try:

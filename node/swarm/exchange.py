@@ -96,6 +96,7 @@ class GatherResult:
     duplicates: int = 0  # a sender's own earlier groups sent again (a restarted peer): not used, not refused
     view: int = 0  # peers in our peer-sampling view after this step (0: gossip off)
     pushes: int = 0  # pushes taken this step
+    streams_refused: dict[str, int] = field(default_factory=dict)  # reason -> streams our pull handler refused
 
 
 @dataclass
@@ -184,6 +185,7 @@ class GroupExchange:
         self.directory = Directory(cfg, self.rng.randrange(ANNOUNCE_SHARDS), self.unusable_tokenizer)
         self.gossip = Gossip(transport, random.Random(seed + 1), cfg.max_age) if cfg.gossip else None
         self._heard = 0  # pushes taken before this step (gossip.heard then)
+        self._refused: dict[str, int] = {}  # streams our pull handler refused before this step, by reason
         self.maddrs = tuple(transport.visible_maddrs()[:MAX_MADDRS])
         self.step = 0
 
@@ -315,6 +317,10 @@ class GroupExchange:
             self._renew_view()
             result.view, result.pushes = self.gossip.size(), heard - self._heard
             self._heard = heard
+        refused = self.transport.refused_streams()
+        result.streams_refused = {k: n - self._refused.get(k, 0) for k, n in refused.items()
+                                  if n > self._refused.get(k, 0)}
+        self._refused = refused
         return result
 
     def keep_view(self) -> None:
@@ -474,6 +480,7 @@ class GroupExchange:
                     self._reject(result, sender, bundle.reason, f"pull: {bundle}")
                 else:  # gone, withdrawn or unreachable: not a record to count, but not pulled again soon
                     result.pull_failures += 1
+                    log.debug("pulling %s from sender %s failed: %s", kind, sender[:12], first_line(bundle))
                 continue
             if kind == "summaries":
                 self._summaries(sender, bundle, result, work)

@@ -91,6 +91,9 @@ class MemoryTransport:
     def seeds(self) -> list[tuple[str, tuple[str, ...]]]:
         return list(self.initial)
 
+    def refused_streams(self) -> dict[str, int]:
+        return {}  # (in memory, nothing is refused at the door)
+
     def take_hellos(self) -> list[str]:
         taken = list(self.hub.hellos[self.peer_id])
         self.hub.hellos[self.peer_id].clear()

@@ -11,7 +11,7 @@ import pytest
 from node.config import SwarmConfig
 from node.swarm import dht as dht_module
 from node.swarm.dht import SwarmDHT, bundle_handler
-from node.swarm.intake import IntakeRefused, StreamLimits, frame, parse_request, read_request
+from node.swarm.intake import IntakeRefused, Pacer, StreamLimits, frame, parse_request, read_request
 from node.system.process import rss_mb
 from protocol import PROTOCOL_VERSION
 from protocol import swarm_pb2 as pb
@@ -95,6 +95,34 @@ def test_streams_are_bounded_per_peer_in_all_and_in_rate():
     assert len(limits._buckets) <= 2 and limits.open_streams() == 0
     limits.release("nobody")  # releasing what was never admitted changes nothing
     assert limits.open_streams() == 0
+
+
+def test_our_requests_to_one_peer_are_paced_under_what_its_intake_admits():
+    now = [0.0]
+    pacer = Pacer(rate=2.0, burst=3.0, peers=2, clock=lambda: now[0])
+    assert [pacer.delay("a") for _ in range(5)] == [0.0, 0.0, 0.0, 0.5, 1.0]  # a burst, then 1/rate apart
+    assert pacer.delay("b") == 0.0  # each peer has its own
+    now[0] = 10.0  # long after: the burst is back, no more
+    assert [pacer.delay("a") for _ in range(4)] == [0.0, 0.0, 0.0, 0.5]
+    pacer.delay("c")  # a third peer: the least recently used ("b") is forgotten
+    assert list(pacer._buckets) == ["a", "c"]
+    # a peer stepping every 0.15 s with 4 requests a step (27 a second) to one partner, for a minute: paced with
+    # the defaults, every request is admitted by the partner's default limits; unpaced, some were refused
+    def refused(paced: bool) -> dict:
+        clock = [0.0]
+        pacer, limits = Pacer(clock=lambda: clock[0]), StreamLimits(clock=lambda: clock[0])
+        sends = []
+        for i in range(1600):
+            clock[0] = i * 0.15 / 4
+            sends.append(clock[0] + (pacer.delay("p") if paced else 0.0))
+        for t in sorted(sends):
+            clock[0] = t
+            with contextlib.suppress(IntakeRefused):
+                limits.admit("p")
+                limits.release("p")
+        return limits.refused
+
+    assert refused(paced=True) == {} and refused(paced=False)["rate"] > 100
 
 
 def test_an_empty_chunk_is_refused_by_the_receiver():
@@ -190,6 +218,30 @@ def test_a_stranger_cannot_make_the_pull_handler_buffer_or_hold_streams(victim_a
             break
         time.sleep(0.1)
     assert victim.intake.open_streams() == 0 and set(victim.intake.refused) == {"size", "time"}
+
+
+def test_a_peer_that_pulls_as_fast_as_it_can_is_paced_and_never_refused(victim_and_stranger):
+    """100 pulls back to back (a peer whose steps are short): unpaced, the victim refuses some for their rate,
+    and each refusal is a failed pull (a backed-off sender); paced, every one is answered."""
+    victim, stranger = victim_and_stranger
+    digest = victim.serve("groups", pack_bundle([b"honest"], 1 << 20)[0])
+
+    def pulls(n: int) -> int:
+        ok = 0
+        for _ in range(n):
+            with contextlib.suppress(Exception):
+                ok += bool(stranger.pull_async(victim.peer_id, "groups", digest, 1 << 20, timeout=60,
+                                               maddrs=tuple(victim.visible_maddrs())).result(70))
+        return ok
+
+    paced = stranger.pacer
+    stranger.pacer = Pacer(rate=1e9, burst=1e9)
+    unpaced_ok = pulls(100)
+    refused = victim.intake.refused["rate"]
+    assert refused > 0 and unpaced_ok == 100 - refused
+    time.sleep(StreamLimits.burst / StreamLimits.rate)  # the victim's bucket full again
+    stranger.pacer = paced
+    assert pulls(100) == 100 and victim.intake.refused["rate"] == refused
 
 
 def test_a_relayed_pull_to_an_owner_that_never_answers_ends_and_frees_its_slot(monkeypatch):
