@@ -122,7 +122,8 @@ class SwarmTransport(Protocol):
         ...
 
     def seeds(self) -> list[tuple[str, tuple[str, ...]]]:
-        """Our initial peers (peer id, addresses), whose views a newcomer pulls first."""
+        """(peer id, addresses) whose views a newcomer pulls first: a few DHT neighbours, then our initial
+        peers."""
         ...
 
     def take_hellos(self) -> list[str]:

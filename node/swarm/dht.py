@@ -30,6 +30,7 @@ import contextlib
 import functools
 import logging
 import math
+import random
 import re
 import threading
 import time
@@ -80,6 +81,7 @@ READ_FRESH_WITHIN = 30.0  # a directory read stops at the first replica whose va
 READ_TIMEOUT = 20.0  # seconds a directory read may take as a whole (silent DHT nodes): then it is abandoned
 HELLOS = 64  # pushes (hello requests) remembered between two steps; the exchange takes at most a few
 DIAL_AGAIN_AFTER = 300.0  # seconds before we dial a peer's announced addresses again (connected or not)
+SEED_NEIGHBOURS = 2  # routing-table peers whose views a newcomer pulls before its initial peers' (seeds())
 
 
 def signature_check(kind: str, signer: bytes):
@@ -298,6 +300,7 @@ class SwarmDHT:
         #             stores per remote peer (install_store_limit); its `refused["rate"]` counts refused requests
         self.relay_owners: frozenset[str] | None = None  # peer ids we relay for (None: any; the exchange sets it)
         self._seeds: list[tuple[str, tuple[str, ...]]] | None = None  # initial peers, parsed (seeds())
+        self._neighbours: list[str] = []  # routing-table peers drawn as seeds (seeds())
         self._node = self._start(stop)
         self._published: dict[str, float] = {}  # kind -> expiration of our latest record
         self.peers_seen = -1  # announcements of other peers at the last read that found any, or read all
@@ -501,8 +504,10 @@ class SwarmDHT:
         return signature_check(kind, signer)(digest, signature)
 
     def seeds(self) -> list[tuple[str, tuple[str, ...]]]:
-        """Our initial peers as (peer id, its addresses), whose views a newcomer pulls first (a bootstrap keeps
-        one: node/swarm/seeding.py). Parsed once (the exchange asks every step)."""
+        """(peer id, addresses) whose views a newcomer pulls first: SEED_NEIGHBOURS peers drawn from our DHT
+        routing table (found when we joined; the daemon knows their addresses), then our initial peers (a
+        bootstrap keeps a view: node/swarm/seeding.py), so that newcomers spread their first pulls over the
+        swarm and a bootstrap answers only those whose neighbours did not. The initial peers are parsed once."""
         if self._seeds is None:
             from hivemind.utils.multiaddr import Multiaddr
 
@@ -510,7 +515,11 @@ class SwarmDHT:
             for maddr in self.settings.initial_peers:
                 by_peer.setdefault(Multiaddr(maddr)["p2p"], []).append(maddr)
             self._seeds = [(peer, tuple(maddrs)) for peer, maddrs in by_peer.items()]
-        return list(self._seeds)
+        table = {str(p) for p in list(self._node.protocol.routing_table.peer_id_to_uid)}  # (one copy: the loop
+        if len(self._neighbours) < SEED_NEIGHBOURS or not table.issuperset(self._neighbours):  # thread adds to it)
+            candidates = sorted(table - {peer for peer, _ in self._seeds} - {self.peer_id})
+            self._neighbours = random.sample(candidates, min(SEED_NEIGHBOURS, len(candidates)))  # kept while
+        return [(peer, ()) for peer in self._neighbours] + list(self._seeds)  # they stay in the table
 
     def hello_async(self, peer_id: str, maddrs: tuple[str, ...] = (), timeout: float = 5.0):
         """Pushes to a peer: asks it to pull our view (our own announcement first); a concurrent future whose

@@ -38,7 +38,7 @@ from .membership import PULL_FANOUT, PUSH_FANOUT, PUSH_LIMIT, Entry, Membership
 
 VIEW_PULL_TIMEOUT = 5.0  # seconds a view pull may take (the step never waits for it)
 HELD = 256  # peers whose own signed announcement we keep (to vouch for them)
-SEED_RETRY = 10  # steps after an initial peer's view brought nothing before we ask again (while our view is empty)
+SEED_RETRY = 10  # steps after every seed's view brought nothing before we ask them again (while our view is empty)
 
 
 @dataclass(frozen=True)
@@ -58,9 +58,10 @@ class Gossip:
         self.held: OrderedDict[bytes, Entry] = OrderedDict()  # identity -> its own entry, as its view brought it
         self.pulled = self.missed = 0  # view pulls answered, and not (in all)
         self.heard = self.flooded = 0  # pushes taken (their view pulled), and steps whose pushes were all dropped
-        self.seeding: dict[str, Future] = {}  # initial peer's id -> the pull of its view in flight
-        self.seeded = 0  # entries our initial peers' views brought (in all)
-        self.seed_failed = False  # the last answer of an initial peer brought no entry (or none came)
+        self.seeding: dict[str, Future] = {}  # seed's peer id -> the pull of its view in flight
+        self.seeded = 0  # entries our seeds' views brought (in all)
+        self.seed_failed = False  # the last answer of a seed brought no entry (or none came)
+        self.seeds_missed: set[str] = set()  # seeds whose view brought nothing since we last started over
         self._seed_wait = 0  # steps before we may ask the seeds again
 
     def serve(self, value: bytes, created: float, vouched: list[bytes]) -> None:
@@ -106,28 +107,36 @@ class Gossip:
                     self.membership.missed(target)
 
     def ask_seeds(self, seeds: list[tuple[str, tuple[str, ...]]]) -> bool:
-        """While our view is empty: pulls the views of our initial peers `seeds` ((peer id, addresses); at most
-        PULL_FANOUT, one pull each in flight). Returns whether their answer can spare us the directory: a pull
-        is in flight, or the last answer brought entries."""
+        """While our view is empty: pulls the views of the first PULL_FANOUT `seeds` ((peer id, addresses): DHT
+        neighbours, then our initial peers) whose view has not brought nothing yet, one pull each in flight; once
+        every seed has, they are asked again SEED_RETRY steps later (the directory serves meanwhile). Returns
+        whether their answer can spare us the directory: a pull is in flight, or the last answer brought
+        entries."""
         self._seed_wait -= 1
         if self.size() == 0 and self._seed_wait <= 0:
-            for peer_id, maddrs in seeds[:PULL_FANOUT]:
+            untried = [(p, m) for p, m in seeds if p not in self.seeds_missed]
+            if not untried and not self.seeding:  # every seed missed: start over later
+                self.seeds_missed.clear()
+                self._seed_wait = SEED_RETRY
+            for peer_id, maddrs in untried[:PULL_FANOUT]:
                 if peer_id in self.seeding:
                     continue
                 try:
                     self.seeding[peer_id] = self.transport.pull_async(peer_id, "view", b"", MAX_VIEW_BYTES,
                                                                       timeout=VIEW_PULL_TIMEOUT, maddrs=maddrs)
                 except (OSError, RuntimeError, ValueError):
-                    self._seed_answer(0)
+                    self._seed_answer(peer_id, 0)
         return not self.seed_failed and (bool(self.seeding) or self.seeded > 0)
 
-    def _seed_answer(self, entries: int) -> None:
-        """An initial peer answered with `entries` valid entries (0: none, or no answer): after nothing, the
-        seeds are asked again only SEED_RETRY steps later (the directory serves meanwhile)."""
+    def _seed_answer(self, peer_id: str, entries: int) -> None:
+        """A seed answered with `entries` valid entries (0: none, or no answer): it is not asked again until
+        every seed has missed."""
         self.seeded += entries
         self.seed_failed = entries == 0
         if self.seed_failed:
-            self._seed_wait = SEED_RETRY
+            self.seeds_missed.add(peer_id)
+            if len(self.seeds_missed) > 64:  # (bounded: neighbours are drawn afresh each step)
+                self.seeds_missed.clear()
 
     def hear(self) -> None:
         """Takes the pushes made to us since the last step: more than PUSH_LIMIT peers, and none is taken (a
@@ -168,16 +177,16 @@ class Gossip:
                     while len(self.held) > HELD:
                         self.held.popitem(last=False)
         self.membership.pull(entries)
-        for peer_id, future in finished(self.seeding):  # our initial peers': their entries fill our view at once
+        for peer_id, future in finished(self.seeding):  # our seeds': their entries fill our view at once
             try:
                 items = unpack_view(future.result())
             except Exception:  # noqa: BLE001 (no view there: an older bootstrap, or gone; the directory serves)
-                self._seed_answer(0)
+                self._seed_answer(peer_id, 0)
                 continue
             seeded = self._entries(items, check, lambda subkey, peer_id=peer_id: reject(
-                subkey, "signature", f"a view entry from initial peer {peer_id} whose signature does not hold"))
+                subkey, "signature", f"a view entry from seed {peer_id} whose signature does not hold"))
             self.membership.seed(seeded)
-            self._seed_answer(len(seeded))
+            self._seed_answer(peer_id, len(seeded))
         for peer_id, future in finished(self.pushed):
             try:
                 own = unpack_view(future.result())[:1]

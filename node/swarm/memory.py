@@ -50,6 +50,7 @@ class MemoryTransport:
         self.hub, self.peer_id, self.own_subkey = hub, name, name.encode()
         self.relay_owners: frozenset[str] | None = None  # (nothing is relayed in memory)
         self.initial: list[tuple[str, tuple[str, ...]]] = []  # initial peers (seeds), as the DHT's
+        self.neighbours: list[tuple[str, tuple[str, ...]]] = []  # routing-table peers (seeds before the initial)
 
     @property
     def shard(self) -> int:
@@ -89,7 +90,7 @@ class MemoryTransport:
         return _failed(RecordError("missing", "not served"))
 
     def seeds(self) -> list[tuple[str, tuple[str, ...]]]:
-        return list(self.initial)
+        return list(self.neighbours) + list(self.initial)
 
     def refused_streams(self) -> dict[str, int]:
         return {}  # (in memory, nothing is refused at the door)

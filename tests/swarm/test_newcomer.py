@@ -45,6 +45,10 @@ def test_a_newcomer_trains_on_received_groups_within_two_steps(squatted):
     reads = []
     fetch = dhts[3].fetch_shards_async
     dhts[3].fetch_shards_async = lambda shards: (reads.append(len(shards)), fetch(shards))[1]
+    asked = []  # whose views the newcomer pulls
+    pull = dhts[3].pull_async
+    dhts[3].pull_async = lambda peer_id, kind, *a, **kw: (
+        asked.append(peer_id) if kind == "view" else None, pull(peer_id, kind, *a, **kw))[1]
     try:
         for step in range(WARM):
             for p in peers:
@@ -63,6 +67,8 @@ def test_a_newcomer_trains_on_received_groups_within_two_steps(squatted):
             used.append(newcomer.step(step).swarm.groups_used)
         assert sum(used) > 0, used  # received groups trained on, by its second step at the latest
         assert newcomer.exchange.gossip.seeded >= 3 and ANNOUNCE_SHARDS not in reads, reads  # no whole read
+        # seeded by two DHT neighbours (the peers it joined), not by the bootstrap, which is only the fallback
+        assert boot.peer_id not in asked and {d.peer_id for d in dhts[:3]} & set(asked[:2]), asked
         for p in peers:
             p.step(WARM + 2)
         knows = [dhts[3].own_subkey in p.exchange.senders.known for p in peers]

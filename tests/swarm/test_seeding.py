@@ -62,6 +62,39 @@ def test_a_newcomer_seeded_by_the_bootstrap_reads_no_whole_directory_and_trains_
     assert ANNOUNCE_SHARDS not in reads, reads  # and never since
 
 
+def view_pulls(p) -> list[str]:
+    """The peers whose views peer p pulls from now on, in order."""
+    asked = []
+    pull = p.exchange.transport.pull_async
+    p.exchange.transport.pull_async = lambda peer_id, kind, *a, **kw: (
+        asked.append(peer_id) if kind == "view" else None, pull(peer_id, kind, *a, **kw))[1]
+    return asked
+
+
+def test_a_newcomer_seeds_from_its_dht_neighbours_and_asks_the_bootstrap_only_when_they_miss():
+    hub = MemorySwarm()
+    swarm_of(hub, 4)
+    seeds = bootstrap(hub)
+    for _ in range(10):
+        seeds.round()
+    newcomer = peer(hub, "new", shards_per_step=8)
+    newcomer.exchange.transport.neighbours = [("p1", ()), ("p2", ())]
+    newcomer.exchange.transport.initial = [("boot", ())]
+    asked = view_pulls(newcomer)
+    first = newcomer.step(0)
+    assert asked[:2] == ["p1", "p2"] and "boot" not in asked, asked  # the bootstrap is not asked
+    assert newcomer.exchange.gossip.seeded >= 2 and first.swarm.groups_used > 0, first.swarm
+    # neighbours that are gone (or silent): the next step asks the bootstrap, not SEED_RETRY steps later
+    late = peer(hub, "late", shards_per_step=8)
+    late.exchange.transport.neighbours = [("gone1", ()), ("gone2", ())]
+    late.exchange.transport.initial = [("boot", ())]
+    asked = view_pulls(late)
+    late.step(0)
+    assert asked == ["gone1", "gone2"] and late.exchange.gossip.seeds_missed == {"gone1", "gone2"}, asked
+    late.step(1)
+    assert "boot" in asked[2:] and late.exchange.gossip.seeded >= 4, (asked, late.exchange.gossip.seeded)
+
+
 def test_without_a_bootstrap_view_the_newcomer_falls_back_to_the_whole_directory():
     hub = MemorySwarm()
     swarm_of(hub, 2)
