@@ -14,8 +14,11 @@ announcement rides with its bundle). The population:
   peer and, each round, pushes to every one of them as many Sybil announcements as the push limit lets pass
   with the honest pushes expected (PUSH_LIMIT - PUSH_FANOUT), answers every pull with Sybil entries only, and
   serves groups that pass validation and teach nothing (so its identities never become established);
-- probe newcomers (`--newcomers`) joining after the warm-up, who seed their view from one pull of the
-  bootstrap's sample (the bootstrap keeps a view like anyone and gossips, but trains nothing).
+- probe newcomers (`--newcomers`) joining after the warm-up. With `--seeding neighbours` (the node's way), a
+  newcomer whose view is empty pulls the views of 2 DHT nodes drawn at random when it joins (its routing-table
+  neighbours: honest, silent or Sybil alike), and the bootstrap's sample only once both missed; with
+  `--seeding bootstrap` (the node before 2026-12-04), it pulls the bootstrap's sample every round until it has
+  2 established senders. (The bootstrap keeps a view like anyone and gossips, but trains nothing.)
 Messages are delivered within the round when latency + bytes / bandwidth fits the 1 s shuffle deadline.
 
 Per round and per honest peer it measures: discovery bytes in and out (sizes of real signed announcements: a
@@ -93,6 +96,8 @@ class Peer:
     pulled_from: set = field(default_factory=set)
     probe: bool = False
     held: dict = field(default_factory=dict)  # sender -> its entry as its last answered group pull brought it
+    neighbours: list = field(default_factory=list)  # DHT nodes whose views it seeds from (--seeding neighbours)
+    missed: set = field(default_factory=set)  # of those, the ones that did not answer
 
     def established(self, now: float) -> list[Entry]:
         """Entries of the senders whose groups proved valid and informative here (what we vouch for)."""
@@ -101,8 +106,8 @@ class Peer:
 
 
 class Sim:
-    def __init__(self, n: int, args, entry_bytes: int, validate_s: float, seed: int):
-        self.args, self.rng = args, random.Random(seed)
+    def __init__(self, n: int, args, entry_bytes: int, validate_s: float, seed: int, seeding: str = "neighbours"):
+        self.args, self.rng, self.seeding = args, random.Random(seed), seeding
         self.entry_bytes, self.validate_s = entry_bytes, validate_s
         self.step_s = args.step_seconds
         self.peers: dict[bytes, Peer] = {}
@@ -159,6 +164,20 @@ class Sim:
     def sybil_sample(self, k: int) -> list[Entry]:
         return [self.entry(p) for p in self.rng.sample(self.sybils, min(k, len(self.sybils)))]
 
+    def seeds(self, peer: Peer, now: float) -> list[bytes]:
+        """Whom a peer pulls first: with --seeding neighbours, while its view is empty, its DHT neighbours that
+        have not missed, else the bootstrap, and the bootstrap from its second round while it is still a
+        newcomer (what a Sybil neighbour's all-Sybil sample would otherwise keep it from: the node's directory
+        reads, not simulated here, play that part, so this charges the bootstrap for them); with --seeding
+        bootstrap, the bootstrap every round while it is a newcomer."""
+        if self.seeding == "bootstrap":
+            return [self.bootstrap.subkey] if self.newcomer(peer) else []
+        if peer.joined == 0:
+            return []
+        if not peer.membership.members(now):
+            return [s for s in peer.neighbours if s not in peer.missed] or [self.bootstrap.subkey]
+        return [self.bootstrap.subkey] if self.newcomer(peer) and self.round > peer.joined else []
+
     def newcomer(self, peer: Peer) -> bool:
         """Joined during the run and fewer than 2 established senders yet: it leans on the bootstrap and takes
         no pushes. (The starting population has been in the swarm a while: its views are a uniform sample of
@@ -193,8 +212,8 @@ class Sim:
                     self.timed(peer, peer.membership.push, entry)
         for peer in honest:
             vouched = [e.subkey for e in peer.established(now)] if self.args.defences else []
-            if self.newcomer(peer):
-                vouched = [self.bootstrap.subkey] + vouched
+            if self.args.defences:
+                vouched = self.seeds(peer, now) + vouched
             for t in self.timed(peer, peer.membership.targets, ms.PULL_FANOUT, now, vouched):
                 self.send(peer, self.peers[t], "pull")
         flooded = renewed = 0
@@ -252,6 +271,8 @@ class Sim:
         answer_bytes = REQUEST_BYTES + ms.SAMPLE_SIZE * self.entry_bytes
         if not self.delivered(target, answer_bytes if kind == "pull" else REQUEST_BYTES):
             self.silent_asks += target.kind == "silent"
+            if target.subkey in peer.neighbours:
+                peer.missed.add(target.subkey)
             self.timed(peer, peer.membership.missed, target.subkey)
             return
         if kind == "push":
@@ -323,12 +344,15 @@ class Sim:
                             BundleRef(b"", 0, 0))
 
     def join(self, probe: bool = False) -> Peer:
-        """A newcomer (during a round): it reads the bootstrap's sample first (newcomer() makes it lean on it)."""
-        return self.add("honest", probe=probe)
+        """A newcomer (during a round), with 2 DHT nodes drawn as its neighbours (seeds())."""
+        nodes = [s for s, p in self.peers.items() if p.kind != "bootstrap" and not p.gone]
+        peer = self.add("honest", probe=probe)
+        peer.neighbours = self.rng.sample(nodes, min(2, len(nodes)))
+        return peer
 
 
-def run(n: int, args, entry_bytes: int, validate_s: float, seed: int) -> dict:
-    sim = Sim(n, args, entry_bytes, validate_s, seed)
+def run(n: int, args, entry_bytes: int, validate_s: float, seed: int, seeding: str = "neighbours") -> dict:
+    sim = Sim(n, args, entry_bytes, validate_s, seed, seeding)
     probes: list[Peer] = []
     wall = time.perf_counter()
     for r in range(args.rounds):
@@ -344,7 +368,7 @@ def run(n: int, args, entry_bytes: int, validate_s: float, seed: int) -> dict:
     first = [p.first_group for p in probes if p.first_group is not None]
     full = [p.full for p in probes if p.full is not None]
     med = {k: statistics.median(row[k] for row in s) for k in s[0]}
-    med.update(n=n, probes=len(probes), first=first, full=full, first_missing=len(probes) - len(first),
+    med.update(n=n, seeding=seeding, probes=len(probes), first=first, full=full, first_missing=len(probes) - len(first),
                full_missing=len(probes) - len(full), wall=time.perf_counter() - wall,
                view_sybil_last=s[-1]["view_sybil"], indegree_max_max=max(r["indegree_max"] for r in s))
     return med
@@ -391,6 +415,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--latency", type=float, nargs=2, default=(0.02, 0.3), help="one-way, uniform (s)")
     ap.add_argument("--bandwidth", type=float, default=10e6, help="bits/s of a peer's link")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seeding", nargs="+", choices=("neighbours", "bootstrap"), default=["neighbours"],
+                    help="how newcomers seed their view (several: each N run with each, in this run; the plot "
+                         "and the ratios use the first)")
     ap.add_argument("--no-defences", dest="defences", action="store_false",
                     help="control: no push limit, no samplers, no vouching, newcomers take pushes and do not "
                          "lean on the bootstrap (what the defences are measured against)")
@@ -407,17 +434,19 @@ def main(argv=None) -> None:
           f"{args.churn:.0%}/h, step {args.step_seconds:g} s; medians over rounds {args.warmup + 1}-{args.rounds}"
           + ("" if args.defences else "; CONTROL: defences off"))
     rows = []
-    header = (f"{'peers':>6} {'KB in':>6} {'KB out':>6} {'KB max':>6} {'ms CPU':>6} {'CPU max':>7} "
+    header = (f"{'seeding':>10} {'peers':>6} {'KB in':>6} {'KB out':>6} {'KB max':>6} {'ms CPU':>6} {'CPU max':>7} "
               f"{'in-deg':>6} {'max/mean':>8} {'Sybil view':>10} {'samplers':>8} {'pulls':>6} "
               f"{'silent asks':>11} {'flooded':>7} {'1st group':>9} {'8 senders':>9} {'boot KB':>7} {'boot ms':>7} "
               f"{'sim s':>6}")
     print(header)
-    for n in args.peers:
-        r = run(n, args, entry_bytes, validate_s, args.seed)
-        rows.append(r)
+    others = []
+    for n, seeding in [(n, s) for n in args.peers for s in args.seeding]:
+        r = run(n, args, entry_bytes, validate_s, args.seed, seeding)
+        (rows if seeding == args.seeding[0] else others).append(r)
         first = f"{statistics.median(r['first']):.0f}/{max(r['first'])}" if r["first"] else "-"
         full = f"{statistics.median(r['full']):.0f}/{max(r['full'])}" if r["full"] else "-"
-        print(f"{n:>6} {r['bytes_in'] / 1024:>6.1f} {r['bytes_out'] / 1024:>6.1f} {r['bytes_max'] / 1024:>6.1f} "
+        print(f"{seeding:>10} {n:>6} {r['bytes_in'] / 1024:>6.1f} {r['bytes_out'] / 1024:>6.1f} "
+              f"{r['bytes_max'] / 1024:>6.1f} "
               f"{r['cpu'] * 1e3:>6.2f} {r['cpu_max'] * 1e3:>7.2f} {r['indegree_mean']:>6.1f} "
               f"{r['indegree_max_max'] / max(r['indegree_mean'], 1e-9):>8.1f} {r['view_sybil']:>10.3f} "
               f"{r['sampler_sybil']:>8.3f} {r['pull_sybil']:>6.3f} {r['silent_asks']:>11.2f} {r['flooded']:>7.3f} "
@@ -429,7 +458,13 @@ def main(argv=None) -> None:
     base = rows[0]
     for r in rows[1:]:
         ratio_b = (r["bytes_in"] + r["bytes_out"]) / max(base["bytes_in"] + base["bytes_out"], 1)
-        print(f"N={r['n']} vs N={base['n']}: bytes per peer {ratio_b:.2f}x, CPU per peer {r['cpu'] / base['cpu']:.2f}x")
+        print(f"N={r['n']} vs N={base['n']}: bytes per peer {ratio_b:.2f}x, "
+              f"CPU per peer {r['cpu'] / base['cpu']:.2f}x, "
+              f"bootstrap bytes {r['boot_bytes'] / max(base['boot_bytes'], 1):.2f}x ({args.seeding[0]} seeding)")
+    for r in others:
+        mine = next(m for m in rows if m["n"] == r["n"])
+        print(f"N={r['n']}: bootstrap bytes {args.seeding[0]} / {r['seeding']} seeding "
+              f"{mine['boot_bytes'] / max(r['boot_bytes'], 1):.2f}x")
     if args.plot:
         plot(rows, Path(args.plot))
         print(f"plot: {args.plot}")

@@ -18,3 +18,12 @@ def test_the_defences_hold_sybils_to_their_share_and_newcomers_find_senders_at_o
     control = measure("--no-defences")
     assert control["view_sybil"] > 0.8 and control["pull_sybil"] > 2 * defended["pull_sybil"]
     assert control["first_missing"] > defended["first_missing"]
+
+
+def test_newcomers_seeded_by_dht_neighbours_spare_the_bootstrap_and_still_find_senders_at_once():
+    args = sim.parse_args(["--peers", "300", "--rounds", "24", "--warmup", "8", "--newcomers", "8"])
+    runs = {seeding: sim.run(300, args, entry_bytes=1733, validate_s=1e-4, seed=args.seed, seeding=seeding)
+            for seeding in ("neighbours", "bootstrap")}
+    assert runs["neighbours"]["boot_bytes"] < 0.95 * runs["bootstrap"]["boot_bytes"], runs
+    for r in runs.values():
+        assert r["first_missing"] == 0 and max(r["first"]) <= 2, r["first"]

@@ -17,10 +17,11 @@ only if it is the pusher's own (signature, checks, and the announcement names th
 newcomer is known to a few peers at their next step, without waiting for their directory reads, and a push costs
 the pusher a connection, not us a free entry.
 
-Seeds: while our view is empty, we also pull the view of our initial peers (a bootstrap keeps one:
-node/swarm/seeding.py). Its entries are checked like any others (so a bootstrap cannot forge one, only choose
-which to hand out) and fill the empty view at once (`Membership.seed`): a newcomer's first step learns up to
-MAX_VIEW_ENTRIES senders without reading the whole directory.
+Seeds: while our view is empty, we also pull the views of two seeds: peers of our DHT routing table first,
+our initial peers (a bootstrap keeps a view: node/swarm/seeding.py) once a seed missed. Their entries are checked
+like any others (so a seed cannot forge one, only choose which to hand out) and fill the empty view at once
+(`Membership.seed`): a newcomer's first step learns up to MAX_VIEW_ENTRIES senders without reading the whole
+directory, and newcomers' first pulls spread over the swarm instead of all landing on the bootstrap.
 """
 from __future__ import annotations
 
