@@ -48,6 +48,7 @@ class SenderState:
     evidence: float = 0.0  # e-detector statistic against its claims (node/rl/evidence.py), fed by the learner
     harm: float = 0.0  # harm statistic of its groups against ours (node/rl/alignment.py), fed by the learner
     unreachable: bool = False  # a pull failed since its newest announcement (it may be dead: not counted present)
+    failed_step: int = -1  # the step of its last failure (its groups and summaries pulls fail together: once)
 
     @property
     def established(self) -> bool:
@@ -134,13 +135,16 @@ class Senders:
         """A pull that failed, backed off; refused: it brought only records we refused, which also makes the
         sender a newcomer again (its place was earned by valid groups)."""
         state = self.known.get(subkey)
-        if state is not None:
+        if state is None:
+            return
+        if state.failed_step != step:  # at most one failure counted a step
+            state.failed_step = step
             state.failures += 1
             state.retry_step = step + backoff_steps(state.failures)
-            if refused:
-                state.informative_pulls = 0
-            else:  # it did not answer
-                state.unreachable = True
+        if refused:
+            state.informative_pulls = 0
+        else:  # it did not answer
+            state.unreachable = True
 
     def observe(self, subkey: bytes, evidence: float, bound: float) -> bool:
         """Records a sender's evidence after a step; True when it has just reached `bound` (> 0) and the

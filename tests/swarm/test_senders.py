@@ -23,7 +23,9 @@ def test_a_failing_sender_sits_out_and_a_good_one_is_preferred():
         senders.learn(name.encode(), announcement(name), expires=1000.0)
         senders.known[name.encode()].informative_pulls = ESTABLISHED_AFTER  # all three established: one pool
     senders.failed(b"bad", step=5)
+    senders.failed(b"bad", step=5)  # its groups and summaries pulls failed together: one failure
     senders.failed(b"bad", step=6)  # two failures in a row: out until step 8
+    assert senders.known[b"bad"].failures == 2
     assert b"bad" not in senders.choose(now=0.0, step=7, k=3, busy=set(), explore=3)
     assert b"bad" in senders.choose(now=0.0, step=8, k=3, busy=set(), explore=3)
     assert senders.choose(now=0.0, step=8, k=3, busy={b"good", b"plain", b"bad"}, explore=3) == []
