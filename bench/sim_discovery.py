@@ -18,7 +18,10 @@ announcement rides with its bundle). The population:
   newcomer whose view is empty pulls the views of 2 DHT nodes drawn at random when it joins (its routing-table
   neighbours: honest, silent or Sybil alike), and the bootstrap's sample only once both missed; with
   `--seeding bootstrap` (the node before 2026-12-04), it pulls the bootstrap's sample every round until it has
-  2 established senders. (The bootstrap keeps a view like anyone and gossips, but trains nothing.)
+  2 established senders. (The bootstrap keeps a view like anyone and gossips, but trains nothing.) Like the
+  node, a newcomer also reads the DHT directory in rotation, 8 of the 64 shards a round, while its view holds
+  fewer than 8 entries, and pulls the senders it finds there (`--no-directory`: it does not, as in the
+  simulation before 2026-12-04).
 Messages are delivered within the round when latency + bytes / bandwidth fits the 1 s shuffle deadline.
 
 Per round and per honest peer it measures: discovery bytes in and out (sizes of real signed announcements: a
@@ -47,6 +50,7 @@ sys.path.insert(0, str(ROOT))
 from node.swarm import membership as ms  # noqa: E402
 from node.swarm.membership import Entry, Membership  # noqa: E402
 from node.swarm.senders import Senders  # noqa: E402
+from protocol import ANNOUNCE_SHARDS  # noqa: E402
 from protocol.codec import Announcement, BundleRef, WireCard  # noqa: E402
 
 PULL_PEERS, EXPLORE = 8, 2  # the node's swarm.pull_peers and swarm.explore_pulls defaults
@@ -54,6 +58,7 @@ REQUEST_BYTES = 120  # a pull or push request's framing (kind, version, stream h
 SHUFFLE_DEADLINE = 1.0
 BOOTSTRAP_VIEW = 256  # the bootstrap answers newcomers from this many recently read, answering entries
 BOOTSTRAP_READ = 32  # DHT entries the bootstrap reads a round (one shard of a 2,000-peer swarm)
+SHARDS_PER_STEP = 8  # the node's swarm.shards_per_step: a newcomer's rotation while its view is not full
 
 
 def real_entry_cost(repeats: int = 200) -> tuple[int, float]:
@@ -98,6 +103,8 @@ class Peer:
     held: dict = field(default_factory=dict)  # sender -> its entry as its last answered group pull brought it
     neighbours: list = field(default_factory=list)  # DHT nodes whose views it seeds from (--seeding neighbours)
     missed: set = field(default_factory=set)  # of those, the ones that did not answer
+    cursor: int = 0  # its directory rotation's next shard
+    read: set = field(default_factory=set)  # senders it learned from its directory reads
 
     def established(self, now: float) -> list[Entry]:
         """Entries of the senders whose groups proved valid and informative here (what we vouch for)."""
@@ -165,18 +172,27 @@ class Sim:
         return [self.entry(p) for p in self.rng.sample(self.sybils, min(k, len(self.sybils)))]
 
     def seeds(self, peer: Peer, now: float) -> list[bytes]:
-        """Whom a peer pulls first: with --seeding neighbours, while its view is empty, its DHT neighbours that
-        have not missed, else the bootstrap, and the bootstrap from its second round while it is still a
-        newcomer (what a Sybil neighbour's all-Sybil sample would otherwise keep it from: the node's directory
-        reads, not simulated here, play that part, so this charges the bootstrap for them); with --seeding
-        bootstrap, the bootstrap every round while it is a newcomer."""
+        """Whom a peer pulls first: with --seeding neighbours (the node), while its view is empty, its DHT
+        neighbours that have not missed, else the bootstrap; with --seeding bootstrap, the bootstrap every round
+        while it is a newcomer (the simulation before 2026-12-04)."""
         if self.seeding == "bootstrap":
             return [self.bootstrap.subkey] if self.newcomer(peer) else []
-        if peer.joined == 0:
+        if peer.joined == 0 or peer.membership.members(now):
             return []
-        if not peer.membership.members(now):
-            return [s for s in peer.neighbours if s not in peer.missed] or [self.bootstrap.subkey]
-        return [self.bootstrap.subkey] if self.newcomer(peer) and self.round > peer.joined else []
+        return [s for s in peer.neighbours if s not in peer.missed] or [self.bootstrap.subkey]
+
+    def read_directory(self, peer: Peer, now: float, shards: dict) -> None:
+        """A newcomer's DHT rotation, as the node reads it while its view holds fewer than pull_peers entries:
+        the next SHARDS_PER_STEP of the 64 shards; every live announcement in them is downloaded, checked and
+        learned as a sender (the answering replica is charged nothing here: its load is the issue's next
+        question)."""
+        for i in range(SHARDS_PER_STEP):
+            for entry in shards.get((peer.cursor + i) % ANNOUNCE_SHARDS, ()):
+                self.bytes_in[peer.subkey] += self.entry_bytes
+                self.validated[peer.subkey] += 1
+                peer.senders.learn(entry.subkey, self.announcement(entry), entry.expires, now)
+                peer.read.add(entry.subkey)
+        peer.cursor = (peer.cursor + SHARDS_PER_STEP) % ANNOUNCE_SHARDS
 
     def newcomer(self, peer: Peer) -> bool:
         """Joined during the run and fewer than 2 established senders yet: it leans on the bootstrap and takes
@@ -219,6 +235,13 @@ class Sim:
         flooded = renewed = 0
         indegree: Counter = Counter()
         sybil_pulls = pulls = 0
+        readers = [p for p in honest if p.joined > 0 and len(p.membership.members(now)) < PULL_PEERS]
+        if readers and self.args.directory:
+            shards: dict = {}
+            for entry in self.directory():
+                shards.setdefault(entry.subkey[0] % ANNOUNCE_SHARDS, []).append(entry)
+            for peer in readers:
+                self.timed(peer, self.read_directory, peer, now, shards)
         for peer in honest:
             report = self.timed(peer, peer.membership.end_round, now, not self.newcomer(peer))
             flooded += report.flooded
@@ -313,7 +336,7 @@ class Sim:
         for entry in view:
             if entry.payload.kind != "bootstrap":
                 senders.learn(entry.subkey, self.announcement(entry), entry.expires, now)
-        keep = {e.subkey for e in view}
+        keep = {e.subkey for e in view} | peer.read
         senders.forget([s for s, st in senders.known.items() if s not in keep and not st.established])
         return senders.choose(now, self.round, PULL_PEERS, set(), EXPLORE)
 
@@ -348,6 +371,7 @@ class Sim:
         nodes = [s for s, p in self.peers.items() if p.kind != "bootstrap" and not p.gone]
         peer = self.add("honest", probe=probe)
         peer.neighbours = self.rng.sample(nodes, min(2, len(nodes)))
+        peer.cursor = self.rng.randrange(ANNOUNCE_SHARDS)
         return peer
 
 
@@ -415,6 +439,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--latency", type=float, nargs=2, default=(0.02, 0.3), help="one-way, uniform (s)")
     ap.add_argument("--bandwidth", type=float, default=10e6, help="bits/s of a peer's link")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-directory", dest="directory", action="store_false",
+                    help="newcomers do not read the DHT directory (the simulation before 2026-12-04)")
     ap.add_argument("--seeding", nargs="+", choices=("neighbours", "bootstrap"), default=["neighbours"],
                     help="how newcomers seed their view (several: each N run with each, in this run; the plot "
                          "and the ratios use the first)")
