@@ -19,9 +19,10 @@ announcement rides with its bundle). The population:
   neighbours: honest, silent or Sybil alike), and the bootstrap's sample only once both missed; with
   `--seeding bootstrap` (the node before 2026-12-04), it pulls the bootstrap's sample every round until it has
   2 established senders. (The bootstrap keeps a view like anyone and gossips, but trains nothing.) Like the
-  node, a newcomer also reads the DHT directory in rotation, 8 of the 64 shards a round, while its view holds
-  fewer than 8 entries, and pulls the senders it finds there (`--no-directory`: it does not, as in the
-  simulation before 2026-12-04).
+  node, a newcomer also reads the DHT directory in rotation while its view holds fewer than 8 entries, about
+  READ_BUDGET announcements a round (`--no-read-budget`: 8 of the 64 shards a round, the node before
+  2026-12-04), and pulls the senders it finds there (`--no-directory`: it does not, as in the simulation before
+  2026-12-04).
 Messages are delivered within the round when latency + bytes / bandwidth fits the 1 s shuffle deadline.
 
 Per round and per honest peer it measures: discovery bytes in and out (sizes of real signed announcements: a
@@ -48,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from node.swarm import membership as ms  # noqa: E402
+from node.swarm.directory import READ_BUDGET, rotation_size  # noqa: E402
 from node.swarm.membership import Entry, Membership  # noqa: E402
 from node.swarm.senders import Senders  # noqa: E402
 from protocol import ANNOUNCE_SHARDS  # noqa: E402
@@ -104,6 +106,8 @@ class Peer:
     neighbours: list = field(default_factory=list)  # DHT nodes whose views it seeds from (--seeding neighbours)
     missed: set = field(default_factory=set)  # of those, the ones that did not answer
     cursor: int = 0  # its directory rotation's next shard
+    per_shard: float | None = None  # announcements a shard held at its last directory read
+    rest: int = 0  # steps to go without a directory read (READ_BUDGET)
     read: set = field(default_factory=set)  # senders it learned from its directory reads
 
     def established(self, now: float) -> list[Entry]:
@@ -183,16 +187,24 @@ class Sim:
 
     def read_directory(self, peer: Peer, now: float, shards: dict) -> None:
         """A newcomer's DHT rotation, as the node reads it while its view holds fewer than pull_peers entries:
-        the next SHARDS_PER_STEP of the 64 shards; every live announcement in them is downloaded, checked and
-        learned as a sender (the answering replica is charged nothing here: its load is the issue's next
-        question)."""
-        for i in range(SHARDS_PER_STEP):
+        with --read-budget (the node since 2026-12-04), the shards the real `rotation_size` asks for (about
+        READ_BUDGET announcements), resting c // READ_BUDGET rounds after a read of c; without, the next
+        SHARDS_PER_STEP of the 64 shards. Every live announcement read is downloaded, checked and learned as a
+        sender (the answering replica is charged nothing here)."""
+        if self.args.read_budget and peer.rest > 0:
+            peer.rest -= 1
+            return
+        count = rotation_size(peer.per_shard, SHARDS_PER_STEP) if self.args.read_budget else SHARDS_PER_STEP
+        read = 0
+        for i in range(count):
             for entry in shards.get((peer.cursor + i) % ANNOUNCE_SHARDS, ()):
                 self.bytes_in[peer.subkey] += self.entry_bytes
                 self.validated[peer.subkey] += 1
                 peer.senders.learn(entry.subkey, self.announcement(entry), entry.expires, now)
                 peer.read.add(entry.subkey)
-        peer.cursor = (peer.cursor + SHARDS_PER_STEP) % ANNOUNCE_SHARDS
+                read += 1
+        peer.cursor = (peer.cursor + count) % ANNOUNCE_SHARDS
+        peer.per_shard, peer.rest = read / count, read // READ_BUDGET
 
     def newcomer(self, peer: Peer) -> bool:
         """Joined during the run and fewer than 2 established senders yet: it leans on the bootstrap and takes
@@ -439,6 +451,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--latency", type=float, nargs=2, default=(0.02, 0.3), help="one-way, uniform (s)")
     ap.add_argument("--bandwidth", type=float, default=10e6, help="bits/s of a peer's link")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-read-budget", dest="read_budget", action="store_false",
+                    help="newcomers read 8 shards a round while their view fills (the node before 2026-12-04)")
     ap.add_argument("--no-directory", dest="directory", action="store_false",
                     help="newcomers do not read the DHT directory (the simulation before 2026-12-04)")
     ap.add_argument("--seeding", nargs="+", choices=("neighbours", "bootstrap"), default=["neighbours"],

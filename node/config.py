@@ -297,7 +297,8 @@ class SwarmConfig:
     pull_peers: int = 8  # senders pulled from at most in one step (their latest groups and summaries bundles)
     explore_pulls: int = 2  # pull slots kept for newcomers (senders not yet established by informative, valid
     #                         groups); all newcomers together contribute at most this many senders' caps a step
-    shards_per_step: int = 8  # announcement shards read per step, in rotation (of protocol ANNOUNCE_SHARDS = 64)
+    shards_per_step: int = 8  # announcement shards read per step, in rotation (of protocol ANNOUNCE_SHARDS = 64);
+    #                           while peer sampling fills the view, at most this many (node/swarm/directory.py)
     gossip: bool = True  # peer sampling (node/swarm/gossip.py): each step pull a sample of the views of two peers
     #                      (established senders first), push to one, and serve ours; while our view is empty,
     #                      pull our initial peers' views (a bootstrap keeps one); a view that holds anyone

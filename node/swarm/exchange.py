@@ -286,6 +286,7 @@ class GroupExchange:
         wait = 0.0 if self._view_full() else max(deadline - self.transport.now(), 0.0)  # a full view finds
         read = self._announcements(result, wait)  # senders: a slow directory read is taken when it lands
         if read is not None:
+            self.directory.note_read(len(read))
             self.senders.forget(getattr(read, "withdrawn", ()))  # withdrawn since we learned them
             self._learn(read, result)
             self.transport.relay_owners = self.relay_owners()

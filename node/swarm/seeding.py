@@ -32,12 +32,11 @@ from protocol.codec import Announcement, announcement_shard
 from protocol.view import MAX_VIEW_ENTRIES, pack_view
 
 from . import Records, SwarmTransport
-from .directory import Directory
+from .directory import READ_BUDGET, Directory  # (the bootstrap's budget of entries a round is a reader's)
 from .gossip import Gossip
 
 log = logging.getLogger(__name__)
 
-READ_BUDGET = 64  # directory entries read a round, on average (about 130 KB of announcements)
 CANDIDATES = 4096  # announcements read in the directory that we may pull views from (the newest kept)
 LISTED = 16384  # live directory entries remembered for the status line (the newest kept)
 

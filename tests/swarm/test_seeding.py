@@ -55,7 +55,7 @@ def test_a_newcomer_seeded_by_the_bootstrap_reads_no_whole_directory_and_trains_
     newcomer.exchange.transport.initial = [("boot", ())]
     reads = counted_reads(newcomer)
     first = newcomer.step(0)
-    assert reads == [8], reads  # its first step: a rotation only, not the 64 shards
+    assert reads == [1], reads  # its first step: one shard of the rotation (READ_BUDGET), not the 64
     assert newcomer.exchange.gossip.seeded >= 4 and first.swarm.groups_used > 0, first.swarm
     for step in range(1, 4):
         newcomer.step(step)
@@ -107,7 +107,7 @@ def test_without_a_bootstrap_view_the_newcomer_falls_back_to_the_whole_directory
     reads = counted_reads(newcomer)
     newcomer.step(0)
     newcomer.step(1)
-    assert reads[:2] == [8, ANNOUNCE_SHARDS], reads  # the seed answered nothing: the next step reads it all
+    assert reads[:2] == [1, ANNOUNCE_SHARDS], reads  # the seed answered nothing: the next step reads it all
     assert newcomer.exchange.gossip.seed_failed and newcomer.exchange.senders.known
 
 
