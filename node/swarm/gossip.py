@@ -136,7 +136,7 @@ class Gossip:
         self.seed_failed = entries == 0
         if self.seed_failed:
             self.seeds_missed.add(peer_id)
-            if len(self.seeds_missed) > 64:  # (bounded: neighbours are drawn afresh each step)
+            if len(self.seeds_missed) > 64:  # (bounded: neighbours are drawn again when they leave the table)
                 self.seeds_missed.clear()
 
     def hear(self) -> None:

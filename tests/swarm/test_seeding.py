@@ -26,6 +26,23 @@ def swarm_of(hub, n: int, steps: int = 2) -> list:
     return peers
 
 
+def seeded_swarm(hub):
+    """Four peers and a bootstrap whose view holds them."""
+    swarm_of(hub, 4)
+    seeds = bootstrap(hub)
+    for _ in range(10):
+        seeds.round()
+    assert seeds.size() == 4
+
+
+def newcomer_of(hub, name: str = "new", neighbours=()):
+    """A newcomer whose initial peer is the bootstrap, with these DHT neighbours (peer ids) as its first seeds."""
+    p = peer(hub, name, shards_per_step=8)
+    p.exchange.transport.neighbours = [(n, ()) for n in neighbours]
+    p.exchange.transport.initial = [("boot", ())]
+    return p
+
+
 def test_the_bootstrap_view_fills_from_a_rotation_and_serves_signed_entries():
     hub = MemorySwarm()
     peers = swarm_of(hub, 6)
@@ -46,13 +63,8 @@ def test_the_bootstrap_view_fills_from_a_rotation_and_serves_signed_entries():
 
 def test_a_newcomer_seeded_by_the_bootstrap_reads_no_whole_directory_and_trains_on_received_groups():
     hub = MemorySwarm()
-    swarm_of(hub, 4)
-    seeds = bootstrap(hub)
-    for _ in range(10):
-        seeds.round()
-    assert seeds.size() == 4
-    newcomer = peer(hub, "new", shards_per_step=8)
-    newcomer.exchange.transport.initial = [("boot", ())]
+    seeded_swarm(hub)
+    newcomer = newcomer_of(hub)
     reads = counted_reads(newcomer)
     first = newcomer.step(0)
     assert reads == [1], reads  # its first step: one shard of the rotation (READ_BUDGET), not the 64
@@ -73,21 +85,14 @@ def view_pulls(p) -> list[str]:
 
 def test_a_newcomer_seeds_from_its_dht_neighbours_and_asks_the_bootstrap_only_when_they_miss():
     hub = MemorySwarm()
-    swarm_of(hub, 4)
-    seeds = bootstrap(hub)
-    for _ in range(10):
-        seeds.round()
-    newcomer = peer(hub, "new", shards_per_step=8)
-    newcomer.exchange.transport.neighbours = [("p1", ()), ("p2", ())]
-    newcomer.exchange.transport.initial = [("boot", ())]
+    seeded_swarm(hub)
+    newcomer = newcomer_of(hub, neighbours=("p1", "p2"))
     asked = view_pulls(newcomer)
     first = newcomer.step(0)
     assert asked[:2] == ["p1", "p2"] and "boot" not in asked, asked  # the bootstrap is not asked
     assert newcomer.exchange.gossip.seeded >= 2 and first.swarm.groups_used > 0, first.swarm
     # neighbours that are gone (or silent): the next step asks the bootstrap, not SEED_RETRY steps later
-    late = peer(hub, "late", shards_per_step=8)
-    late.exchange.transport.neighbours = [("gone1", ()), ("gone2", ())]
-    late.exchange.transport.initial = [("boot", ())]
+    late = newcomer_of(hub, "late", neighbours=("gone1", "gone2"))
     asked = view_pulls(late)
     late.step(0)
     assert asked == ["gone1", "gone2"] and late.exchange.gossip.seeds_missed == {"gone1", "gone2"}, asked
@@ -99,8 +104,7 @@ def test_without_a_bootstrap_view_the_newcomer_falls_back_to_the_whole_directory
     hub = MemorySwarm()
     swarm_of(hub, 2)
     hub.transport("boot").serve("view", pack_view([]))  # a bootstrap whose view is empty (or an older one)
-    newcomer = peer(hub, "new", shards_per_step=8)
-    newcomer.exchange.transport.initial = [("boot", ())]
+    newcomer = newcomer_of(hub)
     fetch = newcomer.exchange.transport.fetch_shards_async
     newcomer.exchange.transport.fetch_shards_async = lambda shards: fetch(
         shards if len(shards) == ANNOUNCE_SHARDS else [])  # its rotation's shards happen to be empty
@@ -118,8 +122,7 @@ def test_a_forged_entry_in_a_bootstrap_view_is_refused():
     other = unpack_view(hub.served["p1"].latest("view")[1])[0]
     forged = SignedAnnouncement(real.subkey, other.value, real.signature)  # p0's name on p1's announcement
     hub.transport("boot").serve("view", pack_view([forged, other]))
-    newcomer = peer(hub, "new", shards_per_step=8)
-    newcomer.exchange.transport.initial = [("boot", ())]
+    newcomer = newcomer_of(hub)
     result = newcomer.step(0)
     assert result.swarm.rejected.get("signature") == 1, result.swarm.rejected
     members = {e.subkey for e in newcomer.exchange.gossip.membership.members(hub.clock())}
