@@ -48,8 +48,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from node.config import SwarmConfig  # noqa: E402
 from node.swarm import membership as ms  # noqa: E402
-from node.swarm.directory import READ_BUDGET, rotation_size  # noqa: E402
+from node.swarm.directory import Directory  # noqa: E402
 from node.swarm.membership import Entry, Membership  # noqa: E402
 from node.swarm.senders import Senders  # noqa: E402
 from protocol import ANNOUNCE_SHARDS  # noqa: E402
@@ -105,9 +106,7 @@ class Peer:
     held: dict = field(default_factory=dict)  # sender -> its entry as its last answered group pull brought it
     neighbours: list = field(default_factory=list)  # DHT nodes whose views it seeds from (--seeding neighbours)
     missed: set = field(default_factory=set)  # of those, the ones that did not answer
-    cursor: int = 0  # its directory rotation's next shard
-    per_shard: float | None = None  # announcements a shard held at its last directory read
-    rest: int = 0  # steps to go without a directory read (READ_BUDGET)
+    directory: Directory | None = None  # its directory reads (the node's own), for a newcomer
     read: set = field(default_factory=set)  # senders it learned from its directory reads
 
     def established(self, now: float) -> list[Entry]:
@@ -186,25 +185,24 @@ class Sim:
         return [s for s in peer.neighbours if s not in peer.missed] or [self.bootstrap.subkey]
 
     def read_directory(self, peer: Peer, now: float, shards: dict) -> None:
-        """A newcomer's DHT rotation, as the node reads it while its view holds fewer than pull_peers entries:
-        with --read-budget (the node since 2026-12-04), the shards the real `rotation_size` asks for (about
-        READ_BUDGET announcements), resting c // READ_BUDGET rounds after a read of c; without, the next
-        SHARDS_PER_STEP of the 64 shards. Every live announcement read is downloaded, checked and learned as a
-        sender (the answering replica is charged nothing here)."""
-        if self.args.read_budget and peer.rest > 0:
-            peer.rest -= 1
-            return
-        count = rotation_size(peer.per_shard, SHARDS_PER_STEP) if self.args.read_budget else SHARDS_PER_STEP
+        """A newcomer's DHT rotation while its view holds fewer than pull_peers entries: the shards the node's
+        own `Directory` asks for (since 2026-12-04 about READ_BUDGET announcements a step), or with
+        --no-read-budget the next SHARDS_PER_STEP of the 64. Every live announcement read is downloaded, checked
+        and learned as a sender (the answering replica is charged nothing here)."""
+        d = peer.directory
+        view = len(peer.membership.members(now))
+        chosen = d.shards_to_read(now, len(peer.senders.known), view, seeded=True) if self.args.read_budget \
+            else d.rotation(SHARDS_PER_STEP)
         read = 0
-        for i in range(count):
-            for entry in shards.get((peer.cursor + i) % ANNOUNCE_SHARDS, ()):
+        for shard in chosen:
+            for entry in shards.get(shard, ()):
                 self.bytes_in[peer.subkey] += self.entry_bytes
                 self.validated[peer.subkey] += 1
                 peer.senders.learn(entry.subkey, self.announcement(entry), entry.expires, now)
                 peer.read.add(entry.subkey)
                 read += 1
-        peer.cursor = (peer.cursor + count) % ANNOUNCE_SHARDS
-        peer.per_shard, peer.rest = read / count, read // READ_BUDGET
+        if chosen:
+            d.note_read(read)
 
     def newcomer(self, peer: Peer) -> bool:
         """Joined during the run and fewer than 2 established senders yet: it leans on the bootstrap and takes
@@ -383,7 +381,8 @@ class Sim:
         nodes = [s for s, p in self.peers.items() if p.kind != "bootstrap" and not p.gone]
         peer = self.add("honest", probe=probe)
         peer.neighbours = self.rng.sample(nodes, min(2, len(nodes)))
-        peer.cursor = self.rng.randrange(ANNOUNCE_SHARDS)
+        peer.directory = Directory(SwarmConfig(shards_per_step=SHARDS_PER_STEP, pull_peers=PULL_PEERS),
+                                   self.rng.randrange(ANNOUNCE_SHARDS), lambda card: "")
         return peer
 
 
