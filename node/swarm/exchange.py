@@ -452,7 +452,7 @@ class GroupExchange:
             return False
         now = self.transport.now()
         present = [] if self.gossip.size() else self.senders.present(now)
-        seeded = self.gossip.ask_seeds(self.transport.seeds())
+        seeded = self.gossip.ask_seeds()
         vouched = self._vouched(now)
         self.gossip.start(vouched or present, self._gossip_route)
         self.gossip.push(present, self._gossip_route, PUSH_FANOUT if vouched else NEWCOMER_PUSH_FANOUT)

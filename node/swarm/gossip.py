@@ -107,15 +107,15 @@ class Gossip:
                 except (OSError, RuntimeError, ValueError):
                     self.membership.missed(target)
 
-    def ask_seeds(self, seeds: list[tuple[str, tuple[str, ...]]]) -> bool:
-        """While our view is empty: pulls the views of the first PULL_FANOUT `seeds` ((peer id, addresses): DHT
-        neighbours, then our initial peers) whose view has not brought nothing yet, one pull each in flight; once
-        every seed has, they are asked again SEED_RETRY steps later (the directory serves meanwhile). Returns
-        whether their answer can spare us the directory: a pull is in flight, or the last answer brought
-        entries."""
+    def ask_seeds(self) -> bool:
+        """While our view is empty: pulls the views of the first PULL_FANOUT of the transport's seeds ((peer id,
+        addresses): DHT neighbours, then our initial peers; asked for only then) whose view has not brought
+        nothing yet, one pull each in flight; once every seed has, they are asked again SEED_RETRY steps later
+        (the directory serves meanwhile). Returns whether their answer can spare us the directory: a pull is in
+        flight, or the last answer brought entries."""
         self._seed_wait -= 1
         if self.size() == 0 and self._seed_wait <= 0:
-            untried = [(p, m) for p, m in seeds if p not in self.seeds_missed]
+            untried = [(p, m) for p, m in self.transport.seeds() if p not in self.seeds_missed]
             if not untried and not self.seeding:  # every seed missed: start over later
                 self.seeds_missed.clear()
                 self._seed_wait = SEED_RETRY
