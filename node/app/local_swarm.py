@@ -64,8 +64,10 @@ def peer_summary(rows: list[StepResult]) -> dict:
         "reward_last": window_mean(rewards, head=False),
         "reward_start": sum(rewards[:3]) / len(rewards[:3]) if rows else 0.0,  # (nearly) before any update
         "reward_end": sum(rewards[-25:]) / len(rewards[-25:]) if rows else 0.0,
-        "groups_received": sum(r.swarm.groups_used for r in rows),
-        "steps_with_received": sum(1 for r in rows if r.swarm.groups_used > 0),
+        "groups_received": sum(r.swarm.groups_received for r in rows),  # decoded, first time
+        "groups_used": sum(r.swarm.groups_used for r in rows),  # trained on (a group of equal rewards teaches nothing)
+        "steps_with_received": sum(1 for r in rows if r.swarm.groups_received > 0),
+        "steps_with_used": sum(1 for r in rows if r.swarm.groups_used > 0),
         "rejected": rejected,
         "mean_group_size": sum(r.group_size for r in rows) / len(rows) if rows else 0.0,
         "max_peers_seen": max((r.swarm.peers for r in rows), default=0),
@@ -301,7 +303,8 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
     print(f"local swarm summary ({time.monotonic() - started:.0f} s):")
     for name, s in summary.items():
         print(f"  {name:<22} steps {s['steps']:>4}  reward {s['reward_first']:.3f} -> {s['reward_last']:.3f}  "
-              f"groups received {s['groups_received']}  rejected {sum(s['rejected'].values())}")
+              f"groups received {s['groups_received']} (trained on {s['groups_used']})  "
+              f"rejected {sum(s['rejected'].values())}")
         if s["accuracy"]:
             print(f"  {'':<22} held-out accuracy: {accuracy_change(s['accuracy_start'], s['accuracy'])}")
             print(f"  {'':<22} held-out ID over time: "
