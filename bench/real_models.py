@@ -1,0 +1,131 @@
+"""The real-model comparison of docs/results/real-models (issue 24): each real model in a swarm against the same model
+alone, with the same seed and settings, per seed and paired over seeds, at equal steps and at equal wall clock.
+
+Each RUN folder holds one seed's metrics, as docs/results/real-models/run-seed.sh writes them: swarm-<model>.jsonl
+and alone-<model>.jsonl for every model. Prints a table per seed, the paired differences (swarm - alone) with
+their 95% interval where there are two seeds or more, what the swarm's trust mechanism did, and draws every
+held-out accuracy curve to --plot.
+
+    python bench/real_models.py docs/results/real-models docs/results/real-models/seed1 --plot out.png
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+from pathlib import Path
+
+from paper_tables import paired_interval, power  # (bench/ is the script's folder: first on sys.path)
+
+from node.observability.report import held_out_auc
+
+
+def load(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def curve(rows: list[dict], split: str, most: int | None = None) -> list[tuple[int, float, float]]:
+    """(steps done, greedy pass@1 on `split`, seconds since the run's first step began) of every held-out
+    evaluation, the one before training included, up to `most` steps done."""
+    start = rows[0]["time"] - rows[0]["step_seconds"]
+    points = []
+    for r in rows:
+        for done, scores, at in ((r["step"], r["eval_before"], start), (r["step"] + 1, r["eval"], r["time"])):
+            key = f"{split}/greedy"
+            if key in scores and (most is None or done <= most):
+                points.append((done, scores[key], at - start))
+    return points
+
+
+def summary(rows: list[dict], most: int) -> dict:
+    """One run's figures over its first `most` steps."""
+    rows = [r for r in rows if r["step"] < most]
+    ident, ood = curve(rows, "train", most), curve(rows, "test", most)
+    swarm = [r["swarm"] for r in rows]
+    return {
+        "steps": len(rows),
+        "id_auc": held_out_auc([acc for done, acc, _ in ident if done > 0]),
+        "id_final": ident[-1][1], "ood_auc": held_out_auc([acc for done, acc, _ in ood if done > 0]),
+        "ood_final": ood[-1][1], "step_s": statistics.median(r["step_seconds"] for r in rows),
+        "received": sum(s.get("groups_received", 0) for s in swarm),
+        "used": sum(s.get("groups_used", 0) for s in swarm),
+        "uninformative": sum(s.get("uninformative", 0) for s in swarm),
+        "refused": sum(sum(s.get("rejected", {}).values()) for s in swarm),
+        "harm_max": max((s.get("harm", 0.0) for s in swarm), default=0.0),
+        "demoted": sum(s.get("demoted", 0) for s in swarm), "distrusted": sum(s.get("distrusted", 0) for s in swarm),
+        "curve": ident,
+    }
+
+
+def at_time(points: list[tuple[int, float, float]], seconds: float) -> float:
+    """The accuracy of the last evaluation made within `seconds` of the run's start."""
+    return [acc for _, acc, at in points if at <= seconds + 1e-6][-1]
+
+
+def paired(diffs: list[float]) -> str:
+    """Mean +- the 95% half-width, and the power to see +0.05 at this many seeds (and the seeds for 80%)."""
+    mean, half = paired_interval(diffs)
+    if math.isnan(half):
+        return f"{mean:+.3f} (one seed)"
+    _, achieved, needed = power(diffs, 0.05)
+    return f"{mean:+.3f} +- {half:.3f} (power {achieved:.2f}; {needed} seeds for 0.8)"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", nargs="+", type=Path, help="one folder per seed")
+    parser.add_argument("--models", default="smollm2,gemma3")
+    parser.add_argument("--plot", type=Path, default=None)
+    args = parser.parse_args(argv)
+    models = args.models.split(",")
+    diffs: dict[tuple[str, str], list[float]] = {}
+    curves = []
+    print("| seed folder | model | run | steps | ID AUC | final ID | OOD AUC | final OOD | step s | received "
+          "(trained on, uninformative) | refused | harm max | demoted / distrusted |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for folder in args.runs:
+        for model in models:
+            swarm_rows, alone_rows = load(folder / f"swarm-{model}.jsonl"), load(folder / f"alone-{model}.jsonl")
+            most = min(len(swarm_rows), len(alone_rows))  # equal steps
+            runs = {"swarm": summary(swarm_rows, most), "alone": summary(alone_rows, most)}
+            for name, s in runs.items():
+                print(f"| {folder} | {model} | {name} | {s['steps']} | {s['id_auc']:.3f} | {s['id_final']:.3f} | "
+                      f"{s['ood_auc']:.3f} | {s['ood_final']:.3f} | {s['step_s']:.1f} | {s['received']} "
+                      f"({s['used']}, {s['uninformative']}) | {s['refused']} | {s['harm_max']:.2f} | "
+                      f"{s['demoted']} / {s['distrusted']} |")
+                curves.append((folder.name, model, name, s["curve"]))
+            sw, al = runs["swarm"], runs["alone"]
+            for key in ("id_auc", "id_final", "ood_auc", "ood_final"):
+                diffs.setdefault((model, key), []).append(sw[key] - al[key])
+            wall = min(sw["curve"][-1][2], al["curve"][-1][2])  # equal wall clock: the shorter run's length
+            diffs.setdefault((model, "id_at_wall"), []).append(at_time(sw["curve"], wall) - at_time(al["curve"], wall))
+    print("\nswarm - alone, paired over seeds (95% t interval), equal steps; 'ID at equal wall clock': the last "
+          "evaluation each made within the shorter run's time")
+    print("| model | ID AUC | final ID | OOD AUC | final OOD | ID at equal wall clock |")
+    print("|---|---|---|---|---|---|")
+    for model in models:
+        print(f"| {model} | " + " | ".join(paired(diffs[model, key]) for key in
+                                         ("id_auc", "id_final", "ood_auc", "ood_final", "id_at_wall")) + " |")
+    if args.plot:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        fig, axes = plt.subplots(1, len(models), figsize=(5 * len(models), 3.6), squeeze=False)
+        for ax, model in zip(axes[0], models, strict=True):
+            for seed, m, run, points in curves:
+                if m == model:
+                    ax.plot([p[0] for p in points], [p[1] for p in points], "-o" if run == "swarm" else "--x",
+                            label=f"{run} ({seed})", markersize=4)
+            ax.set(title=model, xlabel="steps", ylabel="held-out ID greedy pass@1")
+            ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(args.plot, dpi=110)
+        print(f"plot: {args.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

