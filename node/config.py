@@ -72,7 +72,7 @@ class GenerationConfig:
     #                         20% fewer prompt tokens (1: one batch)
     vllm_gpu_memory: float = 0.3  # vllm on a GPU: fraction of GPU memory for the engine (the learner needs the rest)
     vllm_kv_cache_gib: float = 0.0  # vllm: KV cache size; 0 = from vllm_gpu_memory on a GPU, 1 GiB on the CPU
-    vllm_max_model_len: int = 0  # vllm: longest prompt + completion; 0 = the model's own limit
+    vllm_max_model_len: int = 0  # vllm: longest prompt + completion; 0 = the model's own limit (CPU: <= 8192)
 
     def __post_init__(self):
         _check(self.backend in BACKENDS, "generation.backend", f"must be one of {', '.join(BACKENDS)}",

