@@ -1,0 +1,58 @@
+"""bench/real_models.py on made-up metrics: each run's held-out figures at equal steps, the paired differences
+over seeds, and the comparison at equal wall clock."""
+import json
+
+import pytest
+import real_models  # (bench/ is on sys.path: tests/conftest.py)
+
+
+def rows(steps: int, accuracies: dict[int, float], step_seconds: float, used: int = 0) -> list[dict]:
+    """A run's metrics lines: evaluations after the steps named in `accuracies` (steps done -> ID accuracy; OOD is
+    half of it), 0.2 before training, each step `step_seconds` long."""
+    out, clock = [], 1000.0
+    for step in range(steps):
+        clock += step_seconds
+        acc = accuracies.get(step + 1)
+        out.append({"step": step, "time": clock, "step_seconds": step_seconds,
+                    "eval_before": {"train/greedy": 0.2, "test/greedy": 0.1} if step == 0 else {},
+                    "eval": {"train/greedy": acc, "test/greedy": acc / 2} if acc is not None else {},
+                    "swarm": {"groups_received": 2 * used, "groups_used": used, "uninformative": used,
+                              "rejected": {"length": 1} if step == 0 and used else {}, "harm": 0.1 * step,
+                              "demoted": 0, "distrusted": 0}})
+    return out
+
+
+def write(folder, name, lines):
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.jsonl").write_text("\n".join(json.dumps(r) for r in lines) + "\n")
+
+
+def test_one_runs_figures_at_equal_steps():
+    s = real_models.summary(rows(6, {3: 0.4, 6: 0.8}, 2.0, used=1), most=6)
+    assert s["steps"] == 6 and s["id_auc"] == pytest.approx(0.6) and s["id_final"] == 0.8
+    assert s["ood_auc"] == pytest.approx(0.3) and s["received"] == 12 and s["used"] == 6 and s["refused"] == 1
+    assert s["harm_max"] == pytest.approx(0.5)
+    cut = real_models.summary(rows(6, {3: 0.4, 6: 0.8}, 2.0), most=3)  # a longer run cut to its partner's steps
+    assert cut["steps"] == 3 and cut["id_auc"] == pytest.approx(0.4) and cut["id_final"] == 0.4
+    points = real_models.curve(rows(6, {3: 0.4, 6: 0.8}, 2.0), "train")
+    assert points == [(0, 0.2, 0.0), (3, 0.4, 6.0), (6, 0.8, 12.0)]
+    assert real_models.at_time(points, 11.9) == 0.4 and real_models.at_time(points, 12.0) == 0.8
+
+
+def test_paired_differences_over_seeds_and_at_equal_wall_clock(tmp_path, capsys):
+    for seed, (swarm_acc, alone_acc) in enumerate([(0.7, 0.6), (0.9, 0.6)]):
+        folder = tmp_path / f"seed{seed}"
+        # the swarm peer is slower a step (3 s against 2 s): at the alone run's end (12 s) it has done 4 steps
+        write(folder, "swarm-m", rows(6, {3: swarm_acc, 6: swarm_acc}, 3.0, used=2))
+        write(folder, "alone-m", rows(8, {3: alone_acc, 6: alone_acc, 8: 0.99}, 2.0))
+    assert real_models.main([str(tmp_path / "seed0"), str(tmp_path / "seed1"), "--models", "m"]) == 0
+    out = capsys.readouterr().out
+    table = next(line for line in out.splitlines() if line.startswith("| m |"))
+    cells = [c.strip() for c in table.strip("|").split("|")]
+    # equal steps: the alone run is cut to the swarm's 6 (its step-8 evaluation left out): +0.1 and +0.3
+    assert cells[1].startswith("+0.200 +- ")
+    half = float(cells[1].split("+- ")[1].split()[0])
+    assert half == pytest.approx(12.706 * 0.1414 / 2 ** 0.5, rel=1e-3)
+    # equal wall clock, whole runs: within the alone run's 16 s, the swarm's step-3 evaluation (9 s; its step-6 one
+    # came at 18 s) against the alone run's step-8 one (0.99): -0.29 and -0.09
+    assert cells[5].startswith("-0.190 +- ")
