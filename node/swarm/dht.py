@@ -590,7 +590,8 @@ class SwarmDHT:
         """Passes a pull on to `request.owner`, a peer that cannot accept connections but opened one to us
         (libp2p streams go both ways on it); at most RELAY_STREAMS at once, RELAY_PER_REQUESTER for one
         requester and RELAY_PER_OWNER for one owner; RELAY_BYTES and RELAY_TIMEOUT each, the time counted whether
-        chunks come or not, and RELAY_FIRST_CHUNK for the owner to start answering. We check
+        chunks come or not, and RELAY_FIRST_CHUNK for the owner to start answering; paced per owner by our own
+        pacer (a pull whose turn is more than RELAY_FIRST_CHUNK away is refused, relay-rate). We check
         nothing: the receiver checks the owner's signature and the digest, so we cannot alter it. With
         `relay_owners` set (a peer's exchange sets it each step), only for owners whose live announcement names
         us as their relay."""
@@ -614,6 +615,15 @@ class SwarmDHT:
         try:
             async with self._relays:
                 deadline = time.monotonic() + RELAY_TIMEOUT
+                # the owner sees every pull we relay as ours: spaced under its intake's rate like our own pulls
+                # of it (one bucket for both), and refused here when the wait would outlast its first chunk
+                wait = self.pacer.delay(owner, most=RELAY_FIRST_CHUNK)
+                if wait is None:
+                    self.intake.refused["relay-rate"] += 1
+                    yield NOT_SERVED
+                    return
+                if wait > 0:
+                    await asyncio.sleep(wait)
                 forwarded = pb.BundleRequest(version=PROTOCOL_VERSION, kind=request.kind, digest=request.digest)
                 try:
                     stream = await asyncio.wait_for(self._node.p2p.iterate_protobuf_handler(
@@ -659,8 +669,8 @@ class SwarmDHT:
         from hivemind.utils.multiaddr import Multiaddr
 
         target = PeerID.from_base58(via or peer_id)
-        wait = self.pacer.delay(str(target))
-        if wait > 0:  # counted in the pull's timeout, like any slow answer
+        wait = self.pacer.delay(str(target))  # (no bound: never None)
+        if wait:  # counted in the pull's timeout, like any slow answer
             await asyncio.sleep(wait)
         addresses = dialable(maddrs, str(target))
         if addresses and self._may_dial((str(target), *addresses)):  # a peer we may not be connected to yet

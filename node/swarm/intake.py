@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import math
 import re
 import time
 from collections.abc import Callable
@@ -126,7 +127,7 @@ class StreamLimits:
     _buckets: collections.OrderedDict = field(default_factory=collections.OrderedDict)
     _open: int = 0
     # reason -> streams refused: `admit` counts its own (streams, rate); the handler that reads and serves the
-    # stream adds the rest (size, time, frame, request, relay-owner, serve-time, malformed)
+    # stream adds the rest (size, time, frame, request, relay-owner, relay-full, relay-rate, serve-time, malformed)
     refused: collections.Counter = field(default_factory=collections.Counter)
 
     def admit(self, peer: str) -> None:
@@ -182,13 +183,18 @@ class Pacer:
     clock: Callable[[], float] = time.monotonic
     _buckets: collections.OrderedDict = field(default_factory=collections.OrderedDict)  # peer -> (tokens, stamp)
 
-    def delay(self, peer: str) -> float:
-        """Books the next request to `peer`: how many seconds to wait before opening its stream (0: at once).
-        Tokens below zero are slots booked ahead, so requests made together are spaced 1/rate apart."""
+    def delay(self, peer: str, most: float = math.inf) -> float | None:
+        """Books the next request to `peer`: how many seconds to wait before opening its stream (0: at once), or
+        None, booking nothing, when that would be more than `most` seconds. Tokens below zero are slots booked
+        ahead, so requests made together are spaced 1/rate apart."""
         now = self.clock()
         tokens, stamp = self._buckets.pop(peer, (self.burst, now))
-        tokens = min(self.burst, tokens + (now - stamp) * self.rate) - 1.0
-        self._buckets[peer] = (tokens, now)
+        tokens = min(self.burst, tokens + (now - stamp) * self.rate)
+        wait = max((1.0 - tokens) / self.rate, 0.0)
+        if wait > most:
+            self._buckets[peer] = (tokens, now)
+            return None
+        self._buckets[peer] = (tokens - 1.0, now)
         while len(self._buckets) > self.peers:
             self._buckets.popitem(last=False)
-        return max(-tokens / self.rate, 0.0)
+        return wait

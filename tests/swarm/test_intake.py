@@ -106,6 +106,10 @@ def test_our_requests_to_one_peer_are_paced_under_what_its_intake_admits():
     assert [pacer.delay("a") for _ in range(4)] == [0.0, 0.0, 0.0, 0.5]
     pacer.delay("c")  # a third peer: the least recently used ("b") is forgotten
     assert list(pacer._buckets) == ["a", "c"]
+    now[0] = 20.0  # a bound on the wait (a relay's): what would wait longer is not booked at all
+    assert [pacer.delay("a", most=0.6) for _ in range(6)] == [0.0, 0.0, 0.0, 0.5, None, None]
+    now[0] = 20.5  # a slot (1/rate) later the next one waits 0.5, as the fourth did
+    assert pacer.delay("a", most=0.6) == 0.5 and pacer.delay("a", most=0.6) is None
     # a peer stepping every 0.15 s with 4 requests a step (27 a second) to one partner, for a minute: paced with
     # the defaults, every request is admitted by the partner's default limits; unpaced, some were refused
     def refused(paced: bool) -> dict:
@@ -291,6 +295,55 @@ def test_a_relayed_pull_to_an_owner_that_never_answers_ends_and_frees_its_slot(m
         assert time.monotonic() - start < 10 and relay._relaying == {} and relay._relayed == {}
     finally:
         for node in (honest, other, requester, owner, relay):
+            node.shutdown()
+
+
+def test_a_relay_paces_the_pulls_it_forwards_to_one_owner_under_the_owners_intake():
+    """The owner sees every pull a relay forwards as the relay's: requesters pulling one client-mode owner through
+    one relay faster than the owner admits from one peer got the relay refused for its rate; the relay now paces
+    them like its own pulls (0.75x the owner's rate, half its burst) and turns away what would wait longer than
+    RELAY_FIRST_CHUNK. The owner's limits are scaled down here (2 a second after 6; 1.5 after 3 for the relay's
+    pacer, the defaults' proportions) so that the unpaced excess does not depend on this machine's speed."""
+    import threading
+
+    relay = SwarmDHT(SwarmConfig(name="t"))
+    boot = tuple(relay.visible_maddrs())
+    owner = SwarmDHT(SwarmConfig(name="t", initial_peers=boot, client_mode=True))
+    requesters = [SwarmDHT(SwarmConfig(name="t", initial_peers=boot), bundles=False) for _ in range(3)]
+    bundle = pack_bundle([b"honest"], 1 << 20)[0]
+    owner.serve("groups", bundle)
+    relay.relay_owners = frozenset({owner.peer_id})
+
+    def storm(pulls_each: int) -> int:
+        served = [0] * len(requesters)
+
+        def pull_all(i: int) -> None:
+            for _ in range(pulls_each):
+                with contextlib.suppress(Exception):
+                    served[i] += requesters[i].pull_async(owner.peer_id, "groups", b"", 1 << 20, timeout=60,
+                                                          maddrs=boot, via=relay.peer_id).result(70) == bundle
+        threads = [threading.Thread(target=pull_all, args=(i,)) for i in range(len(requesters))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        return sum(served)
+
+    try:
+        assert requesters[0].pull_async(owner.peer_id, "groups", b"", 1 << 20, timeout=60, maddrs=boot,
+                                        via=relay.peer_id).result(70) == bundle  # the relay works
+        owner.intake = StreamLimits(rate=2.0, burst=6.0)
+        relay.pacer = Pacer(rate=1e9, burst=1e9)  # as before: forwarded as they came
+        unpaced_served = storm(12)
+        refused = owner.intake.refused["rate"]
+        assert refused > 0 and unpaced_served <= 36 - refused, (unpaced_served, dict(owner.intake.refused))
+        time.sleep(3.0)  # the owner's bucket full again
+        relay.pacer = Pacer(rate=1.5, burst=3.0)
+        paced_served = storm(12)
+        assert owner.intake.refused["rate"] == refused, dict(owner.intake.refused)  # none more
+        assert paced_served >= 3, (paced_served, dict(relay.intake.refused))  # the relay's burst at least
+    finally:
+        for node in (*requesters, owner, relay):
             node.shutdown()
 
 
