@@ -46,6 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+REAL_MODELS = ROOT / "docs" / "results" / "real-models" / "SECTION.md"  # measured by bench/real_models.py, kept
+#                                                                        on the page as written there
 sys.path.insert(0, str(ROOT))  # `python bench/paper_tables.py` from a checkout
 
 from node.config import VARIANTS  # noqa: E402
@@ -1225,6 +1227,7 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
         *([SECTION_HEAD, "", *verdict_lines_, *[f"![{p.stem}]({rel(p)})" for p in verdict_plots], ""]
           if verdict_lines_ else []),
         *sagc_table(out),
+        *([REAL_MODELS.read_text().strip(), ""] if REAL_MODELS.exists() else []),
         *(["## The earlier testbed (task `arith`)", "", *arith] if earlier else [EARLIER_NOTE]),
         *(["## 1. F-TIS table", "", *ftis_lines, *verdict_lines(results, verdict), *nois_check(results),
            *time_table(results), *[f"![{p.stem}]({rel(p)})" for p in plots], ""] if "ftis" in ran else []),

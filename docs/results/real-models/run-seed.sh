@@ -28,7 +28,20 @@ swarm join --model gemma3-270m $C --initial-peers-file "$OUT/boot.addr" --out "$
   --metrics "$OUT/swarm-gemma3.jsonl" > "$OUT/swarm-gemma3.log" 2>&1 &
 G=$!
 PIDS+=("$S" "$G")
-wait "$S" "$G"
+wait "$S"
+# SmolLM2 finishes first (~2x faster a step): it resumes from its last checkpoint and goes on as Gemma's partner,
+# without evaluations, until Gemma is done (its first STEPS are what is compared; the pilot left Gemma alone)
+if kill -0 "$G" 2>/dev/null; then
+  swarm join --model smollm2-135m --backend "$BACKEND" $C --steps 100000 --eval-every 0 \
+    --initial-peers-file "$OUT/boot.addr" --out "$OUT/swarm-smollm2" --metrics "$OUT/swarm-smollm2-after.jsonl" \
+    > "$OUT/swarm-smollm2-after.log" 2>&1 &
+  K=$!
+  PIDS+=("$K")
+  wait "$G"
+  kill -TERM "$K"
+  wait "$K" || true
+fi
+wait "$G" || true
 kill "$BOOT"
 swarm run --model smollm2-135m --backend "$BACKEND" $C --out "$OUT/alone-smollm2" \
   --metrics "$OUT/alone-smollm2.jsonl" > "$OUT/alone-smollm2.log" 2>&1 &
