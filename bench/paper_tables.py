@@ -1,10 +1,12 @@
 """Does joining the swarm pay? docs/RESULTS.md with its tables and plots, by one command (resumable).
 
 The page (the default sections, task `digits`: node/tasks/digits.py):
-0. The verdict: the complementary pair (digit-sub + digit-add: each lacks the other's skill) in every cell, Alone,
-   Alone-2x (the bigger-batch control), NoIS, F-TIS, F-TIS-gated on --seeds seeds and the fixes tried and their
-   parts on at most ABLATION_SEEDS; the LoRA and tokenizer pairs (Alone, F-TIS) on 2. Primary endpoint: held-out
-   ID AUC; paired differences at equal steps and equal own time, with the power to see +0.05.
+0. The verdict: the complementary pair (digit-sub-bpe + digit-add-bpe: each lacks the other's skill) in the
+   page's cells (PAGE_CELLS: Alone, Alone-2x (the bigger-batch control), NoIS, F-TIS, outcome, F-TIS-gated) on
+   --seeds seeds; the LoRA and tokenizer pairs (Alone, F-TIS, F-TIS-gated) on 2; the fixes tried before
+   (ABLATION_CELLS, at most ABLATION_SEEDS seeds) and the char pair on request (--verdict-cells,
+   --verdict-pairs). Primary endpoint: held-out ID AUC; paired differences at equal steps and equal own time,
+   with the power to see +0.05.
 4. SAGC in a real local swarm (`swarm local`: bootstrap + the pair as processes) vs fixed group sizes.
 
 The earlier testbed (task `arith`; `--sections ftis,ablation,mix,mixed`, and every section in --smoke):
@@ -24,7 +26,7 @@ one peer without a swarm, keyed by model and seed, so every pair's peers are com
 --report-only rebuilds the report from them (docs/results/runs holds the page's own; a NOTES.md there, what
 the runs' operator noted about them, e.g. the machine's load, goes on the page under the provenance table).
 
-    python bench/paper_tables.py                  # the page: ~3 h on 2 cores (section 0 ~2.7 h, SAGC ~11 min)
+    python bench/paper_tables.py                  # the page: ~1.5 h on 2 cores (docs/RESULTS.md says how long)
     python bench/paper_tables.py --report-only --out docs/results/runs   # the page from its committed runs
     python bench/paper_tables.py --smoke          # a few steps, one seed, every section (CI keeps it working)
 """
@@ -97,9 +99,11 @@ BASE = {  # every experiment of sections 1-3; the task needs both skills (sums a
 }
 # ---- section 0, the verdict: the digits testbed (node/tasks/digits.py), where the mechanisms act ----------
 VERDICT_PAIRS = {  # name -> the two zoo models; the first is the primary endpoint's pair (issue 22)
-    "complementary": ("digit-sub", "digit-add"),  # borrows only + carries only: each lacks the other's skill
-    "lora": ("digit-add-lora", "digit-sub"),  # LoRA carries expert + full-tuning borrows expert
+    "complementary": ("digit-sub-bpe", "digit-add-bpe"),  # borrows only + carries only: each lacks the other's
+    #  skill (BPE tokenizer: the char pair misreads operand digits past 4 columns, so out of distribution sat at 0-2%)
+    "lora": ("digit-add-bpe-lora", "digit-sub-bpe"),  # LoRA carries expert + full-tuning borrows expert
     "tokenizer": ("digit-sub-bpe", "digit-add"),  # BPE borrows expert + char carries expert
+    "char": ("digit-sub", "digit-add"),  # the char tokenizer's pair (section 0's primary pair until 2026-12-04)
 }
 VERDICT_CELLS = (  # (label, variant, settings) of every peer of a pair; "x2": twice the base value
     ("Alone", "alone", ()),
@@ -123,6 +127,9 @@ ABLATION_CELLS = ("outcome", "F-TIS-seq", "F-TIS+baseline", "F-TIS+floor",  # th
 ABLATION_SEEDS = 3  # parts: at most this many seeds (the endpoint's comparisons, Alone, Alone-2x, NoIS, F-TIS and
 #                     F-TIS-gated, take every seed)
 PAGE_SECTIONS = "verdict,sagc"  # docs/RESULTS.md: the digits testbed; sections 1-3 and 5 are the earlier testbed
+PAGE_CELLS = ("Alone", "Alone-2x", "NoIS", "F-TIS", "outcome", "F-TIS-gated")  # the page's cells of section 0: the
+#   controls the verdict needs and the node's default (F-TIS-gated); the fixes tried before run on request
+PAGE_PAIRS = ("complementary", "lora", "tokenizer")  # the page's pairs (the char pair on request)
 DIGITS_BASE = {  # SAGC on (the default policy): G from 4, 8, 12, 16 each step
     "task": {"name": "digits"},
     "train": {"prompts_per_step": 8},
@@ -343,7 +350,7 @@ SAGC_POLICIES = (("sagc", ()), ("fixed G=16", ("--group-size", "16")), ("fixed G
 SAGC_STEP_FACTOR = {"sagc": 2, "fixed G=16": 1, "fixed G=8": 2}  # steps, in units of --sagc-steps: a policy
 # whose steps may cost less than G = 16's gets as many completions' worth of steps as G = 16 has, so that "time
 # to reach G = 16's accuracy" is not cut short by a step count (G = 8 at equal steps had half G = 16's time)
-SAGC_MODELS = ("digit-sub", "digit-add")  # the verdict's complementary pair, as two `swarm local` processes
+SAGC_MODELS = VERDICT_PAIRS["complementary"]  # the verdict's complementary pair, as two `swarm local` processes
 
 
 def run_sagc(name: str, extra: tuple[str, ...], steps: int, seed: int, out: Path, smoke: bool,
@@ -507,8 +514,12 @@ SECTION_HEAD = (
     "## 0. The verdict: does joining pay? (task `digits`)\n\n"
     "Task `digits` (node/tasks/digits.py): sums and differences of 1-5-column numbers worked column by column, "
     "every problem with at least one carry or borrow; held out by content (a hash of the problem), out of "
-    "distribution = 6 columns. Peers: digit-sub passes borrows on but not carries, digit-add the reverse (each has "
-    "the other skill in 0.5% of pre-training columns: bench/complementarity.py measures the gap). Each peer: 8 "
+    "distribution = 6 columns. Peers (the complementary pair): digit-sub-bpe passes borrows on but not carries, "
+    "digit-add-bpe the reverse (each has the other skill in 0.5% of pre-training columns: bench/complementarity.py "
+    "measures the gap), both with the zoo's BPE tokenizer (the char-tokenizer pair digit-sub + digit-add, the "
+    "primary pair until 2026-12-04, misreads operand digits past 4 columns: out of distribution it sat at 0-2%); "
+    "the LoRA pair trains digit-add-bpe through a LoRA adapter, the tokenizer pair puts digit-sub-bpe beside the "
+    "char-tokenizer digit-add (token ids differ: cross-tokenizer F-TIS). Each peer: 8 "
     "prompts a step, G chosen by SAGC (4, 8, 12 or 16), up to 8 received groups a step, the zoo's learning rate; "
     "held-out sets of 256 prompts per split, greedy pass@1. Cells: Alone; Alone-2x (16 own prompts a step: as "
     "many groups per update as a swarm peer can have, all own, the control for 'a bigger batch'); NoIS (received "
@@ -959,7 +970,7 @@ def sagc_table(out: Path) -> list[str]:
             continue
         for name, r in runs.items():
             ratios.setdefault(name, []).append(time_to_reach(swarm_curve(r["curves"]), target) / ref_time)
-    lines = ["## 4. SAGC in a real local swarm (digit-sub + digit-add, `swarm local`, F-TIS, task `digits`)", "",
+    lines = [f"## 4. SAGC in a real local swarm ({' + '.join(SAGC_MODELS)}, `swarm local`, F-TIS, task `digits`)", "",
              "Each run: the two peers as processes with their own DHT nodes, 8 prompts a step, held-out ID greedy "
              "pass@1 on 128 prompts every 10 steps. Time = a peer's cumulative own step seconds (generation, "
              "sharing, learning; not evaluation), the mean of the two peers. Target = the accuracy fixed G = 16 "
@@ -1261,9 +1272,11 @@ def main(argv=None) -> int:
                         "or the earlier arith testbed's: ftis,ablation,mix,mixed")
     parser.add_argument("--sagc-seeds", type=int, default=3, help="seeds of section 4 (at most --seeds)")
     parser.add_argument("--sagc-steps", type=int, default=60, help="steps of section 4's local swarms")
-    parser.add_argument("--verdict-pairs", default=",".join(VERDICT_PAIRS), help="pairs of section 0 (digits)")
-    parser.add_argument("--verdict-cells", default=",".join(VERDICT_LABELS),
-                        help="cells of section 0 (e.g. more seeds of a few: Alone,Alone-2x,F-TIS)")
+    parser.add_argument("--verdict-pairs", default=",".join(PAGE_PAIRS),
+                        help=f"pairs of section 0 (digits), of {', '.join(VERDICT_PAIRS)}")
+    parser.add_argument("--verdict-cells", default=",".join(PAGE_CELLS),
+                        help=f"cells of section 0 (e.g. more seeds of a few: Alone,Alone-2x,F-TIS), of "
+                             f"{', '.join(VERDICT_LABELS)}")
     parser.add_argument("--pairs", default=",".join(PAIRS), help="pairs of the F-TIS table")
     parser.add_argument("--variants", default=",".join(VARIANTS), help="variants of the F-TIS table")
     parser.add_argument("--mixed", default="zoo", help="swarms of section 5: zoo and/or smollm2 (SmolLM2-135M, "
@@ -1281,7 +1294,7 @@ def main(argv=None) -> int:
             args.sections = ",".join((*RUN_SECTIONS, "sagc"))
         if args.variants == ",".join(VARIANTS):  # the earlier testbed's table: the variants that differ in code
             args.variants = ",".join(SMOKE_VARIANTS)
-        if args.verdict_pairs == ",".join(VERDICT_PAIRS):  # one pair: the others run the same code (LoRA and
+        if args.verdict_pairs == ",".join(PAGE_PAIRS):  # one pair: the others run the same code (LoRA and
             args.verdict_pairs = "complementary"          # the BPE path run in section 5 as well)
         if args.pairs == ",".join(PAIRS):  # the earlier testbed's table: one pair (sections 0 and 5 cover the rest)
             args.pairs = "expertise"
