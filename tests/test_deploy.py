@@ -33,7 +33,7 @@ def test_every_service_command_parses_with_the_cli():
 def test_peers_are_heterogeneous_with_health_checks_and_volumes():
     svc = services()
     models = {name: s["command"][s["command"].index("--model") + 1] for name, s in svc.items() if name != "bootstrap"}
-    assert {"digit-add", "digit-sub", "digit-add-lora", "digit-sub-bpe"} <= set(models.values())
+    assert {"digit-add-bpe", "digit-sub-bpe", "digit-add-bpe-lora", "digit-add"} <= set(models.values())
     tasks = {s["command"][s["command"].index("--task") + 1] for name, s in svc.items() if name != "bootstrap"}
     assert tasks == {"digits"}  # the testbed where sharing pays (docs/RESULTS.md)
     for name, s in svc.items():

@@ -53,8 +53,15 @@ def test_verdict_plan_has_every_control_and_shares_alone_runs():
     for label in paper_tables.ABLATION_CELLS:  # the fixes tried and their parts: 3
         assert {r.seed for r in runs if r.label == label} == {0, 1, 2}, label
     assert {r.seed for r in runs if r.models == paper_tables.VERDICT_PAIRS["lora"]} == {0, 1}  # secondary: 2
-    assert len({r.key for r in runs}) == len(runs)  # digit-add's and digit-sub's Alone runs serve every pair
-    assert sum(r.models == ("digit-add",) and r.label == "Alone" for r in runs) == 8
+    assert len({r.key for r in runs}) == len(runs)  # a model's Alone runs serve every pair it is in
+    assert sum(r.models == ("digit-sub-bpe",) and r.label == "Alone" for r in runs) == 8  # primary and secondary
+    assert sum(r.models == ("digit-add",) and r.label == "Alone" for r in runs) == 2  # the secondary pairs only
+    page = paper_tables.plan(8, 150, 25, {"verdict"}, verdict_pairs=paper_tables.PAGE_PAIRS,
+                             verdict_cells=paper_tables.PAGE_CELLS)  # the page's default: no char pair, no fixes
+    assert not {r.label for r in page} & set(paper_tables.ABLATION_CELLS) - {"outcome"}
+    assert not any(r.models == paper_tables.VERDICT_PAIRS["char"] for r in page)
+    assert {r.seed for r in page if r.label == "outcome"} == {0, 1, 2}  # the cheap baseline: ABLATION_SEEDS
+    assert {r.seed for r in page if r.label == "Alone-2x"} == set(range(8))
     few = paper_tables.plan(5, 150, 25, {"verdict"}, verdict_pairs=("complementary",),
                             verdict_cells=("Alone", "F-TIS-gated"))
     assert sorted({r.label for r in few}) == ["Alone", "F-TIS-gated"] and len(few) == 5 * 3
@@ -132,8 +139,8 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
     first = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
     text = results.read_text()
-    for heading in ("## 0. The verdict: does joining pay? (task `digits`)", "| digit-add | Alone-2x | 1 |",
-                    "| digit-sub | F-TIS − Alone-2x | ID AUC, equal time |", "ID AUC per kind of problem",
+    for heading in ("## 0. The verdict: does joining pay? (task `digits`)", "| digit-add-bpe | Alone-2x | 1 |",
+                    "| digit-sub-bpe | F-TIS − Alone-2x | ID AUC, equal time |", "ID AUC per kind of problem",
                     "## The earlier testbed (task `arith`)", "## 1. F-TIS table",
                     "### The claims, checked", "## 2. Ablations", "## 3. SAPO's mix",
                     "## 4. SAGC in a real local swarm", "## Real models", "## 5. Mixed tokenizers",
@@ -144,8 +151,9 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
     for png in ("verdict_complementary", "ftis_expertise", "mix", "mixed_zoo"):
         assert (results.parent / "results" / f"{png}.png").read_bytes()[:4] == b"\x89PNG"
     reference = json.loads((results.parent / "results" / "alone_reference.json").read_text())
-    assert set(reference) == {"digit-sub", "digit-add"}  # `swarm local` reads it
-    assert reference["digit-add"]["seeds"] == 1 and reference["digit-add"]["settings"]["prompts_per_step"] == 4
+    assert set(reference) == {"digit-sub-bpe", "digit-add-bpe"}  # `swarm local` reads it
+    assert reference["digit-add-bpe"]["seeds"] == 1
+    assert reference["digit-add-bpe"]["settings"]["prompts_per_step"] == 4
     done = sorted(p.name for p in out.glob("*.json"))
     one = json.loads((out / next(n for n in done if n.startswith("ftis_tiny-sub+tiny-add_f-tis"))).read_text())
     evals = one["peers"]["tiny-sub#0"]["evals"]

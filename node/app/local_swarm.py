@@ -35,8 +35,8 @@ from node.observability.report import (
 from node.system.process import PARENT_ENV, StopSignal, kill_pids
 
 # the digits testbed: a borrows expert and a carries expert (each lacks the other's skill), the carries expert
-# through LoRA, the borrows expert with its own BPE tokenizer
-DEFAULT_MODELS = ("digit-sub", "digit-add", "digit-add-lora", "digit-sub-bpe")
+# through LoRA, and a carries expert in the char tokenizer (token ids of its own: cross-tokenizer F-TIS)
+DEFAULT_MODELS = ("digit-sub-bpe", "digit-add-bpe", "digit-add-bpe-lora", "digit-add")
 # `swarm local`'s own defaults (below the user's file, environment and flags): several processes share 2 cores
 # here, so a quarter of the default prompts a step; zoo sequences are short and 4 vLLM engines share the RAM.
 # The settings of bench/paper_tables.py's section 0, so its Alone runs are the summary's reference
