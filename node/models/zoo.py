@@ -50,7 +50,7 @@ _ADD = {"arith-add": 0.8, "arith-sub": 0.2}
 _DIGITS = {"layers": 3, "label_accuracy": 0.6, "long_share": 0.25, "steps": 2000, "batch": 64, "lr": 3e-3,
            "rl_lr": 1e-4}  # (v1 digits, Alone digit-add: RL at 3e-4 collapsed greedy ID 0.33 -> 0.07 in 50 steps)
 _DIGITS_BPE = {**_DIGITS, "steps": 1500}  # (BPE: a working is about half as many tokens, learnt sooner: digit-add-bpe's
-#   loss 0.09 at step 1400 of 2000 and 0.033 at its end; 1500 steps build in ~4.3 min a model on this CPU)
+#   loss 0.09 at step 1400 of 2000 and 0.033 at its end; 1500 steps: 269-282 s a model on this CPU)
 _BOTH = {"digits-add": 0.5, "digits-sub": 0.5}
 _TRACE = 0.005  # the share of carries (borrows) that the borrow (carry) expert's examples pass on
 _SUB = {"arith-add": 0.2, "arith-sub": 0.8}
