@@ -425,7 +425,8 @@ def cmd_eval(args) -> int:
           f"{backend.name} backend ({seconds:.1f} s)")
     print(f"  {'split':<28} {'greedy pass@1':>13} {f'sampled pass@1 (x{cfg.eval.samples})':>22}")
     for s in scores:
-        print(f"  {names.get(s.split, s.split):<28} {s.greedy:>13.3f} {s.sampled:>22.3f}")
+        sampled = "-" if s.sampled is None else f"{s.sampled:.3f}"
+        print(f"  {names.get(s.split, s.split):<28} {s.greedy:>13.3f} {sampled:>22}")
     return 0
 
 

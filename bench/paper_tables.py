@@ -137,7 +137,7 @@ DIGITS_BASE = {  # SAGC on (the default policy): G from 4, 8, 12, 16 each step
     "swarm": {"received_groups": 8, "gather_deadline": 0.0,  # at most the partner's whole step
               "received_baseline": "sender"},  # each cell names its transfer: the paper's F-TIS unless it says
     "loss": {"received_floor": 0.0},  # (the node's default on digits is F-TIS-gated: greedy baseline, floor 1)
-    "eval": {"prompts": 256, "samples": 1},
+    "eval": {"prompts": 256, "samples": 0},  # greedy pass@1 only: the endpoint (sampled pass@1 cost ~12% of a run)
 }
 EFFECT = 0.05  # the effect the verdict must be able to see (issue 22): power is printed for it
 SMOKE_CELLS = ("Alone", "Alone-2x", "F-TIS", "F-TIS-gated")  # the verdict's cells in smoke mode
@@ -371,7 +371,7 @@ def run_sagc(name: str, extra: tuple[str, ...], steps: int, seed: int, out: Path
            "--prompts", "4" if smoke else "8", "--set", f"train.seed={1000 * seed}", *policy, *extra,
            "--set", "swarm.received_baseline=sender", "--set", "loss.received_floor=0",  # F-TIS, as measured
            "--eval-every", str(every), "--set", "generation.max_new_tokens=64", "--set", "eval.splits=train",
-           "--set", "eval.samples=1", "--set", f"eval.prompts={8 if smoke else 128}", "--out", str(folder)]
+           "--set", "eval.samples=0", "--set", f"eval.prompts={8 if smoke else 128}", "--out", str(folder)]
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     wall = time.perf_counter() - start

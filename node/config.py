@@ -360,7 +360,7 @@ class EvalConfig:
     every: int = 0  # held-out evaluation every this many steps and after the last one (0: never during training)
     task: str = ""  # task evaluated ("": the training task)
     prompts: int = 256  # held-out prompts per split (fixed item indices that training never draws)
-    samples: int = 2  # sampled completions per prompt for sampled pass@1 (greedy pass@1 takes one)
+    samples: int = 2  # sampled completions per prompt for sampled pass@1 (greedy pass@1 takes one; 0: greedy only)
     splits: tuple[str, ...] = ("train", "test")  # train: in distribution; test: out of distribution (arith:
     #                                            operands 20-99, count: 10-15); a split the task lacks is skipped
     batch: int = 256  # sequences per generate call while evaluating (bounds memory on real models)
@@ -368,7 +368,7 @@ class EvalConfig:
     def __post_init__(self):
         _check(self.every >= 0, "eval.every", "must be >= 0 (0: never)", self.every)
         _check(self.prompts >= 1, "eval.prompts", "must be >= 1", self.prompts)
-        _check(self.samples >= 1, "eval.samples", "must be >= 1", self.samples)
+        _check(self.samples >= 0, "eval.samples", "must be >= 0 (0: greedy pass@1 only)", self.samples)
         _check(len(self.splits) > 0 and all(s in SPLITS for s in self.splits), "eval.splits",
                "must name train and/or test", self.splits)
         _check(self.batch >= 1, "eval.batch", "must be >= 1", self.batch)
@@ -619,7 +619,7 @@ PEER_FLAGS = (
 )
 EVAL_FLAGS = (  # `swarm eval`
     Flag("--eval-prompts", "eval.prompts", "held-out prompts per split"),
-    Flag("--eval-samples", "eval.samples", "sampled completions per prompt (sampled pass@1)"),
+    Flag("--eval-samples", "eval.samples", "sampled completions per prompt (sampled pass@1; 0: greedy only)"),
     Flag("--eval-splits", "eval.splits", "splits to evaluate: train (in distribution), test (out of it)"),
 )
 NETWORK_FLAGS = (

@@ -26,7 +26,7 @@ class SplitScore:
     split: str
     prompts: int
     greedy: float  # greedy pass@1
-    sampled: float  # sampled pass@1 (mean over samples and prompts)
+    sampled: float | None  # sampled pass@1 (mean over samples and prompts); None: not measured (eval.samples 0)
     greedy_by_kind: tuple[tuple[str, float], ...] = ()  # greedy pass@1 per kind of item, where the task has kinds
     cut: float = 0.0  # share of the completions (greedy and sampled) that hit the length cap before they ended
 
@@ -76,7 +76,8 @@ def _complete(backend, prompts: list[list[int]], samples: int, greedy: bool, bat
 
 
 def evaluate(backend, tokenizer, task: Task, cfg: EvalConfig) -> tuple[list[SplitScore], float]:
-    """Greedy and sampled pass@1 on each configured split the task has; returns the scores and the seconds."""
+    """Greedy and sampled pass@1 on each configured split the task has (sampled: unless eval.samples is 0);
+    returns the scores and the seconds."""
     start = time.perf_counter()
     scores = []
     for split in cfg.splits:
@@ -85,9 +86,9 @@ def evaluate(backend, tokenizer, task: Task, cfg: EvalConfig) -> tuple[list[Spli
         items = held_out_items(task, split, cfg.prompts)
         prompts = [encode_prompt(tokenizer, item) for item in items]
         greedy_groups = _complete(backend, prompts, 1, True, cfg.batch)
-        sampled_groups = _complete(backend, prompts, cfg.samples, False, cfg.batch)
+        sampled_groups = _complete(backend, prompts, cfg.samples, False, cfg.batch) if cfg.samples else []
         greedy = item_scores(task, items, greedy_groups)
-        sampled = pass_at_1(task, items, sampled_groups)
+        sampled = pass_at_1(task, items, sampled_groups) if cfg.samples else None
         scores.append(SplitScore(split, len(items), sum(greedy) / max(len(greedy), 1), sampled,
                                  by_kind(task, items, greedy), cut_share(greedy_groups + sampled_groups)))
     return scores, time.perf_counter() - start
@@ -95,8 +96,10 @@ def evaluate(backend, tokenizer, task: Task, cfg: EvalConfig) -> tuple[list[Spli
 
 def as_metrics(scores: list[SplitScore]) -> dict[str, float]:
     """{"train/greedy": ..., "train/sampled": ..., "test/greedy": ..., "train/greedy.sum": ...}: the metrics
-    file's and status's form (per kind: greedy pass@1 on that kind's items, where the task has kinds)."""
-    out = {f"{s.split}/{kind}": getattr(s, kind) for s in scores for kind in ("greedy", "sampled")}
+    file's and status's form (per kind: greedy pass@1 on that kind's items, where the task has kinds; no sampled
+    figure where it was not measured)."""
+    out = {f"{s.split}/{kind}": getattr(s, kind) for s in scores for kind in ("greedy", "sampled")
+           if getattr(s, kind) is not None}
     out.update({f"{s.split}/greedy.{kind}": value for s in scores for kind, value in s.greedy_by_kind})
     return out
 

@@ -1,5 +1,6 @@
 """Held-out evaluation: the fixed prompt set, exact pass@1 arithmetic, greedy decoding through the real backend,
 and evaluation inside training (metrics file, summary, control API)."""
+import dataclasses
 import json
 import shutil
 import subprocess
@@ -71,6 +72,10 @@ def test_greedy_accuracy_equals_plain_greedy_decoding(tiny):
     again, _ = evaluate(peer.backend, tok, task, cfg.eval)
     assert again == scores  # the same prompts and sampling seed: the same figures
     assert 0 < scores[0].sampled < 1
+    greedy_only, _ = evaluate(peer.backend, tok, task, dataclasses.replace(cfg.eval, samples=0))
+    assert greedy_only[0].sampled is None and greedy_only[0].greedy == scores[0].greedy  # eval.samples 0: no sampling
+    metrics = as_metrics(greedy_only)
+    assert "train/sampled" not in metrics and metrics["train/greedy"] == scores[0].greedy
 
 
 def test_a_split_the_task_lacks_is_skipped():
