@@ -168,3 +168,19 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
                                 smoke=True)
     assert again.returncode == 0 and f"({len(planned)} done before)" in again.stdout, again.stdout
     assert sorted(p.name for p in out.glob("*.json")) == done
+
+
+def test_transfer_columns_table_reads_scores_by_operator_and_columns():
+    import transfer_columns
+
+    results = [{"m": {"cell": "Alone-2x", "start": {"+1": [1.0, 0.0], "-2": [1.0]},
+                      "end": {"+1": [1.0, 1.0], "-2": [0.0], "+3": [0.0, 0.0, 1.0]}}},
+               {"m": {"cell": "F-TIS-gated", "start": {"+1": [1.0, 0.0]}, "end": {"+1": [0.0, 1.0], "-2": [1.0]}}}]
+    assert transfer_columns.table(results, ("m",)) == [
+        "| model | operator | cell | 1 col | 2 col | 3 col |", "|---|---|---|---|---|---|",
+        "| m | sum | step 0 | 0.50 (2) | - | - |",
+        "| m | sum | Alone-2x | 1.00 (2) | - | 0.33 (3) |",
+        "| m | sum | F-TIS-gated | 0.50 (2) | - | - |",
+        "| m | difference | step 0 | - | 1.00 (1) | - |",
+        "| m | difference | Alone-2x | - | 0.00 (1) | - |",
+        "| m | difference | F-TIS-gated | - | 1.00 (1) | - |"]
