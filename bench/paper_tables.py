@@ -617,6 +617,52 @@ def alone_reference_file(results: dict, path: Path) -> Path | None:
     return path
 
 
+def step0_figures(results: dict) -> dict[str, dict[str, set[float]]]:
+    """{model: {metric: the values its section-0 runs measured before any update}}: one value each where the
+    shipped weights load alike everywhere (greedy decoding of the same weights)."""
+    out: dict[str, dict[str, set[float]]] = {}
+    for res in results.values():
+        if res["run"]["section"] != "verdict":
+            continue
+        for log in res["peers"].values():
+            first = next((e for e in log["evals"] if e["step"] == 0), None)
+            for key, value in (first or {}).items():
+                if key.startswith(("train/greedy", "test/greedy")):
+                    out.setdefault(log["model"], {}).setdefault(key, set()).add(value)
+    return out
+
+
+def models_table(results: dict) -> list[str]:
+    """Section 0's models: the shipped weights each run loaded (SHA-256 of model.safetensors, from the zoo's
+    manifest; a LoRA entry loads its base's, and its fresh adapter leaves the outputs as they are) and their
+    held-out greedy pass@1 before any update, which a fresh clone reproduces (tests/models/test_zoo_page.py)."""
+    from node.models.zoo import ZOO, weights_spec
+    from node.models.zoo_store import active_zoo, read_manifest
+
+    figures = step0_figures(results)
+    if not figures:
+        return []
+    manifest = read_manifest(active_zoo())["models"]
+    lines = ["The models (shipped weights, node/models/zoo_weights; held-out greedy pass@1 before any update, the "
+             "same in every run that loaded them):", "",
+             "| model | weights (SHA-256 of model.safetensors) | params | ID | ID sums | ID differences | OOD |",
+             "|---|---|---|---|---|---|---|"]
+
+    def value(model: str, key: str) -> str:
+        values = sorted(figures[model].get(key, ()))
+        return "/".join(f"{v:.3f}" for v in values) or "-"
+
+    for model in sorted(figures):
+        base = weights_spec(model).name if model in ZOO else model
+        entry = manifest.get(base, {})
+        digest = entry.get("files", {}).get("model.safetensors", "")[:16] or "-"
+        weights = digest if base == model else f"{digest} ({base}'s, through a fresh LoRA adapter)"
+        lines.append(f"| {model} | {weights} | {entry.get('params', '-')} | {value(model, 'train/greedy')} | "
+                     f"{value(model, 'train/greedy.sum')} | {value(model, 'train/greedy.difference')} | "
+                     f"{value(model, 'test/greedy')} |")
+    return [*lines, ""]
+
+
 def verdict_word(mean: float, half: float, at_least: float = 0.0) -> str:
     """'beyond noise' when the 95% interval clears `at_least`, 'below, beyond noise' when it is under 0."""
     if math.isnan(mean):
@@ -1235,7 +1281,8 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
         "`--report-only` rebuilds this page from them). The experiments of each section:", "",
         *provenance(out, results),
         *([(out / "NOTES.md").read_text().strip(), ""] if (out / "NOTES.md").exists() else []),
-        *([SECTION_HEAD, "", *verdict_lines_, *[f"![{p.stem}]({rel(p)})" for p in verdict_plots], ""]
+        *([SECTION_HEAD, "", *models_table(results), *verdict_lines_,
+           *[f"![{p.stem}]({rel(p)})" for p in verdict_plots], ""]
           if verdict_lines_ else []),
         *sagc_table(out),
         *([REAL_MODELS.read_text().strip(), ""] if REAL_MODELS.exists() else []),
