@@ -1312,7 +1312,7 @@ def progress_line(done: int, total: int, spent: float, cost_done: float, cost_le
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=6, help="seeds of the primary pair's endpoint cells (6: the "
-                        "power column's 'seeds for 80%%' was 2-5 for every equal-steps endpoint, 2026-12-04)")
+                        "power column's 'seeds for 80%%' was 3-6 for its equal-steps ID comparisons, 2026-12-04)")
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--eval-every", type=int, default=25)
     parser.add_argument("--workers", type=int, default=2, help="experiments run at once (one core each)")
