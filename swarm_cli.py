@@ -423,7 +423,8 @@ def cmd_eval(args) -> int:
     names = {"train": "train (in distribution)", "test": "test (out of distribution)"}
     print(f"{cfg.model.name} on {task.name}, {cfg.eval.prompts} held-out prompts per split, "
           f"{backend.name} backend ({seconds:.1f} s)")
-    print(f"  {'split':<28} {'greedy pass@1':>13} {f'sampled pass@1 (x{cfg.eval.samples})':>22}")
+    sampled_head = f"sampled pass@1 (x{cfg.eval.samples})" if cfg.eval.samples else "sampled pass@1 (off)"
+    print(f"  {'split':<28} {'greedy pass@1':>13} {sampled_head:>22}")
     for s in scores:
         sampled = "-" if s.sampled is None else f"{s.sampled:.3f}"
         print(f"  {names.get(s.split, s.split):<28} {s.greedy:>13.3f} {sampled:>22}")

@@ -142,6 +142,13 @@ def test_swarm_eval_command(tiny):
     assert short.returncode == 0, short.stderr  # no answer of arith fits in one token with its end: all are cut
     assert all(s["cut"] == 1.0 and s["greedy"] == 0.0 for s in json.loads(short.stdout)["splits"])
     assert "100% of the answers hit the completion cap of 1 tokens" in short.stderr
+    greedy_only = subprocess.run([sys.executable, str(ROOT / "swarm_cli.py"), "eval", "--model", "tiny-sub", "--task",
+                                  "arith", "--eval-prompts", "32", "--eval-samples", "0"],
+                                 capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
+    assert greedy_only.returncode == 0, greedy_only.stderr  # the table says sampled pass@1 was not measured
+    assert "sampled pass@1 (off)" in greedy_only.stdout
+    assert [line.split()[-2:] for line in greedy_only.stdout.splitlines()[2:]] == [
+        [f"{s['greedy']:.3f}", "-"] for s in report["splits"]]
     bad = subprocess.run([sys.executable, str(ROOT / "swarm_cli.py"), "eval", "--eval-splits", "dev"],
                          capture_output=True, text=True, cwd=ROOT, timeout=120, check=False)
     assert bad.returncode == 2 and bad.stderr.strip().count("\n") == 0 and "eval.splits" in bad.stderr
