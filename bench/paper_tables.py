@@ -199,22 +199,28 @@ def peer_config(run: Run, model: str, scale: dict):
     return build_config(values)
 
 
+def run_peers(run: Run, scale: dict) -> tuple[list[str], list]:
+    """The run's peers ("model#i"), sharing through one in-memory swarm where the run is a swarm."""
+    from node.peer import Peer
+    from node.swarm.memory import MemorySwarm
+
+    hub = MemorySwarm() if len(run.models) > 1 and run.variant != "alone" else None
+    names = [f"{model}#{i}" for i, model in enumerate(run.models)]
+    return names, [Peer(peer_config(run, model, scale), transport=hub.transport(name) if hub else None)
+                   for model, name in zip(run.models, names, strict=True)]
+
+
 def execute(run: Run, scale: dict) -> dict:
     """Runs one experiment in this process; returns, per peer, its curves and evaluations."""
     import torch
 
-    from node.peer import Peer
-    from node.swarm.memory import MemorySwarm
     from node.system.runtime import quiet_libraries
 
     quiet_libraries()
     torch.set_num_threads(1)
     from node.app.local_swarm import reference_settings
 
-    hub = MemorySwarm() if len(run.models) > 1 and run.variant != "alone" else None
-    names = [f"{model}#{i}" for i, model in enumerate(run.models)]
-    peers = [Peer(peer_config(run, model, scale), transport=hub.transport(name) if hub else None)
-             for model, name in zip(run.models, names, strict=True)]
+    names, peers = run_peers(run, scale)
     log = {name: {"model": p.cfg.model.name, "reward": [], "step_seconds": [], "learn_seconds": [],
                   "received": [], "foreign": [], "rejected": [], "received_reward": [], "filtered": [],
                   "group_size": [], "straggler": [], "gated": [], "floored": [], "distrusted": [], "evidence": [],

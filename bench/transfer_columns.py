@@ -16,6 +16,7 @@ import collections
 import concurrent.futures
 import json
 import multiprocessing
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -29,8 +30,7 @@ CELLS = ("Alone-2x", "F-TIS-gated")  # the bigger-batch control and the node's d
 
 def by_columns(peer, prompts: int) -> dict[str, list[float]]:
     """{"+3": [scores], ...}: greedy verifier scores of held-out items (both splits) by operator and columns."""
-    from node.evaluation import _complete, held_out_items
-    from node.generation.rollouts import score_completion
+    from node.evaluation import _complete, held_out_items, item_scores
     from node.models.loading import encode_prompt
     from node.tasks.digits import parse_prompt
 
@@ -38,28 +38,23 @@ def by_columns(peer, prompts: int) -> dict[str, list[float]]:
     for split in ("train", "test"):
         items = held_out_items(peer.task, split, prompts)
         groups = _complete(peer.backend, [encode_prompt(peer.loaded.tokenizer, i) for i in items], 1, True, 256)
-        for item, group in zip(items, groups, strict=True):
+        for item, score in zip(items, item_scores(peer.task, items, groups), strict=True):
             a, op, _ = parse_prompt(item.prompt)
-            out[f"{op}{len(str(a))}"].append(score_completion(peer.task, item, group[0]))
+            out[f"{op}{len(str(a))}"].append(score)
     return dict(out)
 
 
 def run_cell(label: str, models: tuple[str, ...], steps: int, seed: int, prompts: int) -> dict:
     """Trains one paper_tables cell (one peer alone, or the pair sharing); each model's scores before and after."""
     import torch
-    from paper_tables import VERDICT_CELLS, Run, peer_config
+    from paper_tables import VERDICT_CELLS, Run, run_peers
 
-    from node.peer import Peer
-    from node.swarm.memory import MemorySwarm
     from node.system.runtime import quiet_libraries
 
     quiet_libraries()
     torch.set_num_threads(1)
     _, variant, settings = next(c for c in VERDICT_CELLS if c[0] == label)
-    run = Run("verdict", models, variant, seed, steps, steps, settings, label)
-    hub = MemorySwarm() if len(models) > 1 else None
-    peers = [Peer(peer_config(run, m, {}), transport=hub.transport(f"{m}#{i}") if hub else None)
-             for i, m in enumerate(models)]
+    _, peers = run_peers(Run("verdict", models, variant, seed, steps, steps, settings, label), {})
     try:
         start = {m: by_columns(p, prompts) for m, p in zip(models, peers, strict=True)}
         for step in range(steps):
@@ -72,10 +67,6 @@ def run_cell(label: str, models: tuple[str, ...], steps: int, seed: int, prompts
             peer.close()
 
 
-def mean(xs: list[float]) -> float:
-    return sum(xs) / len(xs) if xs else float("nan")
-
-
 def table(results: list[dict], pair: tuple[str, str]) -> list[str]:
     """Markdown: per model and operator, accuracy by columns at step 0 and after each cell."""
     columns = sorted({int(k[1:]) for r in results for m in r.values() for k in m["end"]})
@@ -86,8 +77,8 @@ def table(results: list[dict], pair: tuple[str, str]) -> list[str]:
             rows = [("step 0", next(r[model]["start"] for r in results if model in r))]
             rows += [(r[model]["cell"], r[model]["end"]) for r in results if model in r]
             for cell, scores in rows:
-                figures = [f"{mean(scores[f'{op}{c}']):.2f} ({len(scores[f'{op}{c}'])})" if f"{op}{c}" in scores
-                           else "-" for c in columns]
+                cells = [scores.get(f"{op}{c}") for c in columns]
+                figures = [f"{statistics.mean(v):.2f} ({len(v)})" if v else "-" for v in cells]
                 lines.append(f"| {model} | {name} | {cell} | " + " | ".join(figures) + " |")
     return lines
 
