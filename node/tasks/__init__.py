@@ -4,7 +4,8 @@ from __future__ import annotations
 from node.errors import UnknownTaskError
 
 from .arith import _OPS as _ARITH_NAMES
-from .arith import ArithmeticTask
+from .arith import WIDE_OPS as _WIDE_NAMES
+from .arith import ArithmeticTask, WideArithmeticTask
 from .base import Item, Task, TaskRef, checks_work, completion_cap, item_seed
 from .count import CountTask
 from .digits import OPS as _DIGITS_NAMES
@@ -14,17 +15,21 @@ from .hub_math import _SPECS as _HUB_NAMES
 
 __all__ = ["Item", "Task", "TaskRef", "checks_work", "completion_cap", "get_task", "item_seed", "offline_task",
            "task_names", "task_of_record"]
-OFFLINE = (*_ARITH_NAMES, *_DIGITS_NAMES, "count")  # built from the name alone, offline, in microseconds
+# built from the name alone, offline, in microseconds
+OFFLINE = (*_ARITH_NAMES, *_WIDE_NAMES, *_DIGITS_NAMES, "count")
 
 
 def task_names() -> list[str]:
-    return [*_DIGITS_NAMES, *_ARITH_NAMES, "count", *_HUB_NAMES, f"{GYM_PREFIX}<reasoning-gym task, e.g. chain_sum>"]
+    return [*_DIGITS_NAMES, *_ARITH_NAMES, *_WIDE_NAMES, "count", *_HUB_NAMES,
+            f"{GYM_PREFIX}<reasoning-gym task, e.g. chain_sum>"]
 
 
 def get_task(name: str, data_files: str = "") -> Task:
     """Builds a task by name; raises UnknownTaskError with the known names."""
     if name in _ARITH_NAMES:
         return ArithmeticTask(name)
+    if name in _WIDE_NAMES:
+        return WideArithmeticTask(name)
     if name in _DIGITS_NAMES:
         return DigitsTask(name)
     if name == "count":

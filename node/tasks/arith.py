@@ -1,17 +1,26 @@
 """The project's own procedural arithmetic family: our CPU stand-in for GSM8K -> MATH-500.
 
-The train split holds sums and differences of operands 0-19 (in distribution for the zoo's models); the
+`arith`: the train split holds sums and differences of operands 0-19 (in distribution for the zoo's models); the
 test split holds operands 20-99 (out of distribution: longer numbers than any model saw in pre-training).
-Variants restrict the operator, which is how the zoo builds peers of different expertise.
+Variants restrict the operator, which is how the zoo builds peers of different expertise. Its held-out prompts
+of the train split are drawn from the same 400 problems as training.
+
+`arith-wide`: sums and differences of up to three digits in distribution, four out of it, answered with the
+number only, for real models (a 135M-270M model gets some right and has room to learn). Its problems are held out
+by content, as `digits`' are: no held-out prompt is ever a training prompt.
 """
 from __future__ import annotations
 
 import random
 import re
 
-from .base import Item, TaskRef, item_seed
+from .base import HELD_OUT_START, Item, TaskRef, item_seed
+from .digits import held_out, operands
 
 _OPS = {"arith": "+-", "arith-add": "+", "arith-sub": "-"}
+WIDE_OPS = {"arith-wide": "+-", "arith-wide-add": "+", "arith-wide-sub": "-"}
+# digits of the longer operand per split, with their weights (the shorter has 1 to as many, uniform)
+WIDE_DIGITS = {"train": {1: 1, 2: 2, 3: 2}, "test": {4: 1}}
 _RANGES = {"train": (0, 19), "test": (20, 99)}
 _BOXED = re.compile(r"\\boxed\{\s*(-?\d+)\s*\}")
 _INTEGER = re.compile(r"-?\d+")
@@ -47,3 +56,35 @@ class ArithmeticTask:
             return 0.0
         found = _BOXED.findall(completion) or _INTEGER.findall(completion)
         return 1.0 if found and found[-1] == item.answer else 0.0
+
+
+class WideArithmeticTask(ArithmeticTask):
+    """Sums and differences of 1-3 digit operands (train split) and 4-digit ones (test split), the larger operand
+    first, held out by content (`digits.held_out`); scored like `arith` (the last boxed or bare integer)."""
+    max_new_tokens = 16  # a chat model's short sentence around a number of up to five digits
+
+    def __init__(self, name: str = "arith-wide"):
+        self.name = name
+        self.ops = WIDE_OPS[name]
+
+    def problem(self, split: str, index: int) -> tuple[int, str, int]:
+        """(a, op, b) of an item, drawn from its seed until its content falls on its side of the partition."""
+        rng = random.Random(item_seed(self.name, self.version, split, index))
+        want = index >= HELD_OUT_START
+        sizes, weights = list(WIDE_DIGITS[split]), list(WIDE_DIGITS[split].values())
+        while True:
+            op = rng.choice(self.ops)
+            a, b = operands(rng, op, rng.choices(sizes, weights)[0])
+            if held_out(a, op, b) == want:
+                return a, op, b
+
+    def item(self, split: str, index: int) -> Item:
+        a, op, b = self.problem(split, index)
+        return Item(ref=TaskRef(self.name, self.version, split, index), prompt=f"{a}{op}{b}=",
+                    question=f"What is {a} {op} {b}? Reply with the number only.",
+                    answer=str(a + b if op == "+" else a - b))
+
+    @staticmethod
+    def kind(item: Item) -> str:
+        """"sum" or "difference" (held-out accuracy per operator, as `digits` reports it)."""
+        return "difference" if "-" in item.prompt[1:] else "sum"

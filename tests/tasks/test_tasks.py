@@ -2,7 +2,9 @@
 import pytest
 
 from node.errors import UnknownTaskError
-from node.tasks import TaskRef, get_task
+from node.evaluation import held_out_items
+from node.tasks import TaskRef, get_task, offline_task
+from node.tasks.digits import held_out
 from node.tasks.hub_math import write_fixture
 
 
@@ -39,6 +41,38 @@ def test_arith_answer_is_right_and_scoring_is_strict():
     assert task.score(item, f"{a} - {b} = {item.answer}.", finished=True) == 1.0
     assert task.score(item, f"{item.answer}, no: {int(item.answer) + 2}", finished=True) == 0.0
     assert task.score(item, "", finished=True) == 0.0
+
+
+def test_arith_wide_holds_its_evaluation_out_by_content():
+    """arith-wide: no training index yields a held-out problem, every evaluation item is one (so no held-out prompt
+    is ever a training prompt), up to 3 digits in distribution and 4 out of it, answers right, both operators."""
+    task = get_task("arith-wide")
+    train = [task.problem("train", i) for i in range(3000)]
+    assert not any(held_out(*p) for p in train)
+    trained = {f"{a}{op}{b}=" for a, op, b in train}
+    for split, digits in (("train", {1, 2, 3}), ("test", {4})):
+        evaluation = held_out_items(task, split, 256)
+        assert all(held_out(*task.problem(split, item.ref.index)) for item in evaluation)
+        assert not {item.prompt for item in evaluation} & trained
+        assert {len(str(task.problem(split, item.ref.index)[0])) for item in evaluation} == digits
+        assert {task.kind(item) for item in evaluation} == {"sum", "difference"}
+        for item in evaluation:
+            a, op, b = task.problem(split, item.ref.index)
+            assert item.answer == str(a + b if op == "+" else a - b) and a >= b and item.prompt == f"{a}{op}{b}="
+    assert {len(str(a)) for a, _, _ in train} == {1, 2, 3}
+    assert {op for _, op, _ in (get_task("arith-wide-sub").problem("train", i) for i in range(50))} == {"-"}
+
+
+def test_arith_wide_is_scored_like_arith_and_resolves_offline():
+    task = get_task("arith-wide-add")
+    item = task.item("train", 7)
+    assert item == get_task("arith-wide-add").item("train", 7)
+    assert item.ref == TaskRef("arith-wide-add", "1", "train", 7)
+    assert task.score(item, f"The sum is {item.answer}.", finished=True) == 1.0
+    assert task.score(item, f"\\boxed{{{item.answer}}}", finished=True) == 1.0
+    assert task.score(item, item.answer, finished=False) == 0.0
+    assert task.score(item, str(int(item.answer) + 10), finished=True) == 0.0
+    assert offline_task("arith-wide") is not None and offline_task("arith-wide").item("test", 3).prompt
 
 
 def test_reasoning_gym_task_uses_its_own_scorer():
