@@ -80,6 +80,7 @@ SMOKE_MIXED = 3  # policies of the smoke run (the last differs from its neighbou
 MIXED_SCALE = {  # per set: settings that keep its cost within reach of a CPU (SmolLM2 steps take ~40x a tiny one)
     "zoo": (),
     "smollm2": (("train.prompts_per_step", "4"), ("swarm.received_groups", "4"), ("eval.prompts", "128"),
+                ("eval.samples", "0"),  # greedy pass@1 only (SmolLM2's sampled evaluation was ~25% of a run)
                 ("smollm2-135m/train.lr", "1e-5"),  # (1e-6, the default for hub models, moves little in 20 steps)
                 ("smollm2-135m/train.micro_batch_tokens", "1024")),  # its 49k-wide logits: ~10 GB a batch without
 }

@@ -5,7 +5,7 @@ test split holds operands 20-99 (out of distribution: longer numbers than any mo
 Variants restrict the operator, which is how the zoo builds peers of different expertise. Its held-out prompts
 of the train split are drawn from the same 400 problems as training.
 
-`arith-wide`: sums and differences of up to three digits in distribution, four out of it, answered with the
+`arith-wide`: sums and differences of up to two digits in distribution, three out of it, answered with the
 number only, for real models (a 135M-270M model gets some right and has room to learn). Its problems are held out
 by content, as `digits`' are: no held-out prompt is ever a training prompt.
 """
@@ -20,7 +20,7 @@ from .digits import held_out, operands
 _OPS = {"arith": "+-", "arith-add": "+", "arith-sub": "-"}
 WIDE_OPS = {"arith-wide": "+-", "arith-wide-add": "+", "arith-wide-sub": "-"}
 # digits of the longer operand per split, with their weights (the shorter has 1 to as many, uniform)
-WIDE_DIGITS = {"train": {1: 1, 2: 2, 3: 2}, "test": {4: 1}}
+WIDE_DIGITS = {"train": {1: 1, 2: 2}, "test": {3: 1}}
 _RANGES = {"train": (0, 19), "test": (20, 99)}
 _BOXED = re.compile(r"\\boxed\{\s*(-?\d+)\s*\}")
 _INTEGER = re.compile(r"-?\d+")
@@ -59,7 +59,7 @@ class ArithmeticTask:
 
 
 class WideArithmeticTask(ArithmeticTask):
-    """Sums and differences of 1-3 digit operands (train split) and 4-digit ones (test split), the larger operand
+    """Sums and differences of 1-2 digit operands (train split) and 3-digit ones (test split), the larger operand
     first, held out by content (`digits.held_out`); scored like `arith` (the last boxed or bare integer)."""
     max_new_tokens = 16  # a chat model's short sentence around a number of up to five digits
 

