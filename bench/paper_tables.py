@@ -512,8 +512,9 @@ EARLIER_NOTE = (
     "cross-tokenizer F-TIS against 0.224 skipping foreign groups (the cause, found in issue 23 and fixed since: "
     "a foreign group's wrong completions outweighed its right ones and pushed down the end token; with "
     "loss.foreign_centering, 1 seed, 30 steps, 4 prompts a step, SmolLM2's held-out ID went 0.109 -> 0.383 in "
-    "that swarm instead of to 0.000: docs/SECURITY.md, raw run in docs/results/centering/). Its tables and "
-    "plots: `git show "
+    "that swarm instead of to 0.000: docs/SECURITY.md, raw run in docs/results/centering/; against skipping "
+    "foreign groups on 4 seeds of 30 steps, F-TIS - skip ID AUC -0.007 ± 0.088, no sender demoted: "
+    "docs/results/mixed-smollm2/). Its tables and plots: `git show "
     "71466f5:docs/RESULTS.md`; to run it again: `python bench/paper_tables.py --sections ftis,ablation,mix,mixed "
     "--seeds 3 --steps 150 --eval-every 10 --out bench/out/arith --results bench/out/arith/RESULTS.md`.\n")
 
