@@ -75,6 +75,7 @@ MIXED_POLICIES = (  # (label, variant, settings): what every peer does with grou
     ("ratio = 1", "nois", ()),
     ("cross-tokenizer F-TIS", "f-tis", ()),
     ("F-TIS, no demotion", "f-tis", (("loss.harm_bound", "0"),)),  # (the harm detector off: node/rl/alignment.py)
+    ("F-TIS, foreign rows by weight", "f-tis", (("loss.foreign_rows", "weight"),)),  # (node/rl/ftis.py LossPlan)
 )
 SMOKE_MIXED = 3  # policies of the smoke run (the last differs from its neighbour by one setting)
 MIXED_SCALE = {  # per set: settings that keep its cost within reach of a CPU (SmolLM2 steps take ~40x a tiny one)

@@ -25,6 +25,7 @@ from .errors import ConfigError
 
 VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis", "outcome")
 AGGREGATIONS = ("grpo", "dapo")
+FOREIGN_ROWS = ("one", "weight")  # loss.foreign_rows: how a foreign-tokenizer row counts in the normaliser
 REDUCTIONS = ("sum", "mean")
 BASELINES = ("auto", "sender", "greedy")  # swarm.received_baseline
 SPLITS = ("train", "test")  # a task's train split is in distribution, its test split out of distribution
@@ -110,6 +111,10 @@ class LossConfig:
     #                                  else a partner's wrong answers, which it found less likely, outweigh its
     #                                  right ones, and what all of them share (a bare number, then the end token)
     #                                  is pushed down (SmolLM2: docs/RESULTS.md)
+    foreign_rows: str = "one"  # one: a foreign-tokenizer row counts once in the update's normaliser (rows for
+    #                            grpo, tokens for dapo), like any row; weight: it counts as its sequence weight
+    #                            (at most 1), so rows we find unlikely do not dilute our own (SmolLM2's weight
+    #                            on the zoo's text is ~0.1-0.2: docs/results/mixed-smollm2/NOTES.md)
     eps_std: float = 1e-4  # added to the group reward std in the advantage denominator
     max_log_ratio: float = 20.0  # log-ratios are clamped to +-this before exp (defensive)
     ratio_bound: float = 20.0  # b: a received group whose sum of log pi_theta - log pi_gen over all its tokens
@@ -144,6 +149,7 @@ class LossConfig:
     def __post_init__(self):
         _check(self.variant in VARIANTS, "loss.variant", f"must be one of {', '.join(VARIANTS)}", self.variant)
         _check(self.aggregation in AGGREGATIONS, "loss.aggregation", "must be grpo or dapo", self.aggregation)
+        _check(self.foreign_rows in FOREIGN_ROWS, "loss.foreign_rows", "must be one or weight", self.foreign_rows)
         _check(self.trunc_c > 0, "loss.trunc_c", "must be > 0", self.trunc_c)
         _check(0 <= self.eps_low < 1, "loss.eps_low", "must be in [0, 1)", self.eps_low)
         _check(self.eps_high >= 0, "loss.eps_high", "must be >= 0", self.eps_high)

@@ -83,6 +83,7 @@ def test_the_completion_cap_defaults_to_the_tasks_own():
     ("sagc", "gamma", 0.0, "sagc.gamma"),
     ("sagc", "gamma", 1.01, "sagc.gamma"),
     ("eval", "samples", -1, "eval.samples"),
+    ("loss", "foreign_rows", "half", "loss.foreign_rows"),
 ])
 def test_invalid_values_name_the_field(section, name, value, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):

@@ -108,15 +108,17 @@ def test_sagc_time_to_reach_target():
 def test_mixed_tokenizer_plan_and_drawdown():
     runs = paper_tables.plan(3, 10, 5, {"mixed"})
     zoo = paper_tables.MIXED["zoo"]
-    assert len(runs) == 3 * (3 + 4) and len({r.key for r in runs}) == len(runs)
+    assert len(runs) == 3 * (3 + 5) and len({r.key for r in runs}) == len(runs)
     swarm = [r for r in runs if r.models == zoo]
     assert sorted({(r.label, r.variant) for r in swarm}) == [
-        ("F-TIS, no demotion", "f-tis"), ("cross-tokenizer F-TIS", "f-tis"), ("ratio = 1", "nois"),
-        ("skip foreign", "f-tis")]
+        ("F-TIS, foreign rows by weight", "f-tis"), ("F-TIS, no demotion", "f-tis"),
+        ("cross-tokenizer F-TIS", "f-tis"), ("ratio = 1", "nois"), ("skip foreign", "f-tis")]
     skip = next(r for r in swarm if r.label == "skip foreign")
     assert ("swarm.foreign_tokenizers", "false") in skip.settings and "foreign_tokenizers=false" in skip.key
     off = next(r for r in swarm if r.label == "F-TIS, no demotion")
     assert ("loss.harm_bound", "0") in off.settings and "harm_bound=0" in off.key
+    by_weight = next(r for r in swarm if r.label == "F-TIS, foreign rows by weight")
+    assert ("loss.foreign_rows", "weight") in by_weight.settings and "foreign_rows=weight" in by_weight.key
     assert {r.models for r in runs if r.variant == "alone"} == {(m,) for m in zoo}
     smoke = paper_tables.plan(1, 3, 2, {"mixed"}, smoke=True)  # the smoke run: the first three policies
     assert {r.label for r in smoke if r.models == zoo} == {"skip foreign", "ratio = 1", "cross-tokenizer F-TIS"}

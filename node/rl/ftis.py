@@ -164,6 +164,17 @@ class LossPlan:
     advantages: torch.Tensor  # [N] advantages, zeroed for filtered rows
     metrics: LossMetrics  # everything but loss, clip_frac and grad_norm
     evidence: torch.Tensor | None = None  # [S] each sender's evidence after this step (None: not kept)
+    share: torch.Tensor | None = None  # [N] each row's count in the normaliser (None: 1 each; loss.foreign_rows)
+
+    def normaliser(self, rows: torch.Tensor | None = None) -> tuple[float, float]:
+        """(rows, tokens) that `aggregate` divides by for these rows (all rows: None): each row with tokens counts
+        as its share (1 unless loss.foreign_rows = weight makes a foreign row count as its weight)."""
+        mask = self.mask if rows is None else self.mask[rows]
+        counts = mask.sum(dim=1).to(self.weight.dtype)
+        if self.share is None:
+            return float((counts > 0).sum()), float(counts.sum())
+        share = self.share if rows is None else self.share[rows]
+        return float((share * (counts > 0)).sum()), float((share * counts).sum())
 
 
 def distrusted_rows(d_sum: torch.Tensor, tokens: torch.Tensor, received: torch.Tensor, sender: torch.Tensor,
@@ -253,7 +264,10 @@ def plan_loss(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor
         div_sum_max=float(d_sum[has_tokens].max()) if has_tokens.any() else 0.0,
         div_tok_mean=float(d_mean[has_tokens].mean()) if has_tokens.any() else 0.0,
     )
-    return LossPlan(mask, w, adv, metrics, evidence)
+    share = None
+    if cfg.foreign_rows == "weight" and bool(foreign.any()):  # a foreign row counts as its weight, at most 1
+        share = torch.where(foreign, w[:, 0].clamp(max=1.0), torch.ones_like(w[:, 0]))
+    return LossPlan(mask, w, adv, metrics, evidence, share)
 
 
 def surrogate(logp: torch.Tensor, logp_old: torch.Tensor, weight: torch.Tensor, advantages: torch.Tensor,
@@ -268,7 +282,8 @@ def surrogate(logp: torch.Tensor, logp_old: torch.Tensor, weight: torch.Tensor, 
     return per_token, ((ratio - clipped).abs() > 0) & mask
 
 
-def aggregate(per_token: torch.Tensor, mask: torch.Tensor, cfg: LossConfig, rows: int, tokens: int) -> torch.Tensor:
+def aggregate(per_token: torch.Tensor, mask: torch.Tensor, cfg: LossConfig, rows: float,
+              tokens: float) -> torch.Tensor:
     """The objective of these rows as a share of an update over `rows` completions / `tokens` tokens (so that
     micro-batches of one update add up to it): GRPO, each completion's token mean over rows; DAPO, every
     token the same over tokens."""
@@ -289,7 +304,7 @@ def ftis_objective(inp: LossInputs, cfg: LossConfig) -> tuple[torch.Tensor, Loss
     plan = plan_loss(inp.logp, inp.logp_gen, inp.mask, inp.advantages, inp.own, inp.group, cfg, inp.sequence,
                      inp.sender, inp.prior, inp.floorable)
     per_token, clipped = surrogate(inp.logp, inp.logp_old, plan.weight, plan.advantages, plan.mask, cfg)
-    loss = -aggregate(per_token, plan.mask, cfg, plan.metrics.sequences, plan.metrics.tokens)
+    loss = -aggregate(per_token, plan.mask, cfg, *plan.normaliser())
     plan.metrics.loss = loss.item()
     plan.metrics.clip_frac = float(clipped.sum() / plan.mask.sum().clamp(min=1))
     return loss, plan

@@ -174,7 +174,8 @@ class Learner:
         losses, norms, clipped, counted = [], [], 0, 0
         for update in updates:
             rows = torch.tensor(update, device=batch.mask.device)
-            n_rows, n_tokens = int(plan.mask[rows].any(dim=1).sum()), int(plan.mask[rows].sum())
+            n_tokens = int(plan.mask[rows].sum())
+            n_rows, n_norm = plan.normaliser(rows)  # (grpo divides by rows, dapo by tokens; loss.foreign_rows)
             if n_tokens == 0:
                 continue
             self.optimizer.zero_grad(set_to_none=True)
@@ -187,7 +188,7 @@ class Learner:
                     logp = sequence_logprobs(self.model, part, self.temperature, heads)
                 per_token, was_clipped = surrogate(logp, logp_old[idx, :t], plan.weight[idx, :t],
                                                    plan.advantages[idx], plan.mask[idx, :t], cfg)
-                loss = -aggregate(per_token, plan.mask[idx, :t], cfg, n_rows, n_tokens)
+                loss = -aggregate(per_token, plan.mask[idx, :t], cfg, n_rows, n_norm)
                 loss.backward()  # gradients accumulate over the update's micro-batches
                 total += loss.item()
                 clipped += int(was_clipped.sum())

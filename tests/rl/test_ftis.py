@@ -248,6 +248,27 @@ def test_received_rows_take_one_sequence_weight_when_configured():
     assert m.filtered == 0
 
 
+@pytest.mark.parametrize("aggregation", ["grpo", "dapo"])
+def test_a_foreign_row_counts_as_its_weight_in_the_normaliser_when_configured(aggregation):
+    """Our own on-policy row (4 tokens, A = 1) beside a foreign row we find e^-1 as likely a token as its sender
+    did (weight w = e^-1, A = 1): counted once (the default) the own row's tokens get 1/8 of a unit gradient each
+    (grpo: 2 rows; dapo: 8 tokens); counted as its weight, 1 / (4 (1 + w)): the foreign row no longer halves ours."""
+    w = math.exp(-1.0)
+    lp, gen = [[-0.5] * 4, [-2.0] * 4], [[-0.5] * 4, [-1.0] * 4]
+    grads = {}
+    for rows in ("one", "weight"):
+        inp = make(lp, gen, [[1] * 4] * 2, [1.0, 1.0], own=[True, False])
+        inp.sequence = torch.tensor([False, True])
+        loss, grads[rows], _ = grad_of(inp, LossConfig(variant="f-tis", aggregation=aggregation, foreign_rows=rows))
+        share = 1.0 if rows == "one" else w
+        assert loss == pytest.approx(-(1 + w) / (1 + share), rel=1e-12)  # row means 1 and w, tokens alike
+    assert grads["one"][0].tolist() == pytest.approx([-1 / 8] * 4)
+    assert grads["weight"][0].tolist() == pytest.approx([-1 / (4 * (1 + w))] * 4)
+    assert grads["weight"][1].tolist() == pytest.approx([-w / (4 * (1 + w))] * 4)
+    own_only = make(lp[:1], gen[:1], [[1] * 4], [1.0])  # with no foreign row, the setting changes nothing
+    assert grad_of(own_only, LossConfig(variant="f-tis", foreign_rows="weight"))[0] == pytest.approx(-1.0)
+
+
 def test_the_filter_uses_the_tokenization_invariant_divergence():
     """A negative foreign row whose text the sender found far likelier than we do: D = sum(gen) - sum(ours)
     = -8 - (-64) = 56 > g = 50: filtered; at a sender total of -20, D = 44: kept."""

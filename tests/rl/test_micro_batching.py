@@ -77,9 +77,11 @@ def gradient(model, groups, train: TrainConfig, loss: LossConfig):
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, metrics
 
 
-@pytest.mark.parametrize("aggregation", ["grpo", "dapo"])
-def test_accumulated_gradients_equal_the_whole_batch_gradient(tiny, groups, aggregation):
-    loss = LossConfig(aggregation=aggregation, variant="f-tis")
+@pytest.mark.parametrize("aggregation, foreign_rows", [("grpo", "one"), ("dapo", "one"), ("grpo", "weight"),
+                                                      ("dapo", "weight")])
+def test_accumulated_gradients_equal_the_whole_batch_gradient(tiny, groups, aggregation, foreign_rows):
+    """(foreign_rows = weight: the foreign groups' rows count as their weights in every micro-batch's normaliser)"""
+    loss = LossConfig(aggregation=aggregation, variant="f-tis", foreign_rows=foreign_rows)
     train = TrainConfig(max_grad_norm=1e9)
     whole, m_whole = gradient(tiny[0], groups, train, loss)
     pieces, m_pieces = gradient(tiny[0], groups, dataclasses.replace(train, micro_batch_tokens=40), loss)
