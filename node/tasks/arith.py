@@ -15,7 +15,7 @@ import random
 import re
 
 from .base import HELD_OUT_START, Item, TaskRef, item_seed
-from .digits import held_out, operands
+from .digits import partitioned_problem
 
 _OPS = {"arith": "+-", "arith-add": "+", "arith-sub": "-"}
 WIDE_OPS = {"arith-wide": "+-", "arith-wide-add": "+", "arith-wide-sub": "-"}
@@ -69,14 +69,8 @@ class WideArithmeticTask(ArithmeticTask):
 
     def problem(self, split: str, index: int) -> tuple[int, str, int]:
         """(a, op, b) of an item, drawn from its seed until its content falls on its side of the partition."""
-        rng = random.Random(item_seed(self.name, self.version, split, index))
-        want = index >= HELD_OUT_START
-        sizes, weights = list(WIDE_DIGITS[split]), list(WIDE_DIGITS[split].values())
-        while True:
-            op = rng.choice(self.ops)
-            a, b = operands(rng, op, rng.choices(sizes, weights)[0])
-            if held_out(a, op, b) == want:
-                return a, op, b
+        return partitioned_problem(item_seed(self.name, self.version, split, index), self.ops, WIDE_DIGITS[split],
+                                   index >= HELD_OUT_START)
 
     def item(self, split: str, index: int) -> Item:
         a, op, b = self.problem(split, index)

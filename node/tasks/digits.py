@@ -151,6 +151,20 @@ def operands(rng: random.Random, op: str, columns: int) -> tuple[int, int]:
     return (a, b) if a >= b else (b, a)
 
 
+def partitioned_problem(seed: int, ops: str, columns: dict[int, int], want: bool, least: dict[str, int] | None = None,
+                        keep=None) -> tuple[int, str, int]:
+    """(a, op, b) drawn from `seed` until it falls on its side of the held-out partition (`want`: held out) and
+    `keep(a, op, b)` holds: an operator of `ops`, then the longer operand's digits from `columns` ({digits:
+    weight}), at least `least[op]` (`operands`). One draw for every task whose problems are held out by content."""
+    rng = random.Random(seed)
+    sizes, weights = list(columns), list(columns.values())
+    while True:
+        op = rng.choice(ops)
+        a, b = operands(rng, op, max(rng.choices(sizes, weights)[0], (least or {}).get(op, 1)))
+        if (keep is None or keep(a, op, b)) and held_out(a, op, b) == want:
+            return a, op, b
+
+
 class DigitsTask:
     version = "2"  # 2: every problem carries or borrows at least once
     max_new_tokens = 64  # completion cap (generation.max_new_tokens = 0): a working with its end token is at most
@@ -164,14 +178,8 @@ class DigitsTask:
 
     def problem(self, split: str, index: int) -> tuple[int, str, int]:
         """(a, op, b) of an item: drawn from its seed until its content falls on its side of the partition."""
-        rng = random.Random(item_seed(self.name, self.version, split, index))
-        want = index >= HELD_OUT_START
-        sizes, weights = list(COLUMNS[split]), list(COLUMNS[split].values())
-        while True:
-            op = rng.choice(self.ops)
-            a, b = operands(rng, op, max(rng.choices(sizes, weights)[0], MIN_COLUMNS[op]))
-            if regroupings(a, op, b) and held_out(a, op, b) == want:
-                return a, op, b
+        return partitioned_problem(item_seed(self.name, self.version, split, index), self.ops, COLUMNS[split],
+                                   index >= HELD_OUT_START, MIN_COLUMNS, keep=regroupings)
 
     def item(self, split: str, index: int) -> Item:
         a, op, b = self.problem(split, index)
