@@ -53,6 +53,7 @@ REAL_MODELS = ROOT / "docs" / "results" / "real-models" / "SECTION.md"  # measur
 sys.path.insert(0, str(ROOT))  # `python bench/paper_tables.py` from a checkout
 
 from node.config import VARIANTS  # noqa: E402
+from node.system.process import die_with_parent  # noqa: E402
 
 PAIRS = {  # name -> the two zoo models of the pair
     "size": ("tiny-add", "small-add"),
@@ -1393,7 +1394,8 @@ def main(argv=None) -> int:
               f"in {out}", flush=True)
         cost_left, cost_done, done = sum(r.cost for r in todo), 0.0, 0
         ctx = multiprocessing.get_context("spawn")
-        with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=ctx) as pool:
+        with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=ctx, initializer=die_with_parent,
+                                                    initargs=(os.getpid(),)) as pool:  # (no orphans)
             futures = {pool.submit(run_one, r, str(out), scale, origin): r for r in todo}
             for fut in concurrent.futures.as_completed(futures):
                 run = futures[fut]

@@ -6,6 +6,7 @@ import os
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -186,3 +187,44 @@ def test_transfer_columns_table_reads_scores_by_operator_and_columns():
         "| m | difference | step 0 | - | 1.00 (1) | - |",
         "| m | difference | Alone-2x | - | 0.00 (1) | - |",
         "| m | difference | F-TIS-gated | - | 1.00 (1) | - |"]
+
+
+POOL_SCRIPT = """
+import concurrent.futures, multiprocessing, os, sys, time
+from node.system.process import die_with_parent
+pool = concurrent.futures.ProcessPoolExecutor(2, mp_context=multiprocessing.get_context("spawn"),
+                                              initializer=die_with_parent, initargs=(os.getpid(),))
+running = [pool.submit(time.sleep, 600) for _ in range(2)]
+for _ in range(1200):  # both workers started (bounded: 120 s)
+    if len(multiprocessing.active_children()) == 2:
+        break
+    time.sleep(0.1)
+print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+time.sleep(600)
+"""
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` is a running process (a zombie, dead but not yet reaped, counts as gone)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux only")
+def test_the_benchmark_pool_workers_end_when_the_benchmark_is_killed():
+    """paper_tables runs its experiments in a process pool whose workers die with it (die_with_parent): a
+    benchmark stopped with SIGKILL (or SIGTERM, whose default is the same end) leaves no worker training on."""
+    proc = subprocess.Popen([sys.executable, "-c", POOL_SCRIPT], cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    try:
+        workers = [int(p) for p in proc.stdout.readline().split()]
+        assert len(workers) == 2 and all(alive(p) for p in workers)
+    finally:
+        proc.kill()
+        proc.wait()
+    for _ in range(600):  # bounded: 60 s
+        if not any(alive(p) for p in workers):
+            break
+        time.sleep(0.1)
+    assert not any(alive(p) for p in workers), "a pool worker outlived the benchmark that started it"

@@ -155,19 +155,35 @@ class StopSignal:
             raise Stopped(f"while {doing}")
 
 
+def signal_at_parent_death(signum: int = signal.SIGTERM) -> bool:
+    """Asks Linux to send us `signum` when our parent process exits (the parent-death signal); returns whether
+    it is set (False elsewhere than Linux). A parent that died before this call is not signalled: the caller
+    compares os.getppid() with the parent it expects."""
+    if not sys.platform.startswith("linux"):
+        return False
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(PR_SET_PDEATHSIG, signum, 0, 0, 0) == 0
+
+
 def stop_with_parent(stop: StopSignal, environ=os.environ) -> bool:
     """When `PARENT_ENV` names our parent's PID (we are one of `swarm local`'s children), its death becomes a
     SIGTERM to us (Linux's parent-death signal), which `stop` handles like any other: a clean stop. A parent
     gone before this call (we were re-parented) is the same stop at once. Returns whether the signal is set
     (False elsewhere than Linux, or without the variable)."""
     parent = environ.get(PARENT_ENV, "")
-    if not parent.isdigit() or not sys.platform.startswith("linux"):
-        return False
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0) != 0:
+    if not parent.isdigit() or not signal_at_parent_death():
         return False
     if os.getppid() != int(parent):
         stop.trigger()
     return True
+
+
+def die_with_parent(parent: int) -> None:
+    """A pool worker's initializer (concurrent.futures, multiprocessing): the worker ends when `parent`, the
+    process that made the pool, dies, however it dies (a SIGTERM'd or killed benchmark leaves no workers
+    running its experiments); at once if it is gone already."""
+    signal_at_parent_death(signal.SIGKILL)
+    if os.getppid() != parent:
+        os._exit(EXIT_FORCED)
