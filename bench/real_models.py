@@ -63,6 +63,12 @@ def at_time(points: list[tuple[int, float, float]], seconds: float) -> float:
     return [acc for _, acc, at in points if at <= seconds + 1e-6][-1]
 
 
+def evaluation_sd(p_swarm: float, p_alone: float, prompts: int) -> float:
+    """The sampling sd of the difference of two independent greedy pass@1 evaluations on `prompts` prompts each
+    (binomial): the noise within one seed, before any seed-to-seed spread."""
+    return math.sqrt((p_swarm * (1 - p_swarm) + p_alone * (1 - p_alone)) / prompts)
+
+
 def paired(diffs: list[float]) -> str:
     """Mean +- the 95% half-width, and the power to see +0.05 at this many seeds (and the seeds for 80%)."""
     mean, half = paired_interval(diffs)
@@ -77,10 +83,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("runs", nargs="+", type=Path, help="one folder per seed")
     parser.add_argument("--models", default="smollm2,gemma3")
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument("--eval-prompts", type=int, default=64, help="prompts per held-out evaluation (eval.prompts)")
     args = parser.parse_args(argv)
     models = args.models.split(",")
     diffs: dict[tuple[str, str], list[float]] = {}
-    curves = []
+    curves, within = [], []
     print("| seed folder | model | run | steps | ID AUC | final ID | OOD AUC | final OOD | step s | received "
           "(trained on, uninformative) | refused | harm max | demoted / distrusted |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -96,11 +103,19 @@ def main(argv: list[str] | None = None) -> int:
                       f"{s['demoted']} / {s['distrusted']} |")
                 curves.append((folder.name, model, name, s["curve"]))
             sw, al = runs["swarm"], runs["alone"]
+            for split in ("id", "ood"):
+                d, sd = sw[f"{split}_final"] - al[f"{split}_final"], evaluation_sd(sw[f"{split}_final"],
+                                                                                     al[f"{split}_final"],
+                                                                                     args.eval_prompts)
+                within.append(f"| {folder} | {model} | {split.upper()} | {d:+.3f} | {sd:.3f} | {d / sd:+.2f} |")
             for key in ("id_auc", "id_final", "ood_auc", "ood_final"):
                 diffs.setdefault((model, key), []).append(sw[key] - al[key])
             whole = curve(swarm_rows, "train"), curve(alone_rows, "train")  # equal wall clock: whole runs, up to
             wall = min(points[-1][2] for points in whole)                    # the shorter one's last evaluation
             diffs.setdefault((model, "id_at_wall"), []).append(at_time(whole[0], wall) - at_time(whole[1], wall))
+    print(f"\nwithin a seed: final swarm - alone and the sampling sd of that difference ({args.eval_prompts} "
+          "prompts a split, binomial)\n| seed folder | model | split | final difference | sd | in sds |\n"
+          "|---|---|---|---|---|---|\n" + "\n".join(within))
     print("\nswarm - alone, paired over seeds (95% t interval), equal steps; 'ID at equal wall clock': the last "
           "evaluation each whole run made within the time of the one that ended first")
     print("| model | ID AUC | final ID | OOD AUC | final OOD | ID at equal wall clock |")

@@ -56,3 +56,17 @@ def test_paired_differences_over_seeds_and_at_equal_wall_clock(tmp_path, capsys)
     # equal wall clock, whole runs: within the alone run's 16 s, the swarm's step-3 evaluation (9 s; its step-6 one
     # came at 18 s) against the alone run's step-8 one (0.99): -0.29 and -0.09
     assert cells[5].startswith("-0.190 +- ")
+
+
+def test_the_sampling_sd_of_one_seeds_difference(tmp_path, capsys):
+    assert real_models.evaluation_sd(0.5, 0.5, 64) == pytest.approx((0.5 / 64) ** 0.5)
+    assert real_models.evaluation_sd(1.0, 0.0, 64) == 0.0
+    folder = tmp_path / "seed0"
+    write(folder, "swarm-m", rows(6, {3: 0.7, 6: 0.75}, 3.0, used=2))
+    write(folder, "alone-m", rows(6, {3: 0.6, 6: 0.5}, 2.0))
+    assert real_models.main([str(folder), "--models", "m", "--eval-prompts", "100"]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith(f"| {folder} | m | ID |"))
+    cells = [c.strip() for c in line.strip("|").split("|")]
+    sd = ((0.75 * 0.25 + 0.25) / 100) ** 0.5
+    assert cells[3] == "+0.250" and float(cells[4]) == pytest.approx(sd, abs=5e-4)
+    assert float(cells[5]) == pytest.approx(0.25 / sd, abs=5e-3)
