@@ -22,7 +22,8 @@ announcement rides with its bundle). The population:
   node, a newcomer also reads the DHT directory in rotation while its view holds fewer than 8 entries, about
   READ_BUDGET announcements a round (`--no-read-budget`: 8 of the 64 shards a round, the node before
   2026-12-04), and pulls the senders it finds there (`--no-directory`: it does not, as in the simulation before
-  2026-12-04).
+  2026-12-04). Its reads take the fine shards (protocol version 3) once a coarse one would hold more than
+  FINE_ABOVE announcements (`--coarse-only`: the coarse shards only, protocol version 2).
 Messages are delivered within the round when latency + bytes / bandwidth fits the 1 s shuffle deadline.
 
 Per round and per honest peer it measures: discovery bytes in and out (sizes of real signed announcements: a
@@ -30,13 +31,18 @@ zoo card, 4 addresses, 8 credits, an RSA-2048 owner key and signature, measured 
 time in the membership and selection code, plus the entries validated x the measured cost of decoding and
 verifying one), group pulls received (in-degree: max / mean), the Sybil share of honest views, of the samplers
 and of group pulls, requests to silent peers, and for the probe newcomers the rounds to a first received
-group and to 8 distinct answering senders. Prints one table row per N and draws docs/plots/discovery.png.
+group and to 8 distinct answering senders; its DHT stores (each identity stores its announcement every round
+in the shards it writes, on REPLICAS holders drawn per key) and each DHT node's load (stores taken and
+announcements served to directory reads); view pulls answered "busy" (SERVES_PER_BUNDLE). Prints one table row
+per N (busiest peer: the median over rounds of each round's busiest, and the worst round's; its CPU split into
+the most entries one peer checked and the most code time) and draws docs/plots/discovery.png.
 
     .venv/bin/python bench/sim_discovery.py [--peers 100 1000 10000] [--rounds 40] [--warmup 15]
 """
 from __future__ import annotations
 
 import argparse
+import gc
 import random
 import statistics
 import sys
@@ -49,12 +55,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from node.config import SwarmConfig  # noqa: E402
+from node.swarm import SERVES_PER_BUNDLE  # noqa: E402
 from node.swarm import membership as ms  # noqa: E402
-from node.swarm.directory import Directory  # noqa: E402
+from node.swarm.directory import ESTIMATE_EVERY, FINE_ABOVE, RESCUE_STEPS, Directory  # noqa: E402
 from node.swarm.membership import Entry, Membership  # noqa: E402
 from node.swarm.senders import Senders  # noqa: E402
-from protocol import ANNOUNCE_SHARDS  # noqa: E402
-from protocol.codec import Announcement, BundleRef, WireCard  # noqa: E402
+from protocol import ANNOUNCE_SHARDS, FINE_SHARDS  # noqa: E402
+from protocol.codec import Announcement, BundleRef, WireCard, announcement_shards  # noqa: E402
 
 PULL_PEERS, EXPLORE = 8, 2  # the node's swarm.pull_peers and swarm.explore_pulls defaults
 REQUEST_BYTES = 120  # a pull or push request's framing (kind, version, stream header)
@@ -62,6 +69,7 @@ SHUFFLE_DEADLINE = 1.0
 BOOTSTRAP_VIEW = 256  # the bootstrap answers newcomers from this many recently read, answering entries
 BOOTSTRAP_READ = 32  # DHT entries the bootstrap reads a round (one shard of a 2,000-peer swarm)
 SHARDS_PER_STEP = 8  # the node's swarm.shards_per_step: a newcomer's rotation while its view is not full
+REPLICAS = 5  # DHT nodes holding each key (node/swarm/dht.py's num_replicas)
 
 
 def real_entry_cost(repeats: int = 200) -> tuple[int, float]:
@@ -91,6 +99,24 @@ def real_entry_cost(repeats: int = 200) -> tuple[int, float]:
     return size, (time.perf_counter() - start) / repeats
 
 
+class CoarseDirectory(Directory):
+    """A peer's reads as in protocol version 2 (--coarse-only): the coarse shards only, none once the view is full."""
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.fine = False
+
+    def shards_to_read(self, now: float, known: int, view: int = -1, seeded: bool = False,
+                       helping: int = 2) -> list[int]:
+        return [] if view >= self.cfg.pull_peers else super().shards_to_read(now, known, view, seeded, helping)
+
+    def rotation(self, count: int, fine: bool = False) -> list[int]:
+        return super().rotation(count, False)
+
+    def note_read(self, announcements: int) -> None:
+        super().note_read(announcements)
+        self.fine = False
+
+
 @dataclass
 class Peer:
     subkey: bytes
@@ -108,6 +134,7 @@ class Peer:
     missed: set = field(default_factory=set)  # of those, the ones that did not answer
     directory: Directory | None = None  # its directory reads (the node's own), for a newcomer
     read: set = field(default_factory=set)  # senders it learned from its directory reads
+    rescued: bool = False  # it asked the bootstrap as a stranded newcomer (seeds())
 
     def established(self, now: float) -> list[Entry]:
         """Entries of the senders whose groups proved valid and informative here (what we vouch for)."""
@@ -123,7 +150,9 @@ class Sim:
         self.peers: dict[bytes, Peer] = {}
         self.card = WireCard(family="qwen2", n_params=1, lora=False, tokenizer="t", vocab_size=64,
                              backend="transformers", temperature=1.0, top_p=1.0, software="sim")
-        self.round = 0
+        self.round, self.size = 0, n
+        self.shard_cache: dict[bytes, tuple[int, int]] = {}
+        self.largest_read = 0  # announcements in the largest single directory read of a newcomer (measured rounds)
         n_sybil = round(n * args.sybil)
         n_silent = round(n * args.silent)
         for kind, count in (("honest", n - n_sybil - n_silent), ("silent", n_silent), ("sybil", n_sybil)):
@@ -132,11 +161,21 @@ class Sim:
         self.bootstrap = self.add("bootstrap")
         self.sybils = [p for p in self.peers.values() if p.kind == "sybil"]
         self.bytes_in, self.bytes_out, self.cpu, self.validated = Counter(), Counter(), Counter(), Counter()
+        self.view_serves, self.busy = Counter(), 0
         for _ in range(round(args.ttl / self.step_s)):  # the bootstrap has been running a while
             self.feed_bootstrap(0.0)
         directory = self.directory()
+        nodes = [p.subkey for p in self.peers.values() if p.kind != "bootstrap"]
+        self.holders = {shard: self.rng.sample(nodes, REPLICAS) for shard in range(ANNOUNCE_SHARDS + FINE_SHARDS)}
         for peer in self.honest():  # as if each had joined: a sample of the directory (the bootstrap's answer)
             peer.membership.seed(self.rng.sample(directory, min(len(directory), ms.SAMPLE_SIZE)))
+            self.give_directory(peer)
+        shards = self.shard_map()
+        for peer in self.honest():  # and had read 8 fine shards when it joined (its size estimate), at a random
+            d = peer.directory  #     point of its refresh cycle
+            d.reading = d.rotation(8, fine=True)
+            d.note_read(sum(len(shards.get(shard, ())) for shard in d.reading))
+            d.idle = self.rng.randrange(ESTIMATE_EVERY)
         self.stats: list[dict] = []
 
     def add(self, kind: str, probe: bool = False) -> Peer:
@@ -180,9 +219,16 @@ class Sim:
         while it is a newcomer (the simulation before 2026-12-04)."""
         if self.seeding == "bootstrap":
             return [self.bootstrap.subkey] if self.newcomer(peer) else []
-        if peer.joined == 0 or peer.membership.members(now):
+        if peer.joined == 0:
             return []
-        return [s for s in peer.neighbours if s not in peer.missed] or [self.bootstrap.subkey]
+        if not peer.membership.members(now):
+            return [s for s in peer.neighbours if s not in peer.missed] or [self.bootstrap.subkey]
+        stranded = 1 <= self.round - peer.joined < RESCUE_STEPS and not any(
+            st.informative_pulls for st in peer.senders.known.values())
+        if stranded and not peer.rescued and self.args.rescue:  # (the node: the seeds not asked yet, once each)
+            peer.rescued = True
+            return [self.bootstrap.subkey]
+        return []
 
     def read_directory(self, peer: Peer, now: float, shards: dict) -> None:
         """A newcomer's DHT rotation while its view holds fewer than pull_peers entries: the shards the node's
@@ -191,11 +237,16 @@ class Sim:
         and learned as a sender (the answering replica is charged nothing here)."""
         d = peer.directory
         view = len(peer.membership.members(now))
-        chosen = d.shards_to_read(now, len(peer.senders.known), view, seeded=True) if self.args.read_budget \
-            else d.rotation(SHARDS_PER_STEP)
+        if self.args.read_budget:
+            chosen = d.shards_to_read(now, len(peer.senders.known), view, seeded=True,
+                                      helping=sum(st.informative_pulls > 0 for st in peer.senders.known.values()))
+        else:
+            chosen = d.rotation(SHARDS_PER_STEP) if view < PULL_PEERS else []
         read = 0
-        for shard in chosen:
+        for shard in chosen:  # (coarse or fine ids: `shards` holds both levels)
+            holder = self.rng.choice(self.holders[shard])  # the read stops at the first fresh replica
             for entry in shards.get(shard, ()):
+                self.node_bytes[holder] += self.entry_bytes
                 self.bytes_in[peer.subkey] += self.entry_bytes
                 self.validated[peer.subkey] += 1
                 peer.senders.learn(entry.subkey, self.announcement(entry), entry.expires, now)
@@ -203,6 +254,8 @@ class Sim:
                 read += 1
         if chosen:
             d.note_read(read)
+            if peer.joined > 0:
+                self.largest_read = max(self.largest_read, read)
 
     def newcomer(self, peer: Peer) -> bool:
         """Joined during the run and fewer than 2 established senders yet: it leans on the bootstrap and takes
@@ -223,7 +276,8 @@ class Sim:
                 self.join()
         honest = self.honest()
         self.bytes_in, self.bytes_out, self.cpu, self.validated = Counter(), Counter(), Counter(), Counter()
-        self.silent_asks = 0
+        self.store_bytes, self.node_bytes, self.view_serves = Counter(), Counter(), Counter()
+        self.silent_asks = self.busy = 0
         self.feed_bootstrap(now)
         for peer in honest:  # pushes land in the round they are sent
             fanout = ms.NEWCOMER_PUSH_FANOUT if self.newcomer(peer) else ms.PUSH_FANOUT  # (as the node pushes)
@@ -245,12 +299,10 @@ class Sim:
         flooded = renewed = 0
         indegree: Counter = Counter()
         sybil_pulls = pulls = 0
-        readers = [p for p in honest if p.joined > 0 and len(p.membership.members(now)) < PULL_PEERS]
-        if readers and self.args.directory:
-            shards: dict = {}
-            for entry in self.directory():
-                shards.setdefault(entry.subkey[0] % ANNOUNCE_SHARDS, []).append(entry)
-            for peer in readers:
+        self.store(now)
+        if self.args.directory:  # (each peer's own Directory decides: a filling view's budgeted reads, a full
+            shards = self.shard_map()  # view's fine shard now and then)
+            for peer in honest:
                 self.timed(peer, self.read_directory, peer, now, shards)
         for peer in honest:
             report = self.timed(peer, peer.membership.end_round, now, not self.newcomer(peer))
@@ -282,12 +334,58 @@ class Sim:
             bytes_out=statistics.median(self.bytes_out[s] for s in ids),
             bytes_max=max(self.bytes_in[s] + self.bytes_out[s] for s in ids),
             cpu=statistics.median(cpu[s] for s in ids), cpu_max=max(cpu[s] for s in ids),
+            code_max=max(self.cpu[s] for s in ids), validated_max=max(self.validated[s] for s in ids),
             boot_bytes=self.bytes_in[boot] + self.bytes_out[boot], boot_cpu=cpu[boot],
             indegree_mean=statistics.mean(honest_in), indegree_max=max(honest_in),
             view_sybil=view_sybil, sampler_sybil=sampler_sybil, pull_sybil=sybil_pulls / max(pulls, 1),
-            silent_asks=self.silent_asks / len(honest), flooded=flooded / len(honest),
+            silent_asks=self.silent_asks / len(honest), flooded=flooded / len(honest), busy=self.busy / len(honest),
+            store=statistics.median(self.store_bytes[s] for s in ids),
+            node_max=max(self.node_bytes[s] for s in ids), node_mean=statistics.mean(self.node_bytes[s] for s in ids),
             view=statistics.mean(map(len, views))))
         return probes
+
+    def shards_of(self, subkey: bytes) -> tuple[int, int]:
+        """The two shards (coarse, fine) an identity announces in, as the protocol hashes them (cached)."""
+        if subkey not in self.shard_cache:
+            self.shard_cache[subkey] = announcement_shards(subkey)
+        return self.shard_cache[subkey]
+
+    def written(self, peer: Peer) -> tuple[int, ...]:
+        """The shards an identity writes its announcement to this round: an honest peer as its directory says
+        (`writes_coarse`), a silent one as an honest peer that knew the swarm's size, Sybils both (the
+        attacker's choice); protocol version 2: the coarse one only."""
+        coarse, fine = self.shards_of(peer.subkey)
+        if not self.args.fine_shards:
+            return (coarse,)
+        if peer.kind == "sybil":
+            return coarse, fine
+        if peer.directory is None:
+            return (coarse, fine) if self.size / ANNOUNCE_SHARDS <= FINE_ABOVE else (fine,)
+        return (coarse, fine) if peer.directory.writes_coarse() else (fine,)
+
+    def shard_map(self) -> dict[int, list[Entry]]:
+        """The DHT's live announcements by shard (coarse and fine ids), as written this round."""
+        shards: dict = {}
+        for entry in self.directory():
+            for shard in self.written(entry.payload):
+                shards.setdefault(shard, []).append(entry)
+        return shards
+
+    def give_directory(self, peer: Peer) -> None:
+        kind = Directory if self.args.fine_shards else CoarseDirectory
+        peer.directory = kind(SwarmConfig(shards_per_step=SHARDS_PER_STEP, pull_peers=PULL_PEERS),
+                              self.rng.randrange(FINE_SHARDS), lambda card: "")
+
+    def store(self, now: float) -> None:
+        """Every identity stores its announcement each round in the shards it writes, on each of a shard's
+        REPLICAS holders (charged to the writer's store bytes and to each holder's DHT load)."""
+        for peer in self.peers.values():
+            if peer.kind == "bootstrap" or peer.gone:
+                continue
+            for shard in self.written(peer):
+                self.store_bytes[peer.subkey] += REPLICAS * self.entry_bytes
+                for holder in self.holders[shard]:
+                    self.node_bytes[holder] += self.entry_bytes
 
     def timed(self, peer: Peer, fn, *args):
         """fn(*args), its time charged to peer's CPU."""
@@ -316,7 +414,13 @@ class Sim:
             return
         if target.kind == "sybil":
             answer = self.sybil_sample(ms.SAMPLE_SIZE)
+        elif self.args.serve_cap and self.view_serves[target.subkey] >= SERVES_PER_BUNDLE["view"]:
+            self.bytes_out[target.subkey] += REQUEST_BYTES  # "busy": no answer, and no miss (the node's
+            self.bytes_in[peer.subkey] += REQUEST_BYTES  #     SERVES_PER_BUNDLE)
+            self.busy += 1
+            return
         else:
+            self.view_serves[target.subkey] += 1
             own = self.entry(target) if target.kind != "bootstrap" else None  # (no groups to pull)
             answer = self.timed(target, target.membership.sample, ms.SAMPLE_SIZE, now, own,
                                 target.established(now) if target.kind == "honest" and self.args.defences
@@ -381,8 +485,7 @@ class Sim:
         nodes = [s for s, p in self.peers.items() if p.kind != "bootstrap" and not p.gone]
         peer = self.add("honest", probe=probe)
         peer.neighbours = self.rng.sample(nodes, min(2, len(nodes)))
-        peer.directory = Directory(SwarmConfig(shards_per_step=SHARDS_PER_STEP, pull_peers=PULL_PEERS),
-                                   self.rng.randrange(ANNOUNCE_SHARDS), lambda card: "")
+        self.give_directory(peer)
         return peer
 
 
@@ -390,22 +493,31 @@ def run(n: int, args, entry_bytes: int, validate_s: float, seed: int, seeding: s
     sim = Sim(n, args, entry_bytes, validate_s, seed, seeding)
     probes: list[Peer] = []
     wall = time.perf_counter()
-    for r in range(args.rounds):
-        measuring = r >= args.warmup
-        joining = 0
-        if measuring and len(probes) < args.newcomers and r < args.rounds - 6:
-            joining = max(1, args.newcomers // (args.rounds - 6 - args.warmup))
-        probes += sim.step(measuring, joining)
-        if (r + 1) % 10 == 0 or r + 1 == args.rounds:
-            print(f"  N={n}: round {r + 1}/{args.rounds} ({time.perf_counter() - wall:.0f} s)", file=sys.stderr,
-                  flush=True)
+    gc.disable()  # (collected between rounds: a collection of this large heap inside a peer's timed code would be
+    try:  #         charged to that peer as seconds of CPU)
+        for r in range(args.rounds):
+            gc.collect()
+            measuring = r >= args.warmup
+            if r == args.warmup:
+                sim.largest_read = 0
+            joining = 0
+            if measuring and len(probes) < args.newcomers and r < args.rounds - 6:
+                joining = max(1, args.newcomers // (args.rounds - 6 - args.warmup))
+            probes += sim.step(measuring, joining)
+            if (r + 1) % 10 == 0 or r + 1 == args.rounds:
+                print(f"  N={n}: round {r + 1}/{args.rounds} ({time.perf_counter() - wall:.0f} s)", file=sys.stderr,
+                      flush=True)
+    finally:
+        gc.enable()
     s = sim.stats
     first = [p.first_group for p in probes if p.first_group is not None]
     full = [p.full for p in probes if p.full is not None]
     med = {k: statistics.median(row[k] for row in s) for k in s[0]}
     med.update(n=n, seeding=seeding, probes=len(probes), first=first, full=full, first_missing=len(probes) - len(first),
                full_missing=len(probes) - len(full), wall=time.perf_counter() - wall,
-               view_sybil_last=s[-1]["view_sybil"], indegree_max_max=max(r["indegree_max"] for r in s))
+               view_sybil_last=s[-1]["view_sybil"], indegree_max_max=max(r["indegree_max"] for r in s),
+               bytes_worst=max(r["bytes_max"] for r in s), cpu_worst=max(r["cpu_max"] for r in s),
+               largest_read=sim.largest_read)
     return med
 
 
@@ -452,6 +564,13 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-read-budget", dest="read_budget", action="store_false",
                     help="newcomers read 8 shards a round while their view fills (the node before 2026-12-04)")
+    ap.add_argument("--coarse-only", dest="fine_shards", action="store_false",
+                    help="newcomers read the coarse shards only (protocol version 2, before the fine shards)")
+    ap.add_argument("--no-serve-cap", dest="serve_cap", action="store_false",
+                    help="a peer serves its view to every pull (no SERVES_PER_BUNDLE: the node before 2026-12-05)")
+    ap.add_argument("--no-rescue", dest="rescue", action="store_false",
+                    help="a stranded newcomer (no established sender after its first step) does not ask the "
+                         "bootstrap (the node before 2026-12-05)")
     ap.add_argument("--no-directory", dest="directory", action="store_false",
                     help="newcomers do not read the DHT directory (the simulation before 2026-12-04)")
     ap.add_argument("--seeding", nargs="+", choices=("neighbours", "bootstrap"), default=["neighbours"],
@@ -473,9 +592,11 @@ def main(argv=None) -> None:
           f"{args.churn:.0%}/h, step {args.step_seconds:g} s; medians over rounds {args.warmup + 1}-{args.rounds}"
           + ("" if args.defences else "; CONTROL: defences off"))
     rows = []
-    header = (f"{'seeding':>10} {'peers':>6} {'KB in':>6} {'KB out':>6} {'KB max':>6} {'ms CPU':>6} {'CPU max':>7} "
+    header = (f"{'seeding':>10} {'peers':>6} {'KB in':>6} {'KB out':>6} {'KB max':>6} {'worst':>6} {'ms CPU':>6} "
+              f"{'CPU max':>7} {'worst':>6} {'read max':>8} "
               f"{'in-deg':>6} {'max/mean':>8} {'Sybil view':>10} {'samplers':>8} {'pulls':>6} "
               f"{'silent asks':>11} {'flooded':>7} {'1st group':>9} {'8 senders':>9} {'boot KB':>7} {'boot ms':>7} "
+              f"{'store KB':>8} {'node KB max':>11} {'mean':>6} {'busy':>5} {'checks max':>10} {'code ms max':>11} "
               f"{'sim s':>6}")
     print(header)
     others = []
@@ -485,11 +606,15 @@ def main(argv=None) -> None:
         first = f"{statistics.median(r['first']):.0f}/{max(r['first'])}" if r["first"] else "-"
         full = f"{statistics.median(r['full']):.0f}/{max(r['full'])}" if r["full"] else "-"
         print(f"{seeding:>10} {n:>6} {r['bytes_in'] / 1024:>6.1f} {r['bytes_out'] / 1024:>6.1f} "
-              f"{r['bytes_max'] / 1024:>6.1f} "
-              f"{r['cpu'] * 1e3:>6.2f} {r['cpu_max'] * 1e3:>7.2f} {r['indegree_mean']:>6.1f} "
+              f"{r['bytes_max'] / 1024:>6.1f} {r['bytes_worst'] / 1024:>6.1f} "
+              f"{r['cpu'] * 1e3:>6.2f} {r['cpu_max'] * 1e3:>7.2f} {r['cpu_worst'] * 1e3:>6.2f} "
+              f"{r['largest_read']:>8} {r['indegree_mean']:>6.1f} "
               f"{r['indegree_max_max'] / max(r['indegree_mean'], 1e-9):>8.1f} {r['view_sybil']:>10.3f} "
               f"{r['sampler_sybil']:>8.3f} {r['pull_sybil']:>6.3f} {r['silent_asks']:>11.2f} {r['flooded']:>7.3f} "
-              f"{first:>9} {full:>9} {r['boot_bytes'] / 1024:>7.1f} {r['boot_cpu'] * 1e3:>7.2f} {r['wall']:>6.0f}",
+              f"{first:>9} {full:>9} {r['boot_bytes'] / 1024:>7.1f} {r['boot_cpu'] * 1e3:>7.2f} "
+              f"{r['store'] / 1024:>8.1f} {r['node_max'] / 1024:>11.1f} {r['node_mean'] / 1024:>6.1f} "
+              f"{r['busy']:>5.2f} {r['validated_max']:>10.0f} {r['code_max'] * 1e3:>11.2f} "
+              f"{r['wall']:>6.0f}",
               flush=True)
         if r["first_missing"] or r["full_missing"]:
             print(f"       of {r['probes']} newcomers: {r['first_missing']} got no group, "
@@ -498,8 +623,12 @@ def main(argv=None) -> None:
     for r in rows[1:]:
         ratio_b = (r["bytes_in"] + r["bytes_out"]) / max(base["bytes_in"] + base["bytes_out"], 1)
         print(f"N={r['n']} vs N={base['n']}: bytes per peer {ratio_b:.2f}x, "
-              f"CPU per peer {r['cpu'] / base['cpu']:.2f}x, "
-              f"bootstrap bytes {r['boot_bytes'] / max(base['boot_bytes'], 1):.2f}x ({args.seeding[0]} seeding)")
+              f"CPU per peer {r['cpu'] / base['cpu']:.2f}x, busiest peer bytes "
+              f"{r['bytes_max'] / max(base['bytes_max'], 1):.2f}x and CPU {r['cpu_max'] / base['cpu_max']:.2f}x "
+              f"(worst round {r['bytes_worst'] / max(base['bytes_worst'], 1):.2f}x, "
+              f"{r['cpu_worst'] / base['cpu_worst']:.2f}x), "
+              f"bootstrap bytes {r['boot_bytes'] / max(base['boot_bytes'], 1):.2f}x, busiest DHT node "
+              f"{r['node_max'] / max(base['node_max'], 1):.2f}x ({args.seeding[0]} seeding)")
     for r in others:
         mine = next(m for m in rows if m["n"] == r["n"])
         print(f"N={r['n']}: bootstrap bytes {args.seeding[0]} / {r['seeding']} seeding "

@@ -27,7 +27,7 @@ import msgpack
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from . import ANNOUNCE_SHARDS, MAX_ANNOUNCEMENT, PROTOCOL_VERSION
+from . import ANNOUNCE_SHARDS, FINE_SHARDS, MAX_ANNOUNCEMENT, PROTOCOL_VERSION
 from . import swarm_pb2 as pb
 
 MAX_BUNDLE = 256  # records in one peer's bundle (a DHT value holds a msgpack list of encoded records)
@@ -352,6 +352,10 @@ def bundle_chunks(bundle: bytes, signature: bytes = b"", chunk: int = MAX_CHUNK)
     return chunks
 
 
+BUSY_MARK = b"busy"  # the digest of an empty answer (total 0) that means "served too often, ask later" (a view
+#                      bundle: node/swarm SERVES_PER_BUNDLE), not "not served": the puller counts no miss
+
+
 class BundleAssembler:
     """Joins a pulled stream, refusing it as soon as it breaks a rule: a total above `max_bytes`, a total or
     digest that changes, more data than announced, an empty chunk, a signature that `verify(digest,
@@ -371,6 +375,8 @@ class BundleAssembler:
             raise RecordError("version", f"bundle chunk version {chunk.version}")
         if self.total is None:
             if chunk.total == 0:
+                if bytes(chunk.digest) == BUSY_MARK:
+                    raise RecordError("busy", "the peer served this bundle as often as it serves one; ask later")
                 raise RecordError("missing", "the peer does not serve this bundle")
             if chunk.total > self.max_bytes:
                 raise RecordError("oversize", f"bundle of {chunk.total} bytes > {self.max_bytes}")
@@ -430,8 +436,20 @@ class Announcement:
 
 
 def announcement_shard(subkey: bytes, shards: int = ANNOUNCE_SHARDS) -> int:
-    """The one shard an identity (its DHT subkey) announces in."""
+    """The one coarse shard an identity (its DHT subkey) announces in (with shards=FINE_SHARDS: its fine shard's
+    number j; its id is ANNOUNCE_SHARDS + j, `announcement_shards`)."""
     return int.from_bytes(hashlib.blake2b(subkey, digest_size=8).digest(), "little") % shards
+
+
+def announcement_shards(subkey: bytes) -> tuple[int, int]:
+    """The ids of the two shards an identity announces in: its coarse shard and its fine one (which lies within
+    it: the fine number mod ANNOUNCE_SHARDS is the coarse shard)."""
+    return announcement_shard(subkey), ANNOUNCE_SHARDS + announcement_shard(subkey, FINE_SHARDS)
+
+
+def coarse_shard(shard: int) -> int:
+    """The coarse shard a shard id lies within (itself for a coarse one)."""
+    return shard if shard < ANNOUNCE_SHARDS else (shard - ANNOUNCE_SHARDS) % ANNOUNCE_SHARDS
 
 
 def encode_announcement(a: Announcement) -> bytes:

@@ -30,6 +30,10 @@ def finished(futures: dict) -> list[tuple]:
 
 
 SERVED_BUNDLES = 2  # bundles of a kind a peer keeps serving (its latest, and the one before for late readers)
+SERVES_PER_BUNDLE = {"view": 8}  # peers one bundle of a kind is served to before other peers' pulls of it are
+#   answered "busy" (a peer served it already is served again, within the intake limits): a view is renewed each
+#   step and pulled by about 2 + (pushers) peers a step on average, so the peers most vouched for are not asked
+#   for views by ever more peers as the swarm grows
 
 
 class ServedBundles:
@@ -40,6 +44,7 @@ class ServedBundles:
         """sign: the owner's signature of a bundle_statement (None: bundles go unsigned, in-process only)."""
         self.sign = sign
         self._by_kind: dict[str, OrderedDict[bytes, tuple[bytes, bytes]]] = {}
+        self._serves: dict[tuple[str, bytes], set[str]] = {}  # (kind, digest) -> peers served (SERVES_PER_BUNDLE)
 
     def add(self, kind: str, bundle: bytes) -> bytes:
         """Serves `bundle` (dropping the oldest beyond SERVED_BUNDLES); returns its digest."""
@@ -47,8 +52,27 @@ class ServedBundles:
         digest = bundle_digest(bundle)
         served[digest] = (bundle, self.sign(bundle_statement(kind, digest)) if self.sign else b"")
         while len(served) > SERVED_BUNDLES:
-            served.popitem(last=False)
+            old, _ = served.popitem(last=False)
+            self._serves.pop((kind, old), None)
         return digest
+
+    def busy(self, kind: str, digest: bytes, requester: str) -> bool:
+        """Notes a pull of this kind and digest (b"": the latest) by `requester` (a peer id) and says whether to
+        answer it "busy" instead of serving it: SERVES_PER_BUNDLE other peers had it."""
+        limit = SERVES_PER_BUNDLE.get(kind)
+        served = self._by_kind.get(kind)
+        if limit is None or not served:
+            return False
+        key = (kind, digest or next(reversed(served)))
+        if key[1] not in served:
+            return False
+        peers = self._serves.setdefault(key, set())
+        if requester in peers:
+            return False
+        if len(peers) >= limit:
+            return True
+        peers.add(requester)
+        return False
 
     def latest(self, kind: str) -> tuple[bytes, bytes] | None:
         """(digest, bundle) of the newest bundle of a kind, or None."""
@@ -90,8 +114,9 @@ class SwarmTransport(Protocol):
         """The swarm's clock (seconds), which record expirations and creation times use."""
         ...
 
-    def announce_async(self, value: bytes, ttl: float) -> Future[bool]:
-        """Replaces this peer's announcement (in its own shard); the future says whether it was stored."""
+    def announce_async(self, value: bytes, ttl: float, coarse: bool = True) -> Future[bool]:
+        """Replaces this peer's announcement in its fine shard and, if `coarse`, its coarse one; the future says
+        whether it was stored."""
         ...
 
     def fetch_shards_async(self, shards: list[int]) -> Future[Records]:

@@ -44,13 +44,21 @@ from node.system.process import IdentityLock, ensure_port_free, kill_pids, own_c
 from protocol import (
     ANNOUNCE_SHARDS,
     CLOCK_SKEW,
+    FINE_SHARDS,
     MAX_ANNOUNCEMENT,
     MAX_RECORD_TTL,
     MAX_SHARD_ANNOUNCEMENTS,
     PROTOCOL_VERSION,
 )
 from protocol import swarm_pb2 as pb
-from protocol.codec import BundleAssembler, announcement_shard, bundle_chunks, bundle_statement
+from protocol.codec import (
+    BUSY_MARK,
+    BundleAssembler,
+    announcement_shard,
+    announcement_shards,
+    bundle_chunks,
+    bundle_statement,
+)
 
 log = logging.getLogger(__name__)
 
@@ -126,15 +134,16 @@ def multiaddr_protocols(text: str) -> list[str]:
 
 
 def announcement_kind(shard: int) -> str:
-    """The record kind (and so the DHT key) of announcement shard `shard`."""
-    return f"ann/{shard}"
+    """The record kind (and so the DHT key) of announcement shard id `shard` (coarse below ANNOUNCE_SHARDS, fine
+    from it: protocol FINE_SHARDS)."""
+    return f"ann/{shard}" if shard < ANNOUNCE_SHARDS else f"ann/f{shard - ANNOUNCE_SHARDS}"
 
 
 def _schema_validator(swarm: str, held=lambda key: None):
     """Every honest node refuses records outside our schema: only our keys; the subkey a `bytes` owner marker
     (so RSASignatureValidator always checks the owner's signature); an expiration at most MAX_RECORD_TTL
     ahead (+ clock skew); the value a byte string under the size budget; an announcement at most
-    MAX_ANNOUNCEMENT bytes and only in the shard its subkey hashes to (one per identity); and no new identity in
+    MAX_ANNOUNCEMENT bytes and only in the two shards its subkey hashes to (coarse and fine); and no new identity in
     a shard that already holds MAX_SHARD_ANNOUNCEMENTS here (`held(key)`: what this node stores under the key),
     so that no key's value nears hivemind's 4 MiB however many identities grind their keys into one shard.
     (Content is validated again, strictly, by every receiver's codec.)"""
@@ -144,7 +153,7 @@ def _schema_validator(swarm: str, held=lambda key: None):
     from hivemind.utils.timed_storage import get_dht_time
 
     shard_ids = {DHTID.generate(source=record_key(swarm, announcement_kind(i))).to_bytes(): i
-                 for i in range(ANNOUNCE_SHARDS)}
+                 for i in range(ANNOUNCE_SHARDS + FINE_SHARDS)}
 
     def loads(data: bytes):
         try:
@@ -161,9 +170,9 @@ def _schema_validator(swarm: str, held=lambda key: None):
                 return False
             if not record.expiration_time <= get_dht_time() + MAX_RECORD_TTL + CLOCK_SKEW:
                 return False
-            value = loads(record.value)  # one small announcement per identity, in its own shard only
+            value = loads(record.value)  # one small announcement per identity, in its own two shards only
             if not (isinstance(value, bytes) and len(value) <= MAX_ANNOUNCEMENT
-                    and announcement_shard(subkey) == shard_ids[record.key]):
+                    and shard_ids[record.key] in announcement_shards(subkey)):
                 return False
             stored = held(record.key)
             return stored is None or subkey in stored or len(stored) < MAX_SHARD_ANNOUNCEMENTS
@@ -441,13 +450,19 @@ class SwarmDHT:
     def publish_async(self, kind: str, value: bytes, ttl: float):
         """Stores our record of this kind (replacing our previous one), without waiting: a concurrent future,
         True when a node took it."""
+        self._check_size(kind, value)
+        return asyncio.run_coroutine_threadsafe(self._store(kind, value, ttl), self._loop)
+
+    def _check_size(self, kind: str, value: bytes) -> None:
         if len(value) > self.max_value_bytes:
             raise ValueError(f"{kind} record of {len(value)} bytes exceeds the limit of "
                              f"{self.max_value_bytes} bytes (hivemind drops values above 4 MiB silently)")
+
+    def _store(self, kind: str, value: bytes, ttl: float):
+        """The store of our record of this kind, as a coroutine (its expiration after any we stored before)."""
         expiration = max(self.now() + ttl, self._published.get(kind, 0.0) + 1e-3)
         self._published[kind] = expiration
-        coro = self._node.store(record_key(self.settings.name, kind), value, expiration, subkey=self.own_subkey)
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        return self._node.store(record_key(self.settings.name, kind), value, expiration, subkey=self.own_subkey)
 
     # ---- announcements ---------------------------------------------------------------------------------------
     @property
@@ -455,9 +470,17 @@ class SwarmDHT:
         """The announcement shard this identity writes to."""
         return announcement_shard(self.own_subkey)
 
-    def announce_async(self, value: bytes, ttl: float):
-        """Replaces our announcement (in our own shard); a concurrent future, True when stored."""
-        return self.publish_async(announcement_kind(self.shard), value, ttl)
+    def announce_async(self, value: bytes, ttl: float, coarse: bool = True):
+        """Replaces our announcement in our fine shard and, if `coarse`, our coarse shard (directory.py's
+        `writes_coarse`); a concurrent future, True when each was stored."""
+        self._check_size("announcement", value)
+
+        async def both():
+            stored = await asyncio.gather(*(self._store(announcement_kind(s), value, ttl)
+                                            for s in announcement_shards(self.own_subkey)[0 if coarse else 1:]))
+            return all(stored)
+
+        return asyncio.run_coroutine_threadsafe(both(), self._loop)
 
     def fetch_shards_async(self, shards):
         """Other peers' live announcements in the given shards, fetched concurrently: a concurrent future of
@@ -580,6 +603,10 @@ class SwarmDHT:
                 return
             async for chunk in self._relay(request, requester):
                 yield chunk
+            return
+        if request.version == PROTOCOL_VERSION and self._served.busy(request.kind, bytes(request.digest), requester):
+            self.intake.refused["busy"] += 1
+            yield BUSY
             return
         found = self._served.get(request.kind, bytes(request.digest)) if request.version == PROTOCOL_VERSION \
             else None
@@ -753,6 +780,7 @@ class SwarmDHT:
 
 
 NOT_SERVED = pb.BundleChunk(version=PROTOCOL_VERSION, total=0)
+BUSY = pb.BundleChunk(version=PROTOCOL_VERSION, total=0, digest=BUSY_MARK)  # served too often (SERVES_PER_BUNDLE)
 
 
 def dialable(maddrs, peer_id: str) -> list[str]:

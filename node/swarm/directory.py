@@ -13,6 +13,14 @@ c // READ_BUDGET steps without one), so that a newcomer's reads do not grow with
 the directory is the fallback). The whole directory is read only when neither the view nor the seeds have
 anyone.
 
+Budgeted reads choose the level of shard too (`next_level`): a coarse shard holds about N / 64 announcements and
+cannot be read in part, so above FINE_ABOVE a shard (N of about 2,000) they read the fine shards (N / 1024
+each: protocol FINE_SHARDS), and back below READ_BUDGET; they start at the fine level, whose first read of one
+shard shows how full shards are at a cost that stays small at any N. Every read feeds an estimate of the swarm's
+size (`size`), which also decides whether we write our coarse record (`writes_coarse`): a peer whose reads take
+the fine shards writes only its fine one, so no DHT node holding a coarse shard takes N / 64 stores a step. A
+peer whose view is full reads one fine shard every ESTIMATE_EVERY steps to keep that estimate current.
+
 Checks: an announcement is decoded, its tokenizer must be ours or one we can build, it must not come from the
 future (beyond CLOCK_SKEW) and must be fresh (swarm.max_age). Each is checked once: a refusal is reported the
 first time it is read, and a valid one is remembered (a view brings the same announcement again and again).
@@ -21,67 +29,142 @@ from __future__ import annotations
 
 import collections
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from node.config import SwarmConfig
-from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW
-from protocol.codec import Announcement, RecordError, WireCard, bundle_digest, decode_announcement
+from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW, FINE_SHARDS
+from protocol.codec import Announcement, RecordError, WireCard, bundle_digest, coarse_shard, decode_announcement
 
 from .bounded import BoundedSet, remember
 
-READ_BUDGET = 64  # announcements read a step on average while peer sampling fills the view (about 130 KB), and
-#                   by the bootstrap (seeding.py)
+READ_BUDGET = 16  # announcements read a step on average while peer sampling fills the view (about 28 KB), and
+#                   by the bootstrap (seeding.py); 64 before 2026-12-05 (whose 6 ms of checks at 10,000 peers made a
+#                   newcomer the busiest peer: bench/sim_discovery.py)
+FINE_ABOVE = 2 * READ_BUDGET  # announcements a coarse shard holds above which budgeted reads take the fine shards
+ESTIMATE_DECAY = 0.8  # the weight a read leaves to what the reads before it said about the swarm's size
+ESTIMATE_EVERY = 50  # steps between two reads of one fine shard by a peer whose view is full (its size estimate)
+SIZE_MARGIN = 2  # announcements added, beside two standard deviations (Poisson: 2 sqrt(count)), to what the reads
+#                  found, for a size they are unlikely to exceed (one shard's count is a noisy measure of N)
+RESCUE_STEPS = 20  # a peer's first steps, in which it reads as a filling view does while fewer than
+RESCUE_HELPING = 2  # this many senders brought it informative groups, even once its view is full (seeds that
+#                     filled it with identities whose groups teach nothing: the directory is how it finds others)
 READ_MEMORY = 100_000  # announcements remembered as read (16-byte digests)
 VALID_MEMORY = 4096  # valid announcements remembered decoded
 
 
 def rotation_size(per_shard: float | None, most: int, budget: int = READ_BUDGET) -> int:
-    """Shards to read in one step to get about `budget` announcements, given how many a shard held at the last
-    read (None: not known yet, one shard), between 1 and `most`."""
+    """Shards to read in one step to get about `budget` announcements, given how many a shard holds (None: not
+    known yet, one shard), between 1 and `most`."""
     if per_shard is None:
         return 1
     return max(1, min(most, int(budget // max(per_shard, 1e-9))))
 
 
+def next_level(fine: bool, coarse_fill: float) -> bool:
+    """Whether budgeted reads take the fine shards next, given the level they took and how many announcements a
+    coarse shard holds at most by our reads: fine until that is below READ_BUDGET once fine (one fine shard
+    found empty, READ_BUDGET at most, is not enough to take whole coarse shards), and from more than FINE_ABOVE
+    once coarse (between the two, the level stays: no flapping on a shard's chance fill)."""
+    return coarse_fill >= READ_BUDGET if fine else coarse_fill > FINE_ABOVE
+
+
+def covered(shards: Iterable[int]) -> float:
+    """The share of the directory's identities that these shard ids (coarse and fine) hold: a fine shard within a
+    coarse one in the set adds nothing."""
+    shards = set(shards)
+    coarse = {s for s in shards if s < ANNOUNCE_SHARDS}
+    fine = {s for s in shards if s >= ANNOUNCE_SHARDS and coarse_shard(s) not in coarse}
+    return len(coarse) / ANNOUNCE_SHARDS + len(fine) / FINE_SHARDS
+
+
 class Directory:
     def __init__(self, cfg: SwarmConfig, cursor: int, unusable_tokenizer: Callable[[WireCard], str]):
-        """cursor: the first shard of the rotation (drawn at random by the caller); unusable_tokenizer(card):
-        why a card's tokenizer cannot be used here ("" when it can)."""
-        self.cfg, self.cursor, self.unusable_tokenizer = cfg, cursor, unusable_tokenizer
+        """cursor: where the rotations start (drawn at random by the caller, below FINE_SHARDS: the coarse one at
+        cursor mod ANNOUNCE_SHARDS); unusable_tokenizer(card): why a card's tokenizer cannot be used here ("" when
+        it can)."""
+        self.cfg, self.unusable_tokenizer = cfg, unusable_tokenizer
+        self.cursor, self.fine_cursor = cursor % ANNOUNCE_SHARDS, cursor % FINE_SHARDS
         self.read = BoundedSet(READ_MEMORY)  # digests of announcements read already
         self.valid: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()  # digest -> valid
         self.last_whole_read = -math.inf  # when all shards were last read (our DHT clock)
-        self.per_shard: float | None = None  # announcements a shard held at the last read (None: no read yet)
+        self.mass = self.count = 0.0  # the swarm's size as our reads saw it: shares of the directory read and the
+        #                               announcements they held, older reads weighed down by ESTIMATE_DECAY each
+        self.fine = True  # budgeted reads take the fine shards (next_level)
         self.rest = 0  # steps to go without a budgeted read (READ_BUDGET)
-        self.reading = 0  # shards of the read started last
+        self.reading: list[int] = []  # the shards of the read started last
+        self.idle = 0  # steps since a read started
+        self.steps = 0  # steps asked about (shards_to_read)
 
-    def shards_to_read(self, now: float, known: int, view: int = -1, seeded: bool = False) -> list[int]:
+    def size(self) -> float | None:
+        """Announcements in the whole directory, by our reads (None before the first)."""
+        return self.count / self.mass if self.mass else None
+
+    def size_above(self) -> float | None:
+        """A size the directory is unlikely to exceed, by our reads (None before the first): what sizes a read,
+        so that a read that found next to nothing (one fine shard of a small swarm) is not followed by 8 full
+        coarse shards of a large one."""
+        return (self.count + 2 * math.sqrt(self.count) + SIZE_MARGIN) / self.mass if self.mass else None
+
+    @property
+    def per_shard(self) -> float | None:
+        """Announcements a shard of the budgeted reads' level holds at most, by our reads (None: not known)."""
+        size = self.size_above()
+        return None if size is None else size / (FINE_SHARDS if self.fine else ANNOUNCE_SHARDS)
+
+    def writes_coarse(self) -> bool:
+        """Whether we write our coarse record beside the fine one: until a read has shown the swarm's size, and
+        while a coarse shard holds at most FINE_ABOVE by our estimate, so that wherever readers read the coarse
+        shards (next_level) the writers write them, and in a large swarm the nodes that hold a coarse shard do not
+        take N / 64 stores a step."""
+        return self.mass == 0 or self.size() / ANNOUNCE_SHARDS <= FINE_ABOVE
+
+    def shards_to_read(self, now: float, known: int, view: int = -1, seeded: bool = False,
+                       helping: int = RESCUE_HELPING) -> list[int]:
         """The shards to read this step, given how many live senders we know, how many peers our view holds (-1:
-        peer sampling is off) and whether an initial peer's view is on its way or brought entries."""
+        peer sampling is off), whether an initial peer's view is on its way or brought entries, and how many of
+        our senders brought informative groups."""
         gossip = view > 0 or (view == 0 and seeded)
+        self.idle += 1
+        self.steps += 1
+        rescue = helping < RESCUE_HELPING and self.steps <= RESCUE_STEPS
         if not gossip and (known == 0 or (known < self.cfg.pull_peers
                                           and now - self.last_whole_read >= self.cfg.whole_read_every)):
             self.last_whole_read = now
-            shards = list(range(ANNOUNCE_SHARDS))
-        elif gossip and view < self.cfg.pull_peers:  # the view is filling: about READ_BUDGET announcements
+            return self._start(list(range(ANNOUNCE_SHARDS)))
+        if gossip and (view < self.cfg.pull_peers or rescue):  # filling: about READ_BUDGET announcements
             if self.rest > 0:
                 self.rest -= 1
                 return []
-            shards = self.rotation(rotation_size(self.per_shard, self.cfg.shards_per_step))
-        else:
-            shards = self.rotation(self.cfg.gossip_shards if view >= self.cfg.pull_peers else self.cfg.shards_per_step)
-        self.reading = len(shards)
+            return self.budgeted(self.cfg.shards_per_step)
+        count = self.cfg.gossip_shards if view >= self.cfg.pull_peers else self.cfg.shards_per_step
+        if count == 0:  # a full view: one fine shard now and then keeps our size estimate (writes_coarse) current
+            return self._start(self.rotation(1, fine=True)) if self.idle >= ESTIMATE_EVERY else []
+        return self._start(self.rotation(count))
+
+    def budgeted(self, most: int) -> list[int]:
+        """The shards of a read of about READ_BUDGET announcements (at most `most` shards), at the level
+        `next_level` chose."""
+        return self._start(self.rotation(rotation_size(self.per_shard, most), self.fine))
+
+    def _start(self, shards: list[int]) -> list[int]:
+        self.reading, self.idle = shards, 0
         return shards
 
     def note_read(self, announcements: int) -> None:
-        """The read started last brought this many announcements: how full a shard is, and how many steps to
-        rest before the next budgeted read."""
+        """The read started last brought this many announcements: the swarm's size, the level of the next
+        budgeted read, and how many steps to rest before it."""
         if self.reading:
-            self.per_shard = announcements / self.reading
+            self.mass = self.mass * ESTIMATE_DECAY + covered(self.reading)
+            self.count = self.count * ESTIMATE_DECAY + announcements
+            self.fine = next_level(self.fine, self.size_above() / ANNOUNCE_SHARDS)
             self.rest = announcements // READ_BUDGET
 
-    def rotation(self, count: int) -> list[int]:
-        """The next `count` shards of the rotation."""
+    def rotation(self, count: int, fine: bool = False) -> list[int]:
+        """The ids of the next `count` shards of the rotation, coarse or fine."""
+        if fine:
+            shards = [ANNOUNCE_SHARDS + (self.fine_cursor + i) % FINE_SHARDS for i in range(count)]
+            self.fine_cursor = (self.fine_cursor + count) % FINE_SHARDS
+            return shards
         shards = [(self.cursor + i) % ANNOUNCE_SHARDS for i in range(count)]
         self.cursor = (self.cursor + count) % ANNOUNCE_SHARDS
         return shards

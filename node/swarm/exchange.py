@@ -36,7 +36,7 @@ from node.config import SwarmConfig
 from node.errors import first_line
 from node.generation.rollouts import Group, has_variance
 from node.tasks import Task
-from protocol import ANNOUNCE_SHARDS
+from protocol import FINE_SHARDS
 from protocol.bundle2 import pack_groups, unpack_groups
 from protocol.codec import (
     MAX_BUNDLE,
@@ -62,7 +62,7 @@ from protocol.codec import (
 from . import SwarmTransport
 from .boundary import Receiver, decode_received, rebuild_received
 from .bounded import BoundedSet, remember
-from .directory import Directory
+from .directory import RESCUE_STEPS, Directory
 from .display import safe_text
 from .gossip import Gossip
 from .membership import NEWCOMER_PUSH_FANOUT, PUSH_FANOUT
@@ -182,7 +182,8 @@ class GroupExchange:
         self.senders = Senders(KNOWN_SENDERS, self.rng)
         self.pulls = Pulls(transport, self.senders, self.rng,
                            {"groups": self.limits.max_bytes, "summaries": SUMMARY_BUNDLE_BYTES})
-        self.directory = Directory(cfg, self.rng.randrange(ANNOUNCE_SHARDS), self.unusable_tokenizer)
+        self.directory = Directory(cfg, self.rng.randrange(FINE_SHARDS), self.unusable_tokenizer)
+        self.gossip_steps = 0  # steps whose view pulls we started (_start_gossip)
         self.gossip = Gossip(transport, random.Random(seed + 1), cfg.max_age) if cfg.gossip else None
         self._heard = 0  # pushes taken before this step (gossip.heard then)
         self._refused: dict[str, int] = {}  # streams our pull handler refused before this step, by reason
@@ -227,7 +228,8 @@ class GroupExchange:
             value = encode_announcement(announcement)
             if self.gossip is not None:
                 self.gossip.serve(value, now, self._vouched(now))
-            self.pending.append(self.transport.announce_async(value, self.cfg.record_ttl))
+            self.pending.append(self.transport.announce_async(value, self.cfg.record_ttl,
+                                                              coarse=self.directory.writes_coarse()))
         except (TimeoutError, OSError, RuntimeError, ValueError) as err:
             log.warning("announcing our groups failed (%s); training goes on", err)
             ok = False
@@ -266,7 +268,8 @@ class GroupExchange:
         if self.prefetched is None or self.prefetched.done():
             now = self.transport.now()
             view = self.gossip.size() if self.gossip is not None else -1
-            shards = self.directory.shards_to_read(now, len(self.senders.live(now)), view, seeded)
+            shards = self.directory.shards_to_read(now, len(self.senders.live(now)), view, seeded,
+                                                   self.senders.helping(now))
             self.prefetched = self.transport.fetch_shards_async(shards) if shards else None
         self._start_pulls()
 
@@ -446,13 +449,16 @@ class GroupExchange:
 
     def _start_gossip(self) -> bool:
         """Starts this step's view pulls: from established senders first; while our view is empty and none is
-        established, from the senders we know from the DHT and from our initial peers (seeds). Returns whether a
-        seed's view is on its way or brought entries."""
+        established, from the senders we know from the DHT and from our initial peers (seeds), and from the seeds
+        not asked yet while we are stranded (past our first step, within RESCUE_STEPS, no sender has helped).
+        Returns whether a seed's view is on its way or brought entries."""
         if self.gossip is None:
             return False
         now = self.transport.now()
         present = [] if self.gossip.size() else self.senders.present(now)
-        seeded = self.gossip.ask_seeds()
+        self.gossip_steps += 1
+        stranded = 2 <= self.gossip_steps <= RESCUE_STEPS and self.senders.helping(now) == 0
+        seeded = self.gossip.ask_seeds(stranded)
         vouched = self._vouched(now)
         self.gossip.start(vouched or present, self._gossip_route)
         self.gossip.push(present, self._gossip_route, PUSH_FANOUT if vouched else NEWCOMER_PUSH_FANOUT)

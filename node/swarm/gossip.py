@@ -21,7 +21,10 @@ Seeds: while our view is empty, we also pull the views of two seeds: peers of ou
 our initial peers (a bootstrap keeps a view: node/swarm/seeding.py) once a seed missed. Their entries are checked
 like any others (so a seed cannot forge one, only choose which to hand out) and fill the empty view at once
 (`Membership.seed`): a newcomer's first step learns up to MAX_VIEW_ENTRIES senders without reading the whole
-directory, and newcomers' first pulls spread over the swarm instead of all landing on the bootstrap.
+directory, and newcomers' first pulls spread over the swarm instead of all landing on the bootstrap. A newcomer
+whose view filled but no sender of which brought it informative groups after its first step (its neighbours
+answered with identities whose groups teach nothing: Sybils) is *stranded*: it asks, once each, the seeds it has not asked yet
+(its initial peers), whose entries fill the free places of its view.
 """
 from __future__ import annotations
 
@@ -58,12 +61,14 @@ class Gossip:
         self.pushed: dict[str, Future] = {}  # peer id that pushed to us -> the pull of its view in flight
         self.held: OrderedDict[bytes, Entry] = OrderedDict()  # identity -> its own entry, as its view brought it
         self.pulled = self.missed = 0  # view pulls answered, and not (in all)
+        self.busy = 0  # view pulls answered "busy" (served as often as a view is: no miss)
         self.heard = self.flooded = 0  # pushes taken (their view pulled), and steps whose pushes were all dropped
         self.seeding: dict[str, Future] = {}  # seed's peer id -> the pull of its view in flight
         self.seeded = 0  # entries our seeds' views brought (in all)
         self.seed_failed = False  # the last answer of a seed brought no entry (or none came)
         self.seeds_missed: set[str] = set()  # seeds whose view brought nothing since we last started over
         self._seed_wait = 0  # steps before we may ask the seeds again
+        self.seeds_asked: set[str] = set()  # seeds whose view we pulled (a stranded peer asks each other one once)
 
     def serve(self, value: bytes, created: float, vouched: list[bytes]) -> None:
         """Serves our announcement `value` (kind "ann", signed) and a sample of our view, ours first, then the
@@ -107,27 +112,38 @@ class Gossip:
                 except (OSError, RuntimeError, ValueError):
                     self.membership.missed(target)
 
-    def ask_seeds(self) -> bool:
+    def ask_seeds(self, stranded: bool = False) -> bool:
         """While our view is empty: pulls the views of the first PULL_FANOUT of the transport's seeds ((peer id,
         addresses): DHT neighbours, then our initial peers; asked for only then) whose view has not brought
         nothing yet, one pull each in flight; once every seed has, they are asked again SEED_RETRY steps later
-        (the directory serves meanwhile). Returns whether their answer can spare us the directory: a pull is in
-        flight, or the last answer brought entries."""
+        (the directory serves meanwhile). While `stranded` (the caller's judgement: a newcomer past its first
+        step that no sender has helped yet), the seeds not asked yet, once each. Returns whether their answer can
+        spare us the directory: a pull is in flight, or the last answer brought entries."""
         self._seed_wait -= 1
-        if self.size() == 0 and self._seed_wait <= 0:
+        if stranded and self.size() > 0:
+            untried = [(p, m) for p, m in self.transport.seeds() if p not in self.seeds_asked]
+            self._ask(untried[:PULL_FANOUT])
+        elif self.size() == 0 and self._seed_wait <= 0:
             untried = [(p, m) for p, m in self.transport.seeds() if p not in self.seeds_missed]
             if not untried and not self.seeding:  # every seed missed: start over later
                 self.seeds_missed.clear()
                 self._seed_wait = SEED_RETRY
-            for peer_id, maddrs in untried[:PULL_FANOUT]:
-                if peer_id in self.seeding:
-                    continue
-                try:
-                    self.seeding[peer_id] = self.transport.pull_async(peer_id, "view", b"", MAX_VIEW_BYTES,
-                                                                      timeout=VIEW_PULL_TIMEOUT, maddrs=maddrs)
-                except (OSError, RuntimeError, ValueError):
-                    self._seed_answer(peer_id, 0)
+            self._ask(untried[:PULL_FANOUT])
         return not self.seed_failed and (bool(self.seeding) or self.seeded > 0)
+
+    def _ask(self, seeds: list[tuple[str, tuple[str, ...]]]) -> None:
+        """Pulls these seeds' views (one pull each in flight)."""
+        for peer_id, maddrs in seeds:
+            if peer_id in self.seeding:
+                continue
+            self.seeds_asked.add(peer_id)
+            if len(self.seeds_asked) > 64:  # (bounded, as seeds_missed)
+                self.seeds_asked = {peer_id}
+            try:
+                self.seeding[peer_id] = self.transport.pull_async(peer_id, "view", b"", MAX_VIEW_BYTES,
+                                                                  timeout=VIEW_PULL_TIMEOUT, maddrs=maddrs)
+            except (OSError, RuntimeError, ValueError):
+                self._seed_answer(peer_id, 0)
 
     def _seed_answer(self, peer_id: str, entries: int) -> None:
         """A seed answered with `entries` valid entries (0: none, or no answer): it is not asked again until
@@ -163,6 +179,9 @@ class Gossip:
             try:
                 items = unpack_view(future.result())
             except Exception as err:  # noqa: BLE001 (gone, silent or unreachable: a miss, never our problem)
+                if isinstance(err, RecordError) and err.reason == "busy":  # alive, asked by many: no miss
+                    self.busy += 1
+                    continue
                 if isinstance(err, RecordError) and err.reason != "missing":  # it broke the protocol (one not
                     reject(target, err.reason, f"view: {err}")  #                serving views yet: a miss only)
                 self.membership.missed(target)

@@ -1,5 +1,5 @@
 """An in-process swarm with the DHT's semantics: per-peer signed-like subkeys, expiry, tombstones skipped,
-announcements in the shard a subkey hashes to, and bundles pulled by digest (or the latest) in chunks.
+announcements in the two shards a subkey hashes to, and bundles pulled by digest (or the latest) in chunks.
 
 Its transports satisfy `SwarmTransport` like the DHT does, with futures that are already done, so the
 exchange takes the same path in tests and benchmarks as in production.
@@ -13,7 +13,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 
-from protocol.codec import BundleAssembler, RecordError, announcement_shard, bundle_chunks, bundle_statement
+from protocol.codec import (
+    BundleAssembler,
+    RecordError,
+    announcement_shard,
+    announcement_shards,
+    bundle_chunks,
+    bundle_statement,
+)
 
 from . import Records, ServedBundles
 
@@ -62,8 +69,9 @@ class MemoryTransport:
     def visible_maddrs(self) -> list[str]:
         return [f"/memory/{self.peer_id}"]
 
-    def announce_async(self, value: bytes, ttl: float) -> Future[bool]:
-        self.hub.announcements[self.shard][self.own_subkey] = (value, self.now() + ttl)
+    def announce_async(self, value: bytes, ttl: float, coarse: bool = True) -> Future[bool]:
+        for shard in announcement_shards(self.own_subkey)[0 if coarse else 1:]:  # (fine, and coarse: as the DHT's)
+            self.hub.announcements[shard][self.own_subkey] = (value, self.now() + ttl)
         return _done(True)
 
     def fetch_shards_async(self, shards) -> Future[Records]:
@@ -104,6 +112,8 @@ class MemoryTransport:
                    maddrs: tuple[str, ...] = (), signer: bytes = b"", via: str = "") -> Future[bytes]:
         """As the DHT's, from the hub (in-process peers need no addresses, relays or signatures)."""
         served = self.hub.served.get(peer_id)
+        if served is not None and served.busy(kind, digest, self.peer_id):
+            return _failed(RecordError("busy", "served too often"))
         found = served.get(kind, digest) if served is not None else None
         assembler = BundleAssembler(digest, max_bytes)
         try:
@@ -118,5 +128,6 @@ class MemoryTransport:
 
     def withdraw(self, ttl: float = 60.0) -> None:
         """Replaces our announcement with a tombstone (as the DHT's withdraw does)."""
-        self.hub.announcements[self.shard][self.own_subkey] = (b"", self.now() + ttl)
+        for shard in announcement_shards(self.own_subkey):
+            self.hub.announcements[shard][self.own_subkey] = (b"", self.now() + ttl)
         self.hub.served.pop(self.peer_id, None)

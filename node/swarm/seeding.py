@@ -2,11 +2,11 @@
 senders without reading the whole directory, at any swarm size.
 
 A bootstrap has no announcement and no groups of its own, but keeps a peer-sampling view like any peer
-(membership.py, through gossip.py). It reads the directory in rotation, `swarm.shards_per_step` shards at a time
-while its view holds fewer than `swarm.pull_peers` entries (filling) and one once it holds them, and never more
-than READ_BUDGET entries a round on average (a read that brought c entries is followed by c // READ_BUDGET rounds
-without one: a shard holds about N / 64 announcements, so at large N it reads a shard every few rounds and its
-cost stays flat); it pulls the views of
+(membership.py, through gossip.py). It reads the directory in rotation as a peer's budgeted reads do
+(directory.py: about READ_BUDGET announcements a read, at most `swarm.shards_per_step` shards while its view holds
+fewer than `swarm.pull_peers` entries (filling) and one once it holds them, the fine shards once a coarse one would
+hold more than FINE_ABOVE), and never more than READ_BUDGET entries a round on average (a read that brought c
+entries is followed by c // READ_BUDGET rounds without one), so its cost stays flat in N; it pulls the views of
 PULL_FANOUT peers it read there and does not hold yet, or else of its view's members, as any peer renews its
 view. A view pull is also its ping, so a peer that does not answer is never handed out, and every entry's
 signature and announcement are checked as any peer checks them (a bootstrap accepts every tokenizer: it trains
@@ -16,8 +16,8 @@ itself, so a bootstrap can choose what it hands out but cannot forge it.
 
 Its cost per round is bounded: READ_BUDGET directory entries on average, PULL_FANOUT view pulls, one view
 served per newcomer (under the pull handler's intake limits). Its status line counts the live announcements of
-the shards read within the record TTL, scaled to all 64 shards while the rotation has not covered them in that
-time (`estimate`).
+the shards read within the record TTL, scaled to the whole directory by the share of it those shards cover
+(`estimate`, `covered`).
 """
 from __future__ import annotations
 
@@ -27,12 +27,12 @@ import random
 
 from node.config import SwarmConfig
 from node.errors import first_line
-from protocol import ANNOUNCE_SHARDS
-from protocol.codec import Announcement, announcement_shard
+from protocol import FINE_SHARDS
+from protocol.codec import Announcement, announcement_shards
 from protocol.view import MAX_VIEW_ENTRIES, pack_view
 
 from . import Records, SwarmTransport
-from .directory import READ_BUDGET, Directory  # (the bootstrap's budget of entries a round is a reader's)
+from .directory import READ_BUDGET, Directory, covered  # (the bootstrap's read budget is a reader's)
 from .gossip import Gossip
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class SeedView:
     def __init__(self, transport: SwarmTransport, cfg: SwarmConfig, rng: random.Random):
         self.transport, self.cfg, self.rng = transport, cfg, rng
         self.gossip = Gossip(transport, rng, cfg.max_age)
-        self.directory = Directory(cfg, rng.randrange(ANNOUNCE_SHARDS), lambda card: "")
+        self.directory = Directory(cfg, rng.randrange(FINE_SHARDS), lambda card: "")
         self.candidates: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()
         self.listed: collections.OrderedDict[bytes, tuple[bytes, float]] = collections.OrderedDict()
         self.reading = None  # the directory read in flight, and its shards
@@ -63,6 +63,7 @@ class SeedView:
                 records = future.result()
                 self._read(records)
                 self.read_at.update(dict.fromkeys(self.reading_shards, self.transport.now()))
+                self.directory.note_read(len(records))
                 self.rest = len(records) // READ_BUDGET
             except Exception as err:  # noqa: BLE001 (the daemon outlives any read)
                 log.warning("reading the directory failed: %s", first_line(err))
@@ -72,7 +73,7 @@ class SeedView:
         self.rest -= 1
         if self.reading is None and self.rest < 0:
             full = self.size() >= self.cfg.pull_peers
-            self.reading_shards = self.directory.rotation(1 if full else self.cfg.shards_per_step)
+            self.reading_shards = self.directory.budgeted(1 if full else self.cfg.shards_per_step)
             self.reading = self.transport.fetch_shards_async(self.reading_shards)
         now = self.transport.now()
         held = {e.subkey for e in self.gossip.membership.members(now)}
@@ -98,15 +99,16 @@ class SeedView:
         return Records(self.listed)
 
     def estimate(self) -> int:
-        """Peers publishing: the live announcements of the shards read within the record TTL, scaled to all
-        ANNOUNCE_SHARDS when the rotation has not covered them all in that time."""
+        """Peers publishing: the live announcements of the shards read within the record TTL, scaled to the whole
+        directory by the share of it those shards cover."""
         now = self.transport.now()
         recent = {i for i, t in self.read_at.items() if now - t <= self.cfg.record_ttl}
         live = self.live()
-        if len(recent) >= ANNOUNCE_SHARDS or not recent:
+        share = covered(recent)
+        if share >= 1.0 or not recent:
             return len(live)
-        counted = sum(announcement_shard(s) in recent for s in live)
-        return round(counted * ANNOUNCE_SHARDS / len(recent))
+        counted = sum(not recent.isdisjoint(announcement_shards(s)) for s in live)
+        return round(counted / share)
 
     def _read(self, records: Records) -> None:
         now = self.transport.now()
@@ -145,3 +147,4 @@ class SeedView:
         if announcement is None or announcement.relays:
             return None
         return announcement.peer_id, "", announcement.maddrs
+

@@ -95,6 +95,10 @@ class Senders:
             del self.known[subkey]
         return list(self.known)
 
+    def helping(self, now: float) -> int:
+        """How many live senders brought informative groups at least once."""
+        return sum(self.known[k].informative_pulls > 0 for k in self.live(now))
+
     def present(self, now: float) -> list[bytes]:
         """Live senders that look alive: none of our pulls failed since their newest announcement. A peer that
         died leaves its announcement in the directory until it expires; the first pull that fails after that

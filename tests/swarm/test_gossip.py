@@ -224,7 +224,7 @@ def test_a_newcomer_the_directory_refuses_is_still_found_and_pulled():
     a = peer(hub, "a", model="tiny-sub")
     a.step(0)
     n = peer(hub, "n")
-    n.exchange.transport.announce_async = lambda value, ttl: _done(False)  # the shard is full: refused
+    n.exchange.transport.announce_async = lambda value, ttl, coarse=True: _done(False)  # the shard is full: refused
     n.step(0)
     assert all(b"n" not in records for records in hub.announcements.values())
     n.step(1)  # it read a in the directory, and pushes to it
@@ -234,3 +234,33 @@ def test_a_newcomer_the_directory_refuses_is_still_found_and_pulled():
     n.step(2)
     result = gather(a, 16, 64)
     assert result.taken.get(b"n", 0) > 0, result
+
+
+def test_a_view_pulled_more_often_than_its_budget_answers_busy_and_the_puller_keeps_it():
+    """A view bundle is served to SERVES_PER_BUNDLE peers (the peers most vouched for are not asked by ever more
+    peers as the swarm grows; one served already is served again); beyond, pulls of it are answered "busy",
+    which is no miss: the puller keeps the peer in its view. A new view (the next step) is served again."""
+    from node.swarm import SERVES_PER_BUNDLE
+    from protocol.codec import RecordError
+
+    hub = MemorySwarm()
+    a, b = peer(hub, "a"), peer(hub, "b", model="tiny-sub")
+    a.step(0)
+    b.step(0)
+    b.step(1)
+    assert b"a" in b.exchange.gossip.membership.view
+    a.step(1)  # a new view of a's, which b has not pulled
+    limit = SERVES_PER_BUNDLE["view"]
+    for _ in range(limit + 1):  # one peer, again and again: served, and counted once
+        assert hub.transport("x0").pull_async("a", "view", b"", 1 << 20, 5.0).exception() is None
+    answers = [hub.transport(f"x{i}").pull_async("a", "view", b"", 1 << 20, 5.0) for i in range(1, limit + 1)]
+    assert all(f.exception() is None for f in answers[:-1])  # 8 peers served
+    err = answers[-1].exception()  # the 9th
+    assert isinstance(err, RecordError) and err.reason == "busy", err
+    missed = b.exchange.gossip.missed
+    b.step(2)
+    b.step(3)
+    assert b"a" in b.exchange.gossip.membership.view and b.exchange.gossip.missed == missed  # busy: no miss
+    assert b.exchange.gossip.busy >= 1
+    a.step(2)  # a new view: served again
+    assert hub.transport(f"x{limit}").pull_async("a", "view", b"", 1 << 20, 5.0).exception() is None

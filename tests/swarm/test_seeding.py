@@ -7,9 +7,10 @@ from test_exchange import peer
 from test_gossip import counted_reads
 
 from node.config import SwarmConfig
+from node.swarm.directory import covered
 from node.swarm.memory import MemorySwarm
 from node.swarm.seeding import SeedView
-from protocol import ANNOUNCE_SHARDS
+from protocol import ANNOUNCE_SHARDS, FINE_SHARDS
 from protocol.codec import bundle_digest
 from protocol.view import SignedAnnouncement, pack_view, unpack_view
 
@@ -30,7 +31,7 @@ def seeded_swarm(hub):
     """Four peers and a bootstrap whose view holds them."""
     swarm_of(hub, 4)
     seeds = bootstrap(hub)
-    for _ in range(10):
+    for _ in range(20):  # (first reads of fine shards, then the coarse rotation)
         seeds.round()
     assert seeds.size() == 4
 
@@ -50,10 +51,10 @@ def test_the_bootstrap_view_fills_from_a_rotation_and_serves_signed_entries():
     reads = []
     fetch = seeds.transport.fetch_shards_async
     seeds.transport.fetch_shards_async = lambda shards: (reads.append(len(shards)), fetch(shards))[1]
-    for _ in range(12):
+    for _ in range(20):  # (its first reads, of fine shards, show the swarm is small: then the coarse rotation)
         seeds.round()
     assert reads and max(reads) == SwarmConfig().shards_per_step < ANNOUNCE_SHARDS, reads  # never the whole
-    assert seeds.size() == len(peers), seeds.size()  # all six found within 12 rounds (1.5 rotations)
+    assert seeds.size() == len(peers), (seeds.size(), reads)  # all six found within 20 rounds
     served = unpack_view(hub.served["boot"].latest("view")[1])
     assert 0 < len(served) <= 8 and {e.subkey for e in served} <= {p.exchange.transport.own_subkey for p in peers}
     t = hub.transport("x")
@@ -133,7 +134,7 @@ def test_the_bootstrap_evicts_a_peer_that_stops_answering():
     hub = MemorySwarm()
     peers = swarm_of(hub, 3)
     seeds = bootstrap(hub)
-    for _ in range(10):
+    for _ in range(20):
         seeds.round()
     gone = peers[0].exchange.transport.own_subkey
     assert gone in {e.subkey for e in seeds.gossip.membership.members(hub.clock())}
@@ -152,6 +153,7 @@ def test_the_bootstrap_reads_at_most_its_budget_of_entries_and_estimates_the_swa
     peers = swarm_of(hub, 6, steps=1)
     monkeypatch.setattr(seeding, "READ_BUDGET", 1)  # as if each shard held many announcements
     seeds = bootstrap(hub, shards_per_step=ANNOUNCE_SHARDS // 2)  # half the directory a read
+    seeds.directory.fine, seeds.directory.mass = False, 1.0  # as after a first read: coarse shards, empty
     reads = []
     fetch = seeds.transport.fetch_shards_async
     seeds.transport.fetch_shards_async = lambda shards: (reads.append(shards), fetch(shards))[1]
@@ -167,3 +169,53 @@ def test_the_bootstrap_reads_at_most_its_budget_of_entries_and_estimates_the_swa
     assert len(reads) == 2, reads  # then the next
     seeds.round()
     assert seeds.estimate() == len(peers) == len(seeds.live())  # every shard read within the TTL: exact
+
+
+def test_the_share_of_the_directory_a_set_of_coarse_and_fine_shards_covers():
+    fine = [ANNOUNCE_SHARDS + j for j in range(FINE_SHARDS)]  # fine shard j lies within coarse shard j % 64
+    assert covered(set()) == 0.0 and covered(set(range(ANNOUNCE_SHARDS))) == 1.0 and covered(set(fine)) == 1.0
+    assert covered({0, 1}) == 2 / ANNOUNCE_SHARDS
+    assert covered({0, fine[0], fine[ANNOUNCE_SHARDS], fine[1]}) == 1 / ANNOUNCE_SHARDS + 1 / FINE_SHARDS
+
+
+def sybil_seed(hub, name: str, sybils: list[str]) -> None:
+    """A neighbour that hands out only identities whose groups teach nothing (each serves an empty groups bundle
+    and announces it, its own signed entry in the view)."""
+    from test_exchange import publish_bundles
+
+    from protocol.codec import bundle_statement
+
+    entries = []
+    for sybil in sybils:
+        publish_bundles(hub, sybil)  # (empty groups bundle)
+        value = next(v for shard in hub.announcements.values() for k, (v, _) in shard.items() if k == sybil.encode())
+        entries.append(SignedAnnouncement(sybil.encode(), value,
+                                          hub.sign(sybil.encode(), bundle_statement("ann", bundle_digest(value)))))
+    hub.transport(name).serve("view", pack_view(entries))
+
+
+def test_a_stranded_newcomer_asks_the_seeds_it_has_not_asked():
+    """Both neighbours hand the newcomer only Sybils (valid entries, groups that teach nothing): its view fills,
+    but no sender helps it after its first step, so it asks its initial peer (the bootstrap), once, and trains
+    on received groups at its third step (its second step's pulls were started before the bootstrap's view came:
+    one step later than issue 25's bound); a newcomer that honest neighbours helped does not ask it."""
+    hub = MemorySwarm()
+    seeded_swarm(hub)
+    sybils = [f"s{i}" for i in range(8)]
+    for name in ("n1", "n2"):
+        sybil_seed(hub, name, sybils)
+    newcomer = newcomer_of(hub, neighbours=("n1", "n2"))
+    only = newcomer.exchange.transport.fetch_shards_async  # (its directory reads find nothing: the seeds only)
+    newcomer.exchange.transport.fetch_shards_async = lambda shards: only([])
+    asked = view_pulls(newcomer)
+    first = newcomer.step(0)
+    assert asked[:2] == ["n1", "n2"] and "boot" not in asked and first.swarm.groups_used == 0, (asked, first.swarm)
+    newcomer.step(1)  # (this step's pulls started before the bootstrap's view came: they go to Sybils)
+    assert asked.count("boot") == 1, asked
+    third = newcomer.step(2)
+    assert asked.count("boot") == 1 and third.swarm.groups_used > 0, (asked, third.swarm)  # once; trains
+    helped = newcomer_of(hub, "helped", neighbours=("p1", "p2"))
+    asked = view_pulls(helped)
+    for step in range(3):
+        helped.step(step)
+    assert "boot" not in asked, asked
