@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 from node.config import SwarmConfig  # noqa: E402
 from node.swarm import SERVES_PER_BUNDLE  # noqa: E402
 from node.swarm import membership as ms  # noqa: E402
-from node.swarm.directory import ESTIMATE_EVERY, FINE_ABOVE, RESCUE_STEPS, Directory  # noqa: E402
+from node.swarm.directory import ESTIMATE_EVERY, FINE_ABOVE, FINE_FROM, RESCUE_STEPS, Directory  # noqa: E402
 from node.swarm.membership import Entry, Membership  # noqa: E402
 from node.swarm.senders import Senders  # noqa: E402
 from protocol import ANNOUNCE_SHARDS, FINE_SHARDS  # noqa: E402
@@ -352,16 +352,19 @@ class Sim:
 
     def written(self, peer: Peer) -> tuple[int, ...]:
         """The shards an identity writes its announcement to this round: an honest peer as its directory says
-        (`writes_coarse`), a silent one as an honest peer that knew the swarm's size, Sybils both (the
-        attacker's choice); protocol version 2: the coarse one only."""
+        (`writes_coarse`, `writes_fine`), a silent one as an honest peer that knew the swarm's size, Sybils both
+        (the attacker's choice); protocol version 2: the coarse one only."""
         coarse, fine = self.shards_of(peer.subkey)
         if not self.args.fine_shards:
             return (coarse,)
         if peer.kind == "sybil":
             return coarse, fine
         if peer.directory is None:
-            return (coarse, fine) if self.size / ANNOUNCE_SHARDS <= FINE_ABOVE else (fine,)
-        return (coarse, fine) if peer.directory.writes_coarse() else (fine,)
+            fill = self.size / ANNOUNCE_SHARDS
+            wants = (fill <= FINE_ABOVE, fill >= FINE_FROM)
+        else:
+            wants = (peer.directory.writes_coarse(), peer.directory.writes_fine())
+        return tuple(s for s, wanted in zip((coarse, fine), wants, strict=True) if wanted) or (coarse,)
 
     def shard_map(self) -> dict[int, list[Entry]]:
         """The DHT's live announcements by shard (coarse and fine ids), as written this round."""

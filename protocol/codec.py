@@ -447,6 +447,14 @@ def announcement_shards(subkey: bytes) -> tuple[int, int]:
     return announcement_shard(subkey), ANNOUNCE_SHARDS + announcement_shard(subkey, FINE_SHARDS)
 
 
+def chosen_shards(subkey: bytes, coarse: bool, fine: bool) -> tuple[int, ...]:
+    """The ids of the identity's shards to write: its coarse one if `coarse`, its fine one if `fine` (at least
+    one: the coarse one when neither is asked for)."""
+    both = announcement_shards(subkey)
+    chosen = tuple(s for s, wanted in zip(both, (coarse, fine), strict=True) if wanted)
+    return chosen or both[:1]
+
+
 def coarse_shard(shard: int) -> int:
     """The coarse shard a shard id lies within (itself for a coarse one)."""
     return shard if shard < ANNOUNCE_SHARDS else (shard - ANNOUNCE_SHARDS) % ANNOUNCE_SHARDS

@@ -58,6 +58,7 @@ from protocol.codec import (
     announcement_shards,
     bundle_chunks,
     bundle_statement,
+    chosen_shards,
 )
 
 log = logging.getLogger(__name__)
@@ -470,14 +471,14 @@ class SwarmDHT:
         """The announcement shard this identity writes to."""
         return announcement_shard(self.own_subkey)
 
-    def announce_async(self, value: bytes, ttl: float, coarse: bool = True):
-        """Replaces our announcement in our fine shard and, if `coarse`, our coarse shard (directory.py's
-        `writes_coarse`); a concurrent future, True when each was stored."""
+    def announce_async(self, value: bytes, ttl: float, coarse: bool = True, fine: bool = True):
+        """Replaces our announcement in our coarse shard if `coarse` and our fine shard if `fine` (directory.py's
+        `writes_coarse`, `writes_fine`); a concurrent future, True when each was stored."""
         self._check_size("announcement", value)
 
         async def both():
             stored = await asyncio.gather(*(self._store(announcement_kind(s), value, ttl)
-                                            for s in announcement_shards(self.own_subkey)[0 if coarse else 1:]))
+                                            for s in chosen_shards(self.own_subkey, coarse, fine)))
             return all(stored)
 
         return asyncio.run_coroutine_threadsafe(both(), self._loop)

@@ -229,7 +229,8 @@ class GroupExchange:
             if self.gossip is not None:
                 self.gossip.serve(value, now, self._vouched(now))
             self.pending.append(self.transport.announce_async(value, self.cfg.record_ttl,
-                                                              coarse=self.directory.writes_coarse()))
+                                                              coarse=self.directory.writes_coarse(),
+                                                              fine=self.directory.writes_fine()))
         except (TimeoutError, OSError, RuntimeError, ValueError) as err:
             log.warning("announcing our groups failed (%s); training goes on", err)
             ok = False

@@ -23,8 +23,8 @@ like any others (so a seed cannot forge one, only choose which to hand out) and 
 (`Membership.seed`): a newcomer's first step learns up to MAX_VIEW_ENTRIES senders without reading the whole
 directory, and newcomers' first pulls spread over the swarm instead of all landing on the bootstrap. A newcomer
 whose view filled but no sender of which brought it informative groups after its first step (its neighbours
-answered with identities whose groups teach nothing: Sybils) is *stranded*: it asks, once each, the seeds it has not asked yet
-(its initial peers), whose entries fill the free places of its view.
+answered with identities whose groups teach nothing: Sybils) is *stranded*: it asks, once each, the seeds it has
+not asked yet (its initial peers), whose entries fill the free places of its view.
 """
 from __future__ import annotations
 

@@ -20,6 +20,7 @@ from protocol.codec import (
     announcement_shards,
     bundle_chunks,
     bundle_statement,
+    chosen_shards,
 )
 
 from . import Records, ServedBundles
@@ -69,8 +70,8 @@ class MemoryTransport:
     def visible_maddrs(self) -> list[str]:
         return [f"/memory/{self.peer_id}"]
 
-    def announce_async(self, value: bytes, ttl: float, coarse: bool = True) -> Future[bool]:
-        for shard in announcement_shards(self.own_subkey)[0 if coarse else 1:]:  # (fine, and coarse: as the DHT's)
+    def announce_async(self, value: bytes, ttl: float, coarse: bool = True, fine: bool = True) -> Future[bool]:
+        for shard in chosen_shards(self.own_subkey, coarse, fine):  # (as the DHT's)
             self.hub.announcements[shard][self.own_subkey] = (value, self.now() + ttl)
         return _done(True)
 

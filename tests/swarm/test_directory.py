@@ -70,19 +70,21 @@ def test_a_filling_view_reads_about_the_budget_a_step_at_any_size():
     assert d.shards_to_read(0.0, known=0, view=0) == list(range(ANNOUNCE_SHARDS))
 
 
-def test_a_peer_writes_its_coarse_record_only_while_its_reads_take_coarse_shards():
+def test_a_peer_writes_the_records_that_readers_at_its_swarm_size_read():
     """Its reads estimate the swarm's size; in a large swarm it writes only its fine record (no DHT node holding
-    a coarse shard takes N / 64 stores a step), and a full view still reads one fine shard every
-    ESTIMATE_EVERY steps, so the estimate follows the swarm as it shrinks."""
+    a coarse shard takes N / 64 stores a step), in a small one only its coarse one (one store a step, as before
+    the fine shards), both between; a full view still reads one fine shard every ESTIMATE_EVERY steps, so the
+    estimate follows the swarm as it shrinks."""
     full = SwarmConfig().pull_peers
-    for peers, coarse in ((100, True), (1_000, True), (10_000, False), (100_000, False)):
+    for peers, coarse, fine in ((100, True, False), (1_000, True, True), (10_000, False, True),
+                                (100_000, False, True)):
         d = Directory(SwarmConfig(), cursor=0, unusable_tokenizer=lambda card: "")
-        assert d.writes_coarse() and d.size() is None  # nothing read yet: both records
+        assert d.writes_coarse() and not d.writes_fine() and d.size() is None  # nothing read yet: the coarse one
         for _ in range(3):
             shards = d.shards_to_read(0.0, known=1, view=1)
             if shards:
                 d.note_read(round(peers * covered(shards)))
-        assert d.writes_coarse() == coarse, (peers, d.size())
+        assert (d.writes_coarse(), d.writes_fine()) == (coarse, fine), (peers, d.size())
         assert abs(d.size() - peers) <= 0.1 * peers or abs(d.size() - peers) < 30, (peers, d.size())
     # the 10,000-peer swarm shrinks to 100: the full view's occasional fine reads bring the coarse record back
     d = Directory(SwarmConfig(), cursor=0, unusable_tokenizer=lambda card: "")

@@ -224,7 +224,7 @@ def test_a_newcomer_the_directory_refuses_is_still_found_and_pulled():
     a = peer(hub, "a", model="tiny-sub")
     a.step(0)
     n = peer(hub, "n")
-    n.exchange.transport.announce_async = lambda value, ttl, coarse=True: _done(False)  # the shard is full: refused
+    n.exchange.transport.announce_async = lambda value, ttl, **shards: _done(False)  # the shard is full: refused
     n.step(0)
     assert all(b"n" not in records for records in hub.announcements.values())
     n.step(1)  # it read a in the directory, and pushes to it

@@ -36,7 +36,7 @@ def test_a_newcomer_trains_on_received_groups_within_two_steps(squatted):
              for seed, (model, dht) in enumerate(zip(("tiny-add", "tiny-add-lora", "small-add"), dhts, strict=False))]
     newcomer = Peer(config("tiny-add", 7), transport=dhts[3])
     if squatted:
-        def refused(value, ttl, coarse=True):
+        def refused(value, ttl, **shards):
             future = Future()
             future.set_result(False)  # what a store the shard's holders refuse comes to
             return future
