@@ -120,6 +120,7 @@ class StepResult:
 
 REJECTION_REASONS = {  # every reason a received record is counted as rejected (Totals.rejected's keys)
     "announcement": "an announcement that does not decode or verify",
+    "busy": "a view its peer had served as often as it serves one (no miss: asked again later)",
     "digest": "a record whose bytes do not match the digest it was announced with",
     "fetch": "reading the announcements failed this step",
     "future": "stamped in the future",
