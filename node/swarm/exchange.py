@@ -264,7 +264,8 @@ class GroupExchange:
     # ---- gathering --------------------------------------------------------------------------------------
     def prefetch(self) -> None:
         """At the beginning of a step: starts reading the next announcement shards (one read in flight at a
-        time, never doubled) and pulling from senders known already, so both work while we generate."""
+        time, never doubled) and pulling from senders known already, so both work while we generate; while a
+        seed's view is on its way (a newcomer's, or a stranded one's), the pulls wait for it (gather)."""
         seeded = self._start_gossip()  # (first: an initial peer's view on its way spares a whole read)
         if self.prefetched is None or self.prefetched.done():
             now = self.transport.now()
@@ -272,7 +273,8 @@ class GroupExchange:
             shards = self.directory.shards_to_read(now, len(self.senders.live(now)), view, seeded,
                                                    self.senders.helping(now))
             self.prefetched = self.transport.fetch_shards_async(shards) if shards else None
-        self._start_pulls()
+        if self.gossip is None or not self.gossip.seeding:  # (a seed's view on its way may name the senders
+            self._start_pulls()  #                           that help: pulls then start once it is taken, in gather)
 
     def work_budget(self) -> WorkBudget:
         c = self.cfg
