@@ -22,8 +22,9 @@ announcement rides with its bundle). The population:
   node, a newcomer also reads the DHT directory in rotation while its view holds fewer than 8 entries, about
   READ_BUDGET announcements a round (`--no-read-budget`: 8 of the 64 shards a round, the node before
   2026-12-04), and pulls the senders it finds there (`--no-directory`: it does not, as in the simulation before
-  2026-12-04). Its reads take the fine shards (protocol version 3) once a coarse one would hold more than
-  FINE_ABOVE announcements (`--coarse-only`: the coarse shards only, protocol version 2).
+  2026-12-04). Its reads take the level of shards (protocol version 4: 64, 512, 4,096 shards) whose shards hold
+  at most SHARD_MOST announcements by its estimate (`--coarse-only`: the 64 shards of level 0 only, protocol
+  version 2).
 Messages are delivered within the round when latency + bytes / bandwidth fits the 1 s shuffle deadline.
 
 Per round and per honest peer it measures: discovery bytes in and out (sizes of real signed announcements: a
@@ -57,10 +58,10 @@ sys.path.insert(0, str(ROOT))
 from node.config import SwarmConfig  # noqa: E402
 from node.swarm import SERVES_PER_BUNDLE  # noqa: E402
 from node.swarm import membership as ms  # noqa: E402
-from node.swarm.directory import ESTIMATE_EVERY, FINE_ABOVE, FINE_FROM, RESCUE_STEPS, Directory  # noqa: E402
+from node.swarm.directory import ESTIMATE_EVERY, RESCUE_STEPS, Directory, read_level, write_levels  # noqa: E402
 from node.swarm.membership import Entry, Membership  # noqa: E402
 from node.swarm.senders import Senders  # noqa: E402
-from protocol import ANNOUNCE_SHARDS, FINE_SHARDS  # noqa: E402
+from protocol import SHARD_LEVELS  # noqa: E402
 from protocol.codec import Announcement, BundleRef, WireCard, announcement_shards  # noqa: E402
 
 PULL_PEERS, EXPLORE = 8, 2  # the node's swarm.pull_peers and swarm.explore_pulls defaults
@@ -103,18 +104,18 @@ class CoarseDirectory(Directory):
     """A peer's reads as in protocol version 2 (--coarse-only): the coarse shards only, none once the view is full."""
     def __init__(self, *args):
         super().__init__(*args)
-        self.fine = False
+        self.level = 0
 
     def shards_to_read(self, now: float, known: int, view: int = -1, seeded: bool = False,
                        helping: int = 2) -> list[int]:
         return [] if view >= self.cfg.pull_peers else super().shards_to_read(now, known, view, seeded, helping)
 
-    def rotation(self, count: int, fine: bool = False) -> list[int]:
-        return super().rotation(count, False)
+    def rotation(self, count: int, level: int = 0) -> list[int]:
+        return super().rotation(count, 0)
 
     def note_read(self, announcements: int) -> None:
         super().note_read(announcements)
-        self.fine = False
+        self.level = 0
 
 
 @dataclass
@@ -166,14 +167,14 @@ class Sim:
             self.feed_bootstrap(0.0)
         directory = self.directory()
         nodes = [p.subkey for p in self.peers.values() if p.kind != "bootstrap"]
-        self.holders = {shard: self.rng.sample(nodes, REPLICAS) for shard in range(ANNOUNCE_SHARDS + FINE_SHARDS)}
+        self.holders = {shard: self.rng.sample(nodes, REPLICAS) for shard in range(sum(SHARD_LEVELS))}
         for peer in self.honest():  # as if each had joined: a sample of the directory (the bootstrap's answer)
             peer.membership.seed(self.rng.sample(directory, min(len(directory), ms.SAMPLE_SIZE)))
             self.give_directory(peer)
-        shards = self.shard_map()
-        for peer in self.honest():  # and had read 8 fine shards when it joined (its size estimate), at a random
+        shards = self.shard_map(settled=True)
+        for peer in self.honest():  # and had read 8 shards when it joined (its size estimate), at a random
             d = peer.directory  #     point of its refresh cycle
-            d.reading = d.rotation(8, fine=True)
+            d.reading = d.rotation(8, read_level(n) if args.fine_shards else 0)
             d.note_read(sum(len(shards.get(shard, ())) for shard in d.reading))
             d.idle = self.rng.randrange(ESTIMATE_EVERY)
         self.stats: list[dict] = []
@@ -244,7 +245,7 @@ class Sim:
         else:
             chosen = d.rotation(SHARDS_PER_STEP) if view < PULL_PEERS else []
         read = 0
-        for shard in chosen:  # (coarse or fine ids: `shards` holds both levels)
+        for shard in chosen:  # (ids of any level: `shards` holds every level)
             holder = self.rng.choice(self.holders[shard])  # the read stops at the first fresh replica
             for entry in shards.get(shard, ()):
                 self.node_bytes[holder] += self.entry_bytes
@@ -302,7 +303,7 @@ class Sim:
         sybil_pulls = pulls = 0
         self.store(now)
         if self.args.directory:  # (each peer's own Directory decides: a filling view's budgeted reads, a full
-            shards = self.shard_map()  # view's fine shard now and then)
+            shards = self.shard_map()  # view's shard now and then)
             for peer in honest:
                 self.timed(peer, self.read_directory, peer, now, shards)
         for peer in honest:
@@ -353,40 +354,37 @@ class Sim:
             view=statistics.mean(map(len, views))))
         return probes
 
-    def shards_of(self, subkey: bytes) -> tuple[int, int]:
-        """The two shards (coarse, fine) an identity announces in, as the protocol hashes them (cached)."""
+    def shards_of(self, subkey: bytes) -> tuple[int, ...]:
+        """The shards an identity announces in, one a level, as the protocol hashes them (cached)."""
         if subkey not in self.shard_cache:
             self.shard_cache[subkey] = announcement_shards(subkey)
         return self.shard_cache[subkey]
 
-    def written(self, peer: Peer) -> tuple[int, ...]:
-        """The shards an identity writes its announcement to this round: an honest peer as its directory says
-        (`writes_coarse`, `writes_fine`), a silent one as an honest peer that knew the swarm's size, Sybils both
-        (the attacker's choice); protocol version 2: the coarse one only."""
-        coarse, fine = self.shards_of(peer.subkey)
+    def written(self, peer: Peer, settled: bool = False) -> tuple[int, ...]:
+        """The shards an identity writes its announcement to this round: an honest peer at the levels its directory
+        says (`writes`), a silent one as an honest peer that knew the swarm's size, Sybils at every level (the
+        attacker's choice); protocol version 2: level 0 only. settled: every peer at the levels of the swarm's
+        true size (the starting population, in the swarm a while: its estimates have settled)."""
+        own = self.shards_of(peer.subkey)
         if not self.args.fine_shards:
-            return (coarse,)
+            return own[:1]
         if peer.kind == "sybil":
-            return coarse, fine
-        if peer.directory is None:
-            fill = self.size / ANNOUNCE_SHARDS
-            wants = (fill <= FINE_ABOVE, fill >= FINE_FROM)
-        else:
-            wants = (peer.directory.writes_coarse(), peer.directory.writes_fine())
-        return tuple(s for s, wanted in zip((coarse, fine), wants, strict=True) if wanted) or (coarse,)
+            return own
+        levels = write_levels(self.size) if peer.directory is None or settled else peer.directory.writes()
+        return tuple(own[level] for level in levels)
 
-    def shard_map(self) -> dict[int, list[Entry]]:
-        """The DHT's live announcements by shard (coarse and fine ids), as written this round."""
+    def shard_map(self, settled: bool = False) -> dict[int, list[Entry]]:
+        """The DHT's live announcements by shard (ids of every level), as written this round (settled: written())."""
         shards: dict = {}
         for entry in self.directory():
-            for shard in self.written(entry.payload):
+            for shard in self.written(entry.payload, settled):
                 shards.setdefault(shard, []).append(entry)
         return shards
 
     def give_directory(self, peer: Peer) -> None:
         kind = Directory if self.args.fine_shards else CoarseDirectory
         peer.directory = kind(SwarmConfig(shards_per_step=SHARDS_PER_STEP, pull_peers=PULL_PEERS),
-                              self.rng.randrange(FINE_SHARDS), lambda card: "")
+                              self.rng.randrange(SHARD_LEVELS[-1]), lambda card: "")
 
     def store(self, now: float) -> None:
         """Every identity stores its announcement each round in the shards it writes, on each of a shard's
@@ -586,7 +584,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--no-read-budget", dest="read_budget", action="store_false",
                     help="newcomers read 8 shards a round while their view fills (the node before 2026-12-04)")
     ap.add_argument("--coarse-only", dest="fine_shards", action="store_false",
-                    help="newcomers read the coarse shards only (protocol version 2, before the fine shards)")
+                    help="newcomers read the 64 shards of level 0 only (protocol version 2, before the levels)")
     ap.add_argument("--no-serve-cap", dest="serve_cap", action="store_false",
                     help="a peer serves its view to every pull (no SERVES_PER_BUNDLE: the node before 2026-12-05)")
     ap.add_argument("--no-rescue", dest="rescue", action="store_false",

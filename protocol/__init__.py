@@ -1,13 +1,14 @@
 """The wire protocol (schema, codec, DHT keys). Imports nothing from node/ and no torch."""
-PROTOCOL_VERSION = 3  # 2: groups bundles in the columnar, compressed layout of protocol/bundle2.py; 3: the fine
-#                       announcement shards (FINE_SHARDS) beside the coarse ones
+PROTOCOL_VERSION = 4  # 2: groups bundles in the columnar, compressed layout of protocol/bundle2.py; 3: fine
+#                       announcement shards beside the coarse ones; 4: three levels of them (SHARD_LEVELS)
 MAX_RECORD_TTL = 600.0  # seconds: no record under the swarm's keys may expire later than this from now
 CLOCK_SKEW = 60.0  # seconds of clock disagreement tolerated on top (FIELD-NOTES: peers agree within 3 s)
 ANNOUNCE_SHARDS = 64  # DHT keys the announcements are spread over (a peer's shard: a hash of its subkey)
-FINE_SHARDS = 1024  # a second, finer spread of the same announcements (each peer writes one record in each), so
-#                     that a read of one shard stays small at any swarm size (N / 1024 announcements); a fine
-#                     shard lies within one coarse shard (FINE_SHARDS is a multiple of ANNOUNCE_SHARDS). Shard
-#                     ids: 0..63 the coarse shards, ANNOUNCE_SHARDS + j the fine shard j
+SHARD_LEVELS = (ANNOUNCE_SHARDS, 512, 4096)  # the same announcements spread over ever more shards, level by level,
+#                     so that some level holds a few announcements a shard at any swarm size (N / 4096 at the
+#                     finest); a shard lies within one shard of each level above it (each count a multiple of the
+#                     one before: an identity's shard at level l is one hash mod SHARD_LEVELS[l]). Shard ids: the
+#                     levels' shards one after the other (0..63 level 0, 64..575 level 1, 576..4671 level 2)
 MAX_ANNOUNCEMENT = 2048  # bytes of one announcement record
 MAX_SHARD_ANNOUNCEMENTS = 512  # announcements a DHT node holds under one shard key (a reply for the key stays
 #                                under ~1.5 MB, far from hivemind's 4 MiB; 64 x 512 = 32768 peers)

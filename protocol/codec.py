@@ -27,7 +27,7 @@ import msgpack
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from . import ANNOUNCE_SHARDS, FINE_SHARDS, MAX_ANNOUNCEMENT, PROTOCOL_VERSION
+from . import ANNOUNCE_SHARDS, MAX_ANNOUNCEMENT, PROTOCOL_VERSION, SHARD_LEVELS
 from . import swarm_pb2 as pb
 
 MAX_BUNDLE = 256  # records in one peer's bundle (a DHT value holds a msgpack list of encoded records)
@@ -436,28 +436,42 @@ class Announcement:
 
 
 def announcement_shard(subkey: bytes, shards: int = ANNOUNCE_SHARDS) -> int:
-    """The one coarse shard an identity (its DHT subkey) announces in (with shards=FINE_SHARDS: its fine shard's
-    number j; its id is ANNOUNCE_SHARDS + j, `announcement_shards`)."""
+    """The number of the shard an identity (its DHT subkey) announces in, among `shards` (a level's count: its
+    level-0 shard by default; its id at a level is `shard_id(level, number)`)."""
     return int.from_bytes(hashlib.blake2b(subkey, digest_size=8).digest(), "little") % shards
 
 
-def announcement_shards(subkey: bytes) -> tuple[int, int]:
-    """The ids of the two shards an identity announces in: its coarse shard and its fine one (which lies within
-    it: the fine number mod ANNOUNCE_SHARDS is the coarse shard)."""
-    return announcement_shard(subkey), ANNOUNCE_SHARDS + announcement_shard(subkey, FINE_SHARDS)
+def shard_id(level: int, number: int) -> int:
+    """The id of shard `number` of level `level` (the levels' shards one after the other)."""
+    return sum(SHARD_LEVELS[:level]) + number
 
 
-def chosen_shards(subkey: bytes, coarse: bool, fine: bool) -> tuple[int, ...]:
-    """The ids of the identity's shards to write: its coarse one if `coarse`, its fine one if `fine` (at least
-    one: the coarse one when neither is asked for)."""
-    both = announcement_shards(subkey)
-    chosen = tuple(s for s, wanted in zip(both, (coarse, fine), strict=True) if wanted)
-    return chosen or both[:1]
+def shard_level(shard: int) -> tuple[int, int]:
+    """(level, number) of a shard id."""
+    for level, count in enumerate(SHARD_LEVELS):
+        if shard < count:
+            return level, shard
+        shard -= count
+    raise ValueError("no such shard")
 
 
-def coarse_shard(shard: int) -> int:
-    """The coarse shard a shard id lies within (itself for a coarse one)."""
-    return shard if shard < ANNOUNCE_SHARDS else (shard - ANNOUNCE_SHARDS) % ANNOUNCE_SHARDS
+def announcement_shards(subkey: bytes) -> tuple[int, ...]:
+    """The ids of the shards an identity announces in, one a level (each within the one of the level above)."""
+    return tuple(shard_id(level, announcement_shard(subkey, count)) for level, count in enumerate(SHARD_LEVELS))
+
+
+def chosen_shards(subkey: bytes, levels) -> tuple[int, ...]:
+    """The ids of the identity's shards at these levels (level 0's when none is asked for)."""
+    every = announcement_shards(subkey)
+    return tuple(every[level] for level in sorted(set(levels))) or every[:1]
+
+
+def shard_within(shard: int, level: int) -> int:
+    """The id of the shard of `level` (at or above the shard's own) that a shard id lies within."""
+    own, number = shard_level(shard)
+    if level > own:
+        raise ValueError("a shard lies within shards of its own level or above")
+    return shard_id(level, number % SHARD_LEVELS[level])
 
 
 def encode_announcement(a: Announcement) -> bytes:

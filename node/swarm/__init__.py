@@ -114,9 +114,9 @@ class SwarmTransport(Protocol):
         """The swarm's clock (seconds), which record expirations and creation times use."""
         ...
 
-    def announce_async(self, value: bytes, ttl: float, coarse: bool = True, fine: bool = True) -> Future[bool]:
-        """Replaces this peer's announcement in its coarse shard if `coarse` and its fine one if `fine`; the
-        future says whether it was stored."""
+    def announce_async(self, value: bytes, ttl: float, levels=(0,)) -> Future[bool]:
+        """Replaces this peer's announcement in its shards at these levels (protocol SHARD_LEVELS); the future
+        says whether it was stored."""
         ...
 
     def fetch_shards_async(self, shards: list[int]) -> Future[Records]:

@@ -44,11 +44,11 @@ from node.system.process import IdentityLock, ensure_port_free, kill_pids, own_c
 from protocol import (
     ANNOUNCE_SHARDS,
     CLOCK_SKEW,
-    FINE_SHARDS,
     MAX_ANNOUNCEMENT,
     MAX_RECORD_TTL,
     MAX_SHARD_ANNOUNCEMENTS,
     PROTOCOL_VERSION,
+    SHARD_LEVELS,
 )
 from protocol import swarm_pb2 as pb
 from protocol.codec import (
@@ -59,6 +59,7 @@ from protocol.codec import (
     bundle_chunks,
     bundle_statement,
     chosen_shards,
+    shard_level,
 )
 
 log = logging.getLogger(__name__)
@@ -135,16 +136,17 @@ def multiaddr_protocols(text: str) -> list[str]:
 
 
 def announcement_kind(shard: int) -> str:
-    """The record kind (and so the DHT key) of announcement shard id `shard` (coarse below ANNOUNCE_SHARDS, fine
-    from it: protocol FINE_SHARDS)."""
-    return f"ann/{shard}" if shard < ANNOUNCE_SHARDS else f"ann/f{shard - ANNOUNCE_SHARDS}"
+    """The record kind (and so the DHT key) of announcement shard id `shard`: `ann/{j}` at level 0, `ann/{l}.{j}`
+    at level l (protocol SHARD_LEVELS)."""
+    level, number = shard_level(shard)
+    return f"ann/{number}" if level == 0 else f"ann/{level}.{number}"
 
 
 def _schema_validator(swarm: str, held=lambda key: None):
     """Every honest node refuses records outside our schema: only our keys; the subkey a `bytes` owner marker
     (so RSASignatureValidator always checks the owner's signature); an expiration at most MAX_RECORD_TTL
     ahead (+ clock skew); the value a byte string under the size budget; an announcement at most
-    MAX_ANNOUNCEMENT bytes and only in the two shards its subkey hashes to (coarse and fine); and no new identity in
+    MAX_ANNOUNCEMENT bytes and only in the shards its subkey hashes to (one a level); and no new identity in
     a shard that already holds MAX_SHARD_ANNOUNCEMENTS here (`held(key)`: what this node stores under the key),
     so that no key's value nears hivemind's 4 MiB however many identities grind their keys into one shard.
     (Content is validated again, strictly, by every receiver's codec.)"""
@@ -154,7 +156,7 @@ def _schema_validator(swarm: str, held=lambda key: None):
     from hivemind.utils.timed_storage import get_dht_time
 
     shard_ids = {DHTID.generate(source=record_key(swarm, announcement_kind(i))).to_bytes(): i
-                 for i in range(ANNOUNCE_SHARDS + FINE_SHARDS)}
+                 for i in range(sum(SHARD_LEVELS))}
 
     def loads(data: bytes):
         try:
@@ -171,7 +173,7 @@ def _schema_validator(swarm: str, held=lambda key: None):
                 return False
             if not record.expiration_time <= get_dht_time() + MAX_RECORD_TTL + CLOCK_SKEW:
                 return False
-            value = loads(record.value)  # one small announcement per identity, in its own two shards only
+            value = loads(record.value)  # one small announcement per identity, in its own shards only
             if not (isinstance(value, bytes) and len(value) <= MAX_ANNOUNCEMENT
                     and shard_ids[record.key] in announcement_shards(subkey)):
                 return False
@@ -471,14 +473,14 @@ class SwarmDHT:
         """The announcement shard this identity writes to."""
         return announcement_shard(self.own_subkey)
 
-    def announce_async(self, value: bytes, ttl: float, coarse: bool = True, fine: bool = True):
-        """Replaces our announcement in our coarse shard if `coarse` and our fine shard if `fine` (directory.py's
-        `writes_coarse`, `writes_fine`); a concurrent future, True when each was stored."""
+    def announce_async(self, value: bytes, ttl: float, levels=(0,)):
+        """Replaces our announcement in our shards at these levels (directory.py's `writes`); a concurrent future,
+        True when each was stored."""
         self._check_size("announcement", value)
 
         async def both():
             stored = await asyncio.gather(*(self._store(announcement_kind(s), value, ttl)
-                                            for s in chosen_shards(self.own_subkey, coarse, fine)))
+                                            for s in chosen_shards(self.own_subkey, levels)))
             return all(stored)
 
         return asyncio.run_coroutine_threadsafe(both(), self._loop)

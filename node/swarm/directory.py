@@ -13,14 +13,15 @@ c // READ_BUDGET steps without one), so that a newcomer's reads do not grow with
 the directory is the fallback). The whole directory is read only when neither the view nor the seeds have
 anyone.
 
-Budgeted reads choose the level of shard too (`next_level`): a coarse shard holds about N / 64 announcements and
-cannot be read in part, so above FINE_ABOVE a shard (N of about 2,000) they read the fine shards (N / 1024
-each: protocol FINE_SHARDS), and back below READ_BUDGET; they start at the fine level, whose first read of one
-shard shows how full shards are at a cost that stays small at any N. Every read feeds an estimate of the swarm's
-size (`size`), which also decides which of our two records we write (`writes_coarse`, `writes_fine`): the
-coarse one below about 2,000 peers, the fine one above about 256, both between, so no DHT node holding a coarse
-shard takes N / 64 stores a step and a small swarm's peers store one record a step, as before. A
-peer whose view is full reads one fine shard every ESTIMATE_EVERY steps to keep that estimate current.
+Budgeted reads choose the level of shard too (`read_level`): a shard of level l holds about N / SHARD_LEVELS[l]
+announcements (protocol: 64, 512, 4,096) and cannot be read in part, so they read the coarsest level whose
+shards hold at most SHARD_MOST by a pessimistic estimate of the swarm's size; they start at the finest level,
+whose first read of one shard shows how full shards are at a cost that stays small at any N. Every read feeds
+that estimate (`size`), which also decides the levels we write our record at (`writes`): each level whose
+shards hold between SHARD_LEAST and SHARD_MOST by our estimate (level 0 below, the finest above), one level or
+two (a factor 8 between levels, a band of 16), so that wherever readers read a level the writers write it, and
+no DHT node holding a shard takes more than about SHARD_MOST stores of it a step at any size up to 65,000 peers.
+A peer whose view is full reads one shard every ESTIMATE_EVERY steps to keep that estimate current.
 
 Checks: an announcement is decoded, its tokenizer must be ours or one we can build, it must not come from the
 future (beyond CLOCK_SKEW) and must be fresh (swarm.max_age). Each is checked once: a refusal is reported the
@@ -33,18 +34,28 @@ import math
 from collections.abc import Callable, Iterable
 
 from node.config import SwarmConfig
-from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW, FINE_SHARDS
-from protocol.codec import Announcement, RecordError, WireCard, bundle_digest, coarse_shard, decode_announcement
+from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW, SHARD_LEVELS
+from protocol.codec import (
+    Announcement,
+    RecordError,
+    WireCard,
+    bundle_digest,
+    decode_announcement,
+    shard_id,
+    shard_level,
+    shard_within,
+)
 
 from .bounded import BoundedSet, remember
 
 READ_BUDGET = 16  # announcements read a step on average while peer sampling fills the view (about 28 KB), and
 #                   by the bootstrap (seeding.py); 64 before 2026-12-05 (whose 6 ms of checks at 10,000 peers made a
 #                   newcomer the busiest peer: bench/sim_discovery.py)
-FINE_ABOVE = 2 * READ_BUDGET  # announcements a coarse shard holds above which budgeted reads take the fine shards
-FINE_FROM = READ_BUDGET / 4  # and from which a peer writes its fine record (about 256 peers)
+SHARD_MOST = READ_BUDGET  # announcements a shard of the level we read or write holds at most, by our estimate
+SHARD_LEAST = SHARD_MOST / (SHARD_LEVELS[1] // SHARD_LEVELS[0]) / 2  # and at least, for a level we write (1: a
+#                   level's band overlaps the next one's by a factor 2, so a reader's level is written at any N)
 ESTIMATE_DECAY = 0.8  # the weight a read leaves to what the reads before it said about the swarm's size
-ESTIMATE_EVERY = 50  # steps between two reads of one fine shard by a peer whose view is full (its size estimate)
+ESTIMATE_EVERY = 50  # steps between two reads of one shard by a peer whose view is full (its size estimate)
 SIZE_MARGIN = 2  # announcements added, beside two standard deviations (Poisson: 2 sqrt(count)), to what the reads
 #                  found, for a size they are unlikely to exceed (one shard's count is a noisy measure of N)
 RESCUE_STEPS = 20  # a peer's first steps, in which it reads as a filling view does while fewer than
@@ -62,36 +73,48 @@ def rotation_size(per_shard: float | None, most: int, budget: int = READ_BUDGET)
     return max(1, min(most, int(budget // max(per_shard, 1e-9))))
 
 
-def next_level(fine: bool, coarse_fill: float) -> bool:
-    """Whether budgeted reads take the fine shards next, given the level they took and how many announcements a
-    coarse shard holds at most by our reads: fine until that is below READ_BUDGET once fine (one fine shard
-    found empty, READ_BUDGET at most, is not enough to take whole coarse shards), and from more than FINE_ABOVE
-    once coarse (between the two, the level stays: no flapping on a shard's chance fill)."""
-    return coarse_fill >= READ_BUDGET if fine else coarse_fill > FINE_ABOVE
+def read_level(size: float) -> int:
+    """The level budgeted reads take in a swarm of about `size` announcements (a pessimistic estimate): the
+    coarsest whose shards hold at most SHARD_MOST (the finest when none does)."""
+    for level, count in enumerate(SHARD_LEVELS):
+        if size / count <= SHARD_MOST:
+            return level
+    return len(SHARD_LEVELS) - 1
+
+
+def write_levels(size: float) -> tuple[int, ...]:
+    """The levels a peer writes its announcement at in a swarm of about `size` announcements: those whose shards
+    hold between SHARD_LEAST and SHARD_MOST (level 0 below that, the finest above)."""
+    last = len(SHARD_LEVELS) - 1
+    return tuple(level for level, count in enumerate(SHARD_LEVELS)
+                 if (level == 0 or size / count >= SHARD_LEAST) and (level == last or size / count <= SHARD_MOST))
 
 
 def covered(shards: Iterable[int]) -> float:
-    """The share of the directory's identities that these shard ids (coarse and fine) hold: a fine shard within a
-    coarse one in the set adds nothing."""
+    """The share of the directory's identities that these shard ids (of any level) hold: a shard within another
+    shard of the set adds nothing."""
     shards = set(shards)
-    coarse = {s for s in shards if s < ANNOUNCE_SHARDS}
-    fine = {s for s in shards if s >= ANNOUNCE_SHARDS and coarse_shard(s) not in coarse}
-    return len(coarse) / ANNOUNCE_SHARDS + len(fine) / FINE_SHARDS
+    share = 0.0
+    for shard in shards:
+        level, _ = shard_level(shard)
+        if not any(shard_within(shard, above) in shards for above in range(level)):
+            share += 1 / SHARD_LEVELS[level]
+    return share
 
 
 class Directory:
     def __init__(self, cfg: SwarmConfig, cursor: int, unusable_tokenizer: Callable[[WireCard], str]):
-        """cursor: where the rotations start (drawn at random by the caller, below FINE_SHARDS: the coarse one at
-        cursor mod ANNOUNCE_SHARDS); unusable_tokenizer(card): why a card's tokenizer cannot be used here ("" when
-        it can)."""
+        """cursor: where the rotations start (drawn at random by the caller, below the finest level's count: each
+        level's at cursor mod its count); unusable_tokenizer(card): why a card's tokenizer cannot be used here
+        ("" when it can)."""
         self.cfg, self.unusable_tokenizer = cfg, unusable_tokenizer
-        self.cursor, self.fine_cursor = cursor % ANNOUNCE_SHARDS, cursor % FINE_SHARDS
+        self.cursors = [cursor % count for count in SHARD_LEVELS]
         self.read = BoundedSet(READ_MEMORY)  # digests of announcements read already
         self.valid: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()  # digest -> valid
         self.last_whole_read = -math.inf  # when all shards were last read (our DHT clock)
         self.mass = self.count = 0.0  # the swarm's size as our reads saw it: shares of the directory read and the
         #                               announcements they held, older reads weighed down by ESTIMATE_DECAY each
-        self.fine = True  # budgeted reads take the fine shards (next_level)
+        self.level = len(SHARD_LEVELS) - 1  # the level budgeted reads take (read_level): the finest at first
         self.rest = 0  # steps to go without a budgeted read (READ_BUDGET)
         self.reading: list[int] = []  # the shards of the read started last
         self.idle = 0  # steps since a read started
@@ -103,29 +126,21 @@ class Directory:
 
     def size_above(self) -> float | None:
         """A size the directory is unlikely to exceed, by our reads (None before the first): what sizes a read,
-        so that a read that found next to nothing (one fine shard of a small swarm) is not followed by 8 full
-        coarse shards of a large one."""
+        so that a read that found next to nothing (one shard of the finest level in a small swarm) is not
+        followed by 8 full shards of a coarser level in a large one."""
         return (self.count + 2 * math.sqrt(self.count) + SIZE_MARGIN) / self.mass if self.mass else None
 
     @property
     def per_shard(self) -> float | None:
         """Announcements a shard of the budgeted reads' level holds at most, by our reads (None: not known)."""
         size = self.size_above()
-        return None if size is None else size / (FINE_SHARDS if self.fine else ANNOUNCE_SHARDS)
+        return None if size is None else size / SHARD_LEVELS[self.level]
 
-    def writes_coarse(self) -> bool:
-        """Whether we write our coarse record: until a read has shown the swarm's size, and while a coarse shard
-        holds at most FINE_ABOVE by our estimate, so that wherever readers read the coarse shards (next_level)
-        the writers write them, and in a large swarm the nodes that hold a coarse shard do not take N / 64 stores
-        a step."""
-        return self.mass == 0 or self.size() / ANNOUNCE_SHARDS <= FINE_ABOVE
-
-    def writes_fine(self) -> bool:
-        """Whether we write our fine record: once our estimate puts a coarse shard at FINE_FROM or more (readers,
-        whose estimate is pessimistic, may read the fine shards from about READ_BUDGET); below, a second record a
-        step would double every peer's DHT stores for shards nobody reads (measured on the real network with
-        both written: the download 1.52x from 5 to 100 peers, against 1.03x with one)."""
-        return self.mass > 0 and self.size() / ANNOUNCE_SHARDS >= FINE_FROM
+    def writes(self) -> tuple[int, ...]:
+        """The levels we write our announcement at: level 0 until a read has shown the swarm's size, then
+        `write_levels` of our estimate (one store a step in most swarms, two in the bands where readers may take
+        either level)."""
+        return (0,) if self.mass == 0 else write_levels(self.size())
 
     def shards_to_read(self, now: float, known: int, view: int = -1, seeded: bool = False,
                        helping: int = RESCUE_HELPING) -> list[int]:
@@ -146,14 +161,14 @@ class Directory:
                 return []
             return self.budgeted(self.cfg.shards_per_step)
         count = self.cfg.gossip_shards if view >= self.cfg.pull_peers else self.cfg.shards_per_step
-        if count == 0:  # a full view: one fine shard now and then keeps our size estimate (writes_coarse) current
-            return self._start(self.rotation(1, fine=True)) if self.idle >= ESTIMATE_EVERY else []
+        if count == 0:  # a full view: one shard now and then keeps our size estimate (writes) current
+            return self._start(self.rotation(1, self.level)) if self.idle >= ESTIMATE_EVERY else []
         return self._start(self.rotation(count))
 
     def budgeted(self, most: int) -> list[int]:
         """The shards of a read of about READ_BUDGET announcements (at most `most` shards), at the level
-        `next_level` chose."""
-        return self._start(self.rotation(rotation_size(self.per_shard, most), self.fine))
+        `read_level` chose."""
+        return self._start(self.rotation(rotation_size(self.per_shard, most), self.level))
 
     def _start(self, shards: list[int]) -> list[int]:
         self.reading, self.idle = shards, 0
@@ -165,17 +180,14 @@ class Directory:
         if self.reading:
             self.mass = self.mass * ESTIMATE_DECAY + covered(self.reading)
             self.count = self.count * ESTIMATE_DECAY + announcements
-            self.fine = next_level(self.fine, self.size_above() / ANNOUNCE_SHARDS)
+            self.level = read_level(self.size_above())
             self.rest = announcements // READ_BUDGET
 
-    def rotation(self, count: int, fine: bool = False) -> list[int]:
-        """The ids of the next `count` shards of the rotation, coarse or fine."""
-        if fine:
-            shards = [ANNOUNCE_SHARDS + (self.fine_cursor + i) % FINE_SHARDS for i in range(count)]
-            self.fine_cursor = (self.fine_cursor + count) % FINE_SHARDS
-            return shards
-        shards = [(self.cursor + i) % ANNOUNCE_SHARDS for i in range(count)]
-        self.cursor = (self.cursor + count) % ANNOUNCE_SHARDS
+    def rotation(self, count: int, level: int = 0) -> list[int]:
+        """The ids of the next `count` shards of the rotation of a level."""
+        total = SHARD_LEVELS[level]
+        shards = [shard_id(level, (self.cursors[level] + i) % total) for i in range(min(count, total))]
+        self.cursors[level] = (self.cursors[level] + count) % total
         return shards
 
     def read_before(self, value: bytes) -> bool:

@@ -36,7 +36,7 @@ from node.config import SwarmConfig
 from node.errors import first_line
 from node.generation.rollouts import Group, has_variance
 from node.tasks import Task
-from protocol import FINE_SHARDS
+from protocol import SHARD_LEVELS
 from protocol.bundle2 import pack_groups, unpack_groups
 from protocol.codec import (
     MAX_BUNDLE,
@@ -182,7 +182,7 @@ class GroupExchange:
         self.senders = Senders(KNOWN_SENDERS, self.rng)
         self.pulls = Pulls(transport, self.senders, self.rng,
                            {"groups": self.limits.max_bytes, "summaries": SUMMARY_BUNDLE_BYTES})
-        self.directory = Directory(cfg, self.rng.randrange(FINE_SHARDS), self.unusable_tokenizer)
+        self.directory = Directory(cfg, self.rng.randrange(SHARD_LEVELS[-1]), self.unusable_tokenizer)
         self.gossip_steps = 0  # steps whose view pulls we started (_start_gossip)
         self.gossip = Gossip(transport, random.Random(seed + 1), cfg.max_age) if cfg.gossip else None
         self._heard = 0  # pushes taken before this step (gossip.heard then)
@@ -229,8 +229,7 @@ class GroupExchange:
             if self.gossip is not None:
                 self.gossip.serve(value, now, self._vouched(now))
             self.pending.append(self.transport.announce_async(value, self.cfg.record_ttl,
-                                                              coarse=self.directory.writes_coarse(),
-                                                              fine=self.directory.writes_fine()))
+                                                              levels=self.directory.writes()))
         except (TimeoutError, OSError, RuntimeError, ValueError) as err:
             log.warning("announcing our groups failed (%s); training goes on", err)
             ok = False

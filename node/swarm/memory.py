@@ -70,8 +70,8 @@ class MemoryTransport:
     def visible_maddrs(self) -> list[str]:
         return [f"/memory/{self.peer_id}"]
 
-    def announce_async(self, value: bytes, ttl: float, coarse: bool = True, fine: bool = True) -> Future[bool]:
-        for shard in chosen_shards(self.own_subkey, coarse, fine):  # (as the DHT's)
+    def announce_async(self, value: bytes, ttl: float, levels=(0,)) -> Future[bool]:
+        for shard in chosen_shards(self.own_subkey, levels):  # (as the DHT's)
             self.hub.announcements[shard][self.own_subkey] = (value, self.now() + ttl)
         return _done(True)
 

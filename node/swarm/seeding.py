@@ -4,8 +4,8 @@ senders without reading the whole directory, at any swarm size.
 A bootstrap has no announcement and no groups of its own, but keeps a peer-sampling view like any peer
 (membership.py, through gossip.py). It reads the directory in rotation as a peer's budgeted reads do
 (directory.py: about READ_BUDGET announcements a read, at most `swarm.shards_per_step` shards while its view holds
-fewer than `swarm.pull_peers` entries (filling) and one once it holds them, the fine shards once a coarse one would
-hold more than FINE_ABOVE), and never more than READ_BUDGET entries a round on average (a read that brought c
+fewer than `swarm.pull_peers` entries (filling) and one once it holds them, at the level whose shards hold at most
+SHARD_MOST), and never more than READ_BUDGET entries a round on average (a read that brought c
 entries is followed by c // READ_BUDGET rounds without one), so its cost stays flat in N; it pulls the views of
 PULL_FANOUT peers it read there and does not hold yet, or else of its view's members, as any peer renews its
 view. A view pull is also its ping, so a peer that does not answer is never handed out, and every entry's
@@ -27,7 +27,7 @@ import random
 
 from node.config import SwarmConfig
 from node.errors import first_line
-from protocol import FINE_SHARDS
+from protocol import SHARD_LEVELS
 from protocol.codec import Announcement, announcement_shards
 from protocol.view import MAX_VIEW_ENTRIES, pack_view
 
@@ -45,7 +45,7 @@ class SeedView:
     def __init__(self, transport: SwarmTransport, cfg: SwarmConfig, rng: random.Random):
         self.transport, self.cfg, self.rng = transport, cfg, rng
         self.gossip = Gossip(transport, rng, cfg.max_age)
-        self.directory = Directory(cfg, rng.randrange(FINE_SHARDS), lambda card: "")
+        self.directory = Directory(cfg, rng.randrange(SHARD_LEVELS[-1]), lambda card: "")
         self.candidates: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()
         self.listed: collections.OrderedDict[bytes, tuple[bytes, float]] = collections.OrderedDict()
         self.reading = None  # the directory read in flight, and its shards

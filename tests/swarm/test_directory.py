@@ -1,19 +1,23 @@
 """How much of the directory a peer reads while peer sampling fills its view (node/swarm/directory.py): about
-READ_BUDGET announcements a step, whatever the swarm's size, so a newcomer's reads stop growing with N; and no
-single read larger than FINE_ABOVE announcements up to 100,000 peers (the fine shards)."""
+READ_BUDGET announcements a step, whatever the swarm's size, so a newcomer's reads stop growing with N; no single
+read larger than about SHARD_MOST announcements up to 65,000 peers (the shard levels); and the levels a peer
+writes at are the levels readers read at."""
 from node.config import SwarmConfig
 from node.swarm.directory import (
     ESTIMATE_EVERY,
-    FINE_ABOVE,
     READ_BUDGET,
     RESCUE_HELPING,
     RESCUE_STEPS,
+    SHARD_LEAST,
+    SHARD_MOST,
     Directory,
     covered,
-    next_level,
+    read_level,
     rotation_size,
+    write_levels,
 )
-from protocol import ANNOUNCE_SHARDS, FINE_SHARDS
+from protocol import ANNOUNCE_SHARDS, SHARD_LEVELS
+from protocol.codec import shard_id, shard_level
 
 
 def test_rotation_size_holds_about_the_budget():
@@ -23,94 +27,106 @@ def test_rotation_size_holds_about_the_budget():
     assert rotation_size(READ_BUDGET * 2.5, 8) == 1  # at least one
 
 
-def test_the_level_follows_how_full_a_coarse_shard_is_with_no_flapping():
-    assert next_level(False, FINE_ABOVE + 1) and not next_level(False, FINE_ABOVE)
-    assert next_level(True, READ_BUDGET) and not next_level(True, READ_BUDGET - 1)
-    middle = (READ_BUDGET + FINE_ABOVE) / 2  # between the two thresholds: the level stays
-    assert next_level(True, middle) and not next_level(False, middle)
+def test_readers_read_a_level_that_writers_write():
+    assert SHARD_LEVELS == (64, 512, 4096) and (SHARD_LEAST, SHARD_MOST) == (1, 16)
+    assert [read_level(n) for n in (0, 100, 1024, 1025, 8192, 8193, 10**6)] == [0, 0, 0, 1, 1, 2, 2]
+    assert [write_levels(n) for n in (0, 100, 511, 512, 1024, 1025, 4096, 8192, 8193, 10**6)] == [
+        (0,), (0,), (0,), (0, 1), (0, 1), (1,), (1, 2), (1, 2), (2,), (2,)]
+    for writers in range(1, 200_000, 37):  # a reader's estimate pessimistic by up to 2x: its level is written
+        for reader in (writers, 1.5 * writers, 2 * writers):
+            assert read_level(reader) in write_levels(writers), (writers, reader)
+    # one store a step in most swarms, two only in the bands where readers may take either level
+    assert sum(len(write_levels(n)) > 1 for n in range(1, 20_000)) / 20_000 < 0.25
 
 
-def test_the_share_of_the_directory_a_set_of_coarse_and_fine_shards_covers():
-    fine = [ANNOUNCE_SHARDS + j for j in range(FINE_SHARDS)]  # fine shard j lies within coarse shard j % 64
-    assert covered(set()) == 0.0 and covered(range(ANNOUNCE_SHARDS)) == 1.0 and covered(fine) == 1.0
-    assert covered({0, 1}) == 2 / ANNOUNCE_SHARDS
-    assert covered({0, fine[0], fine[ANNOUNCE_SHARDS], fine[1]}) == 1 / ANNOUNCE_SHARDS + 1 / FINE_SHARDS
+def test_the_share_of_the_directory_a_set_of_shards_of_any_level_covers():
+    for level, count in enumerate(SHARD_LEVELS):
+        assert covered({shard_id(level, j) for j in range(count)}) == 1.0
+    assert covered(set()) == 0.0 and covered({0, 1}) == 2 / ANNOUNCE_SHARDS
+    within = {shard_id(1, 0), shard_id(1, 64), shard_id(2, 0), shard_id(2, 1)}  # within shard 0 or level-1 shard 1
+    assert covered({0, shard_id(1, 1), *within, shard_id(2, 65)}) == 1 / 64 + 1 / 512 + 1 / 4096
 
 
-def reads(peers: int, steps: int, view: int = 1) -> list[tuple[int, bool, float]]:
-    """(shards, fine, announcements) a gossiping peer whose view holds `view` reads each step in a swarm of
+def reads(peers: int, steps: int, view: int = 1) -> list[tuple[int, int, float]]:
+    """(shards, level, announcements) a gossiping peer whose view holds `view` reads each step in a swarm of
     `peers` (every shard holding its expected share)."""
     d = Directory(SwarmConfig(), cursor=0, unusable_tokenizer=lambda card: "")
     out = []
     for _ in range(steps):
         shards = d.shards_to_read(0.0, known=1, view=view)
-        fine = bool(shards) and shards[0] >= ANNOUNCE_SHARDS
-        assert all((s >= ANNOUNCE_SHARDS) == fine for s in shards)  # one level a read
-        got = len(shards) * peers / (FINE_SHARDS if fine else ANNOUNCE_SHARDS)
-        out.append((len(shards), fine, got))
+        levels = {shard_level(s)[0] for s in shards}
+        assert len(levels) <= 1, shards  # one level a read
+        level = levels.pop() if levels else -1
+        got = len(shards) * peers / SHARD_LEVELS[level] if shards else 0.0
+        out.append((len(shards), level, got))
         if shards:
             d.note_read(round(got))
     return out
 
 
 def test_a_filling_view_reads_about_the_budget_a_step_at_any_size():
-    # 10,000 peers: a coarse shard holds 156, a fine one 9.8: one fine shard a step (READ_BUDGET is 16)
-    assert [(n, f) for n, f, _ in reads(10_000, 4)] == [(1, True)] * 4
-    # 100 peers (1.6 a coarse shard): one fine shard, then 8 fine ones show the coarse shards are small, which
-    # it then reads, more a step as the estimate firms up
-    assert [(n, f) for n, f, _ in reads(100, 6)] == [(1, True), (8, True), (1, False), (2, False), (4, False),
-                                                     (5, False)]
-    for peers in (5, 100, 600, 1_500, 3_000, 5_000, 8_000, 10_000, 30_000, 100_000):
+    # 10,000 peers: a shard holds 156, 19.5 and 2.4 at the three levels: the finest, more shards a step as the
+    # estimate firms up
+    assert reads(10_000, 4) == [(1, 2, 10_000 / 4096), (2, 2, 2 * 10_000 / 4096), (3, 2, 3 * 10_000 / 4096),
+                                (3, 2, 3 * 10_000 / 4096)]
+    # 100 peers (1.6 a level-0 shard): one finest shard, empty, then one of level 1, empty too: the estimate
+    # falls to where level 0 holds under SHARD_MOST, which it then reads, more a step as the estimate firms up
+    assert [(n, level) for n, level, _ in reads(100, 6)] == [(1, 2), (1, 1), (1, 0), (2, 0), (4, 0), (5, 0)]
+    for peers in (5, 100, 600, 1_500, 3_000, 5_000, 8_000, 10_000, 30_000, 65_000, 100_000):
         got = [a for _, _, a in reads(peers, 60)]
-        assert max(got) <= max(FINE_ABOVE, peers / FINE_SHARDS), (peers, max(got))  # flat up to 32,000 peers
-        assert sum(got) / 60 <= 1.5 * READ_BUDGET, (peers, got)  # about the budget a step, on average
+        assert max(got) <= max(SHARD_MOST, peers / SHARD_LEVELS[-1]), (peers, max(got))  # flat up to 65,000
+        assert sum(got) / 60 <= READ_BUDGET, (peers, got)  # at most the budget a step, on average
     # a full view: the configured rotation (gossip_shards, by default none); no view, no seed: the whole
     assert [n for n, _, _ in reads(10_000, 3, view=SwarmConfig().pull_peers)] == [0, 0, 0]
     d = Directory(SwarmConfig(), cursor=0, unusable_tokenizer=lambda card: "")
     assert d.shards_to_read(0.0, known=0, view=0) == list(range(ANNOUNCE_SHARDS))
 
 
-def test_a_peer_writes_the_records_that_readers_at_its_swarm_size_read():
-    """Its reads estimate the swarm's size; in a large swarm it writes only its fine record (no DHT node holding
-    a coarse shard takes N / 64 stores a step), in a small one only its coarse one (one store a step, as before
-    the fine shards), both between; a full view still reads one fine shard every ESTIMATE_EVERY steps, so the
-    estimate follows the swarm as it shrinks."""
+def test_a_peer_writes_the_levels_that_readers_at_its_swarm_size_read():
+    """Its reads estimate the swarm's size; it writes at the levels whose shards hold a few announcements at that
+    size (no DHT node holding a shard takes more than about SHARD_MOST stores of it a step), one in most swarms;
+    a full view still reads one shard every ESTIMATE_EVERY steps, so the estimate follows the swarm as it
+    shrinks."""
     full = SwarmConfig().pull_peers
-    for peers, coarse, fine in ((100, True, False), (1_000, True, True), (10_000, False, True),
-                                (100_000, False, True)):
+    for peers, levels in ((100, (0,)), (1_000, (0, 1)), (3_000, (1,)), (10_000, (2,)), (100_000, (2,))):
         d = Directory(SwarmConfig(), cursor=0, unusable_tokenizer=lambda card: "")
-        assert d.writes_coarse() and not d.writes_fine() and d.size() is None  # nothing read yet: the coarse one
-        for _ in range(3):
+        assert d.writes() == (0,) and d.size() is None  # nothing read yet: level 0
+        for _ in range(4):
             shards = d.shards_to_read(0.0, known=1, view=1)
             if shards:
                 d.note_read(round(peers * covered(shards)))
-        assert (d.writes_coarse(), d.writes_fine()) == (coarse, fine), (peers, d.size())
-        assert abs(d.size() - peers) <= 0.1 * peers or abs(d.size() - peers) < 30, (peers, d.size())
-    # the 10,000-peer swarm shrinks to 100: the full view's occasional fine reads bring the coarse record back
+        assert d.writes() == levels, (peers, d.size())
+        assert abs(d.size() - peers) <= 0.15 * peers or abs(d.size() - peers) < 30, (peers, d.size())
+    # the 10,000-peer swarm shrinks to 100: the full view's occasional reads bring level 0 back
     d = Directory(SwarmConfig(), cursor=0, unusable_tokenizer=lambda card: "")
     d.note_read(0)  # (nothing started: no effect)
-    d.reading = d.rotation(8, fine=True)
+    d.reading = d.rotation(8, level=2)
     d.note_read(round(10_000 * covered(d.reading)))
-    assert not d.writes_coarse()
-    reads = []
+    assert d.writes() == (2,)
+    reads, carry = [], 0.0
     for _ in range(40 * ESTIMATE_EVERY):
         shards = d.shards_to_read(0.0, known=full, view=full)
         if shards:
             reads.append(shards)
-            d.note_read(1 if len(reads) % 10 == 0 else 0)  # one fine shard of 100 peers: about 0.1
-    assert all(len(r) == 1 and r[0] >= ANNOUNCE_SHARDS for r in reads) and len(reads) == 40, reads[:3]
-    assert d.writes_coarse(), d.size()
+            carry += 100 * covered(shards)  # (a shard of 100 peers holds its share on average)
+            d.note_read(int(carry))
+            carry -= int(carry)
+    assert all(len(r) == 1 for r in reads) and len(reads) == 40, reads[:3]
+    assert d.writes() == (0,) and shard_level(reads[-1][0])[0] == 0, (d.size(), reads[-3:])
 
 
 def test_a_read_that_found_nothing_by_chance_is_not_followed_by_a_whole_rotation_of_full_shards():
     d = Directory(SwarmConfig(), cursor=0, unusable_tokenizer=lambda card: "")
     d.shards_to_read(0.0, known=1, view=1)
-    d.note_read(0)  # one fine shard of an 8,000-peer swarm (7.8 on average) that happened to hold none
-    shards = d.shards_to_read(0.0, known=1, view=1)
-    assert min(shards) >= ANNOUNCE_SHARDS and len(shards) <= SwarmConfig().shards_per_step, shards  # fine ones
-    d.note_read(round(8_000 * covered(shards)))  # (62: not 8 coarse shards, 1,000)
-    later = [d.shards_to_read(0.0, known=1, view=1) for _ in range(4)]  # (after a rest: 62 // READ_BUDGET)
-    assert d.fine and [len(r) for r in later] == [0, 0, 0, 1] and later[-1][0] >= ANNOUNCE_SHARDS, later
+    d.note_read(0)  # one finest shard of an 8,000-peer swarm (2 on average) that happened to hold none
+    got = []
+    for _ in range(6):
+        shards = d.shards_to_read(0.0, known=1, view=1)
+        assert len({shard_level(s)[0] for s in shards}) <= 1 and len(shards) <= SwarmConfig().shards_per_step
+        got.append(round(8_000 * covered(shards)))
+        if shards:
+            d.note_read(got[-1])
+    assert 0 < max(got) <= SHARD_MOST, got  # (not 8 shards of level 0: 1,000)
 
 
 def test_a_newcomer_whose_full_view_brings_no_helpful_sender_keeps_reading_for_a_while():

@@ -7,10 +7,9 @@ from test_exchange import peer
 from test_gossip import counted_reads
 
 from node.config import SwarmConfig
-from node.swarm.directory import covered
 from node.swarm.memory import MemorySwarm
 from node.swarm.seeding import SeedView
-from protocol import ANNOUNCE_SHARDS, FINE_SHARDS
+from protocol import ANNOUNCE_SHARDS
 from protocol.codec import bundle_digest
 from protocol.view import SignedAnnouncement, pack_view, unpack_view
 
@@ -153,7 +152,7 @@ def test_the_bootstrap_reads_at_most_its_budget_of_entries_and_estimates_the_swa
     peers = swarm_of(hub, 6, steps=1)
     monkeypatch.setattr(seeding, "READ_BUDGET", 1)  # as if each shard held many announcements
     seeds = bootstrap(hub, shards_per_step=ANNOUNCE_SHARDS // 2)  # half the directory a read
-    seeds.directory.fine, seeds.directory.mass = False, 1.0  # as after a first read: coarse shards, empty
+    seeds.directory.level, seeds.directory.mass = 0, 1.0  # as after a first read: level 0, empty
     reads = []
     fetch = seeds.transport.fetch_shards_async
     seeds.transport.fetch_shards_async = lambda shards: (reads.append(shards), fetch(shards))[1]
@@ -169,13 +168,6 @@ def test_the_bootstrap_reads_at_most_its_budget_of_entries_and_estimates_the_swa
     assert len(reads) == 2, reads  # then the next
     seeds.round()
     assert seeds.estimate() == len(peers) == len(seeds.live())  # every shard read within the TTL: exact
-
-
-def test_the_share_of_the_directory_a_set_of_coarse_and_fine_shards_covers():
-    fine = [ANNOUNCE_SHARDS + j for j in range(FINE_SHARDS)]  # fine shard j lies within coarse shard j % 64
-    assert covered(set()) == 0.0 and covered(set(range(ANNOUNCE_SHARDS))) == 1.0 and covered(set(fine)) == 1.0
-    assert covered({0, 1}) == 2 / ANNOUNCE_SHARDS
-    assert covered({0, fine[0], fine[ANNOUNCE_SHARDS], fine[1]}) == 1 / ANNOUNCE_SHARDS + 1 / FINE_SHARDS
 
 
 def sybil_seed(hub, name: str, sybils: list[str]) -> None:

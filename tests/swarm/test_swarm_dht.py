@@ -8,7 +8,7 @@ from hostile import HostileDHT
 from node.config import SwarmConfig
 from node.errors import SwarmUnreachable
 from node.swarm.dht import SwarmDHT, announcement_kind, record_key, signature_check
-from protocol import ANNOUNCE_SHARDS, FINE_SHARDS, MAX_ANNOUNCEMENT, PROTOCOL_VERSION
+from protocol import ANNOUNCE_SHARDS, MAX_ANNOUNCEMENT, PROTOCOL_VERSION, SHARD_LEVELS
 from protocol.codec import (
     Announcement,
     BundleAssembler,
@@ -21,12 +21,14 @@ from protocol.codec import (
     bundle_chunks,
     bundle_digest,
     bundle_statement,
-    coarse_shard,
     decode_announcement,
     decode_group,
     encode_announcement,
     encode_group,
     pack_bundle,
+    shard_id,
+    shard_level,
+    shard_within,
     unpack_bundle,
 )
 
@@ -219,32 +221,37 @@ def announcement(peer: SwarmDHT, step: int = 1) -> bytes:
 
 
 def test_announcements_live_only_in_their_own_shard_and_are_small(pair):
-    """Each identity announces in the two shards its subkey hashes to (coarse and fine); an announcement stored
-    (signed) in another shard of either level, or one above MAX_ANNOUNCEMENT bytes, is refused by every honest
-    node."""
+    """Each identity announces in the shards its subkey hashes to, one a level (each within the one above); an
+    announcement stored (signed) in another shard of any level, or one above MAX_ANNOUNCEMENT bytes, is refused
+    by every honest node."""
     a, b = pair
-    assert a.announce_async(announcement(a), ttl=30).result(30)
-    coarse, fine = announcement_shards(a.own_subkey)
-    assert coarse == a.shard and fine >= ANNOUNCE_SHARDS and coarse_shard(fine) == coarse
-    for shard in (coarse, fine):
+    assert a.announce_async(announcement(a), ttl=30, levels=range(len(SHARD_LEVELS))).result(30)
+    own = announcement_shards(a.own_subkey)
+    assert own[0] == a.shard and [shard_level(s)[0] for s in own] == list(range(len(SHARD_LEVELS)))
+    assert all(shard_within(own[level], above) == own[above] for level in range(len(own)) for above in range(level))
+    for shard in own:
         found = b.fetch_shards_async([shard]).result(30)
         assert list(found) == [a.own_subkey] and decode_announcement(found[a.own_subkey][0]).peer_id == a.peer_id
     others = [i for i in range(ANNOUNCE_SHARDS) if i != a.shard][:3]
-    fine_others = [ANNOUNCE_SHARDS + (fine - ANNOUNCE_SHARDS + k) % FINE_SHARDS for k in (1, ANNOUNCE_SHARDS)]
-    assert b.fetch_shards_async(others + fine_others).result(30) == {}
+    for level in range(1, len(SHARD_LEVELS)):  # the same shard above, another at this level
+        number = shard_level(own[level])[1]
+        others.append(shard_id(level, (number + SHARD_LEVELS[level - 1]) % SHARD_LEVELS[level]))
+    assert b.fetch_shards_async(others).result(30) == {}
     card = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0.1.0")
     mallory = HostileDHT(SwarmConfig(name="t", initial_peers=tuple(a.visible_maddrs())), card=card)
     try:
         wrong = (mallory.shard + 1) % ANNOUNCE_SHARDS
-        own_fine = announcement_shards(mallory.own_subkey)[1]
-        wrong_fine = ANNOUNCE_SHARDS + (own_fine - ANNOUNCE_SHARDS + ANNOUNCE_SHARDS) % FINE_SHARDS  # same coarse
+        own_fine = announcement_shards(mallory.own_subkey)[-1]
+        level, number = shard_level(own_fine)
+        wrong_fine = shard_id(level, (number + SHARD_LEVELS[level - 1]) % SHARD_LEVELS[level])  # same shard above
         for shard in (wrong, wrong_fine):
             mallory.raw_store(announcement_kind(shard), announcement(mallory), mallory.now() + 30, mallory.own_subkey)
         mallory.raw_store(announcement_kind(mallory.shard), b"x" * (MAX_ANNOUNCEMENT + 1), mallory.now() + 30,
                           mallory.own_subkey)
         seen = b.fetch_shards_async([wrong, wrong_fine, mallory.shard]).result(30)
         assert mallory.own_subkey not in seen, seen
-        assert mallory.announce_async(announcement(mallory), ttl=30).result(30)  # its own shards, small: fine
+        assert mallory.announce_async(announcement(mallory), ttl=30,  # its own shards, small: fine
+                                      levels=range(len(SHARD_LEVELS))).result(30)
         assert mallory.own_subkey in b.fetch_shards_async([mallory.shard]).result(30)
         assert mallory.own_subkey in b.fetch_shards_async([own_fine]).result(30)
     finally:
