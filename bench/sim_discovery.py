@@ -547,11 +547,13 @@ def plot(rows: list[dict], out: Path) -> None:
     import matplotlib.pyplot as plt
 
     ns = [r["n"] for r in rows]
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.6))
     axes[0].plot(ns, [(r["bytes_in"] + r["bytes_out"]) / 1024 for r in rows], "o-", label="median peer")
+    axes[0].plot(ns, [r["bytes_p99"] / 1024 for r in rows], "^:", label="99th percentile")
     axes[0].plot(ns, [r["bytes_max"] / 1024 for r in rows], "s--", label="busiest peer")
     axes[0].set(xscale="log", xlabel="peers", ylabel="discovery KB / step", title="traffic per peer")
     axes[1].plot(ns, [r["cpu"] * 1000 for r in rows], "o-", label="median peer")
+    axes[1].plot(ns, [r["cpu_p99"] * 1000 for r in rows], "^:", label="99th percentile")
     axes[1].plot(ns, [r["cpu_max"] * 1000 for r in rows], "s--", label="busiest peer")
     axes[1].set(xscale="log", xlabel="peers", ylabel="ms CPU / step", title="CPU per peer (validation included)")
     axes[2].plot(ns, [r["view_sybil"] for r in rows], "o-", label="views")
@@ -559,6 +561,10 @@ def plot(rows: list[dict], out: Path) -> None:
     axes[2].plot(ns, [r["pull_sybil"] for r in rows], "^:", label="group pulls")
     axes[2].set(xscale="log", xlabel="peers", ylabel="Sybil share", title="Sybil share of honest peers'",
                 ylim=(0, 1))
+    axes[3].plot(ns, [r["node_mean"] / 1024 for r in rows], "o-", label="mean node")
+    axes[3].plot(ns, [r["node_max_honest"] / 1024 for r in rows], "s--", label="busiest (honest stores and reads)")
+    axes[3].plot(ns, [r["node_max"] / 1024 for r in rows], "^:", label="busiest (Sybils' stores too)")
+    axes[3].set(xscale="log", xlabel="peers", ylabel="KB / step", title="DHT nodes' load")
     for ax in axes:
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
