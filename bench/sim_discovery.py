@@ -22,8 +22,8 @@ announcement rides with its bundle). The population:
   node, a newcomer also reads the DHT directory in rotation while its view holds fewer than 8 entries, about
   READ_BUDGET announcements a round (`--no-read-budget`: 8 of the 64 shards a round, the node before
   2026-12-04), and pulls the senders it finds there (`--no-directory`: it does not, as in the simulation before
-  2026-12-04). Its reads take the level of shards (protocol version 4: 64, 512, 4,096 shards) whose shards hold
-  at most SHARD_MOST announcements by its estimate (`--coarse-only`: the 64 shards of level 0 only, protocol
+  2026-12-04). Its reads take the shards or columns of shards its directory's `read_plan` picks (protocol
+  version 4: levels of 64, 256, 1,024 and 4,096 shards; `--coarse-only`: the 64 shards of level 0 only, protocol
   version 2).
 Messages are delivered within the round when latency + bytes / bandwidth fits the 1 s shuffle deadline.
 
@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT))
 from node.config import SwarmConfig  # noqa: E402
 from node.swarm import SERVES_PER_BUNDLE  # noqa: E402
 from node.swarm import membership as ms  # noqa: E402
-from node.swarm.directory import ESTIMATE_EVERY, RESCUE_STEPS, Directory, read_level, write_levels  # noqa: E402
+from node.swarm.directory import ESTIMATE_EVERY, RESCUE_STEPS, Directory, read_plan, write_level  # noqa: E402
 from node.swarm.membership import Entry, Membership  # noqa: E402
 from node.swarm.senders import Senders  # noqa: E402
 from protocol import SHARD_LEVELS  # noqa: E402
@@ -104,18 +104,18 @@ class CoarseDirectory(Directory):
     """A peer's reads as in protocol version 2 (--coarse-only): the coarse shards only, none once the view is full."""
     def __init__(self, *args):
         super().__init__(*args)
-        self.level = 0
+        self.plan = (0, False)
 
     def shards_to_read(self, now: float, known: int, view: int = -1, seeded: bool = False,
                        helping: int = 2) -> list[int]:
         return [] if view >= self.cfg.pull_peers else super().shards_to_read(now, known, view, seeded, helping)
 
-    def rotation(self, count: int, level: int = 0) -> list[int]:
+    def rotation(self, count: int, level: int = 0, column: bool = False) -> list[int]:
         return super().rotation(count, 0)
 
     def note_read(self, announcements: int) -> None:
         super().note_read(announcements)
-        self.level = 0
+        self.plan = (0, False)
 
 
 @dataclass
@@ -174,7 +174,7 @@ class Sim:
         shards = self.shard_map(settled=True)
         for peer in self.honest():  # and had read 8 shards when it joined (its size estimate), at a random
             d = peer.directory  #     point of its refresh cycle
-            d.reading = d.rotation(8, read_level(n) if args.fine_shards else 0)
+            d.reading = d.rotation(8, *read_plan(n)) if args.fine_shards else d.rotation(8)
             d.note_read(sum(len(shards.get(shard, ())) for shard in d.reading))
             d.idle = self.rng.randrange(ESTIMATE_EVERY)
         self.stats: list[dict] = []
@@ -370,7 +370,7 @@ class Sim:
             return own[:1]
         if peer.kind == "sybil":
             return own
-        levels = write_levels(self.size) if peer.directory is None or settled else peer.directory.writes()
+        levels = (write_level(self.size),) if peer.directory is None or settled else peer.directory.writes()
         return tuple(own[level] for level in levels)
 
     def shard_map(self, settled: bool = False) -> dict[int, list[Entry]]:

@@ -13,15 +13,17 @@ c // READ_BUDGET steps without one), so that a newcomer's reads do not grow with
 the directory is the fallback). The whole directory is read only when neither the view nor the seeds have
 anyone.
 
-Budgeted reads choose the level of shard too (`read_level`): a shard of level l holds about N / SHARD_LEVELS[l]
-announcements (protocol: 64, 512, 4,096) and cannot be read in part, so they read the coarsest level whose
-shards hold at most SHARD_MOST by a pessimistic estimate of the swarm's size; they start at the finest level,
-whose first read of one shard shows how full shards are at a cost that stays small at any N. Every read feeds
-that estimate (`size`), which also decides the levels we write our record at (`writes`): each level whose
-shards hold between SHARD_LEAST and SHARD_MOST by our estimate (level 0 below, the finest above), one level or
-two (a factor 8 between levels, a band of 16), so that wherever readers read a level the writers write it, and
-no DHT node holding a shard takes more than about SHARD_MOST stores of it a step at any size up to 65,000 peers.
-A peer whose view is full reads one shard every ESTIMATE_EVERY steps to keep that estimate current.
+Levels (protocol SHARD_LEVELS: 64, 256, 1,024 and 4,096 shards, each shard within one of every level above): a
+peer writes its announcement at one level, the coarsest whose shards hold fewer than FANOUT (4) by its estimate
+of the swarm's size (`write_level`), so no DHT node holding a shard takes more than about 4 stores of it a step
+up to 16,000 peers, and every peer stores one record a step. Writers' estimates differ, so near a level's edges
+some write the level above or below: budgeted reads therefore take *columns* (`read_plan`), a shard and the
+FANOUT shards of the next level within it, which together hold every writer of that part of the directory who
+wrote at either level; a reader picks the column whose pair of levels holds the writers whose estimates are
+within 2x of its own pessimistic one (a single shard of level 0 in a small swarm, of the finest level in a large
+one). A column holds 2 to 8 announcements at the reader's estimate; they start with one shard of the finest
+level, which shows how full shards are at a cost that stays small at any N. Every read feeds the estimate
+(`size`). A peer whose view is full reads one column every ESTIMATE_EVERY steps to keep that estimate current.
 
 Checks: an announcement is decoded, its tokenizer must be ours or one we can build, it must not come from the
 future (beyond CLOCK_SKEW) and must be fresh (swarm.max_age). Each is checked once: a refusal is reported the
@@ -51,9 +53,8 @@ from .bounded import BoundedSet, remember
 READ_BUDGET = 16  # announcements read a step on average while peer sampling fills the view (about 28 KB), and
 #                   by the bootstrap (seeding.py); 64 before 2026-12-05 (whose 6 ms of checks at 10,000 peers made a
 #                   newcomer the busiest peer: bench/sim_discovery.py)
-SHARD_MOST = READ_BUDGET  # announcements a shard of the level we read or write holds at most, by our estimate
-SHARD_LEAST = SHARD_MOST / (SHARD_LEVELS[1] // SHARD_LEVELS[0]) / 2  # and at least, for a level we write (1: a
-#                   level's band overlaps the next one's by a factor 2, so a reader's level is written at any N)
+FANOUT = SHARD_LEVELS[1] // SHARD_LEVELS[0]  # shards of the next level within a shard (4); a peer writes at the
+#                   coarsest level whose shards hold fewer than FANOUT announcements by its estimate
 ESTIMATE_DECAY = 0.8  # the weight a read leaves to what the reads before it said about the swarm's size
 ESTIMATE_EVERY = 50  # steps between two reads of one shard by a peer whose view is full (its size estimate)
 SIZE_MARGIN = 2  # announcements added, beside two standard deviations (Poisson: 2 sqrt(count)), to what the reads
@@ -73,21 +74,32 @@ def rotation_size(per_shard: float | None, most: int, budget: int = READ_BUDGET)
     return max(1, min(most, int(budget // max(per_shard, 1e-9))))
 
 
-def read_level(size: float) -> int:
-    """The level budgeted reads take in a swarm of about `size` announcements (a pessimistic estimate): the
-    coarsest whose shards hold at most SHARD_MOST (the finest when none does)."""
+def write_level(size: float) -> int:
+    """The level a peer writes its announcement at in a swarm of about `size` announcements (its estimate): the
+    coarsest whose shards hold fewer than FANOUT (the finest when none does)."""
     for level, count in enumerate(SHARD_LEVELS):
-        if size / count <= SHARD_MOST:
+        if size < FANOUT * count:
             return level
     return len(SHARD_LEVELS) - 1
 
 
-def write_levels(size: float) -> tuple[int, ...]:
-    """The levels a peer writes its announcement at in a swarm of about `size` announcements: those whose shards
-    hold between SHARD_LEAST and SHARD_MOST (level 0 below that, the finest above)."""
-    last = len(SHARD_LEVELS) - 1
-    return tuple(level for level, count in enumerate(SHARD_LEVELS)
-                 if (level == 0 or size / count >= SHARD_LEAST) and (level == last or size / count <= SHARD_MOST))
+def read_plan(size: float) -> tuple[int, bool]:
+    """(level, column) of budgeted reads in a swarm of at most about `size` announcements (a pessimistic
+    estimate): a column of level l (l and l + 1) while size is within [2, 8) shards' worth of level l, so that it
+    holds every writer whose estimate is within 2x of ours; below that, single shards of level 0 (everyone there
+    writes level 0); above, single shards of the finest level."""
+    if size < 2 * SHARD_LEVELS[0]:
+        return 0, False
+    for level, count in enumerate(SHARD_LEVELS[:-1]):
+        if size < 8 * count:
+            return level, True
+    return len(SHARD_LEVELS) - 1, False
+
+
+def read_levels(plan: tuple[int, bool]) -> tuple[int, ...]:
+    """The levels a read of this plan finds writers at."""
+    level, column = plan
+    return (level, level + 1) if column else (level,)
 
 
 def covered(shards: Iterable[int]) -> float:
@@ -114,7 +126,7 @@ class Directory:
         self.last_whole_read = -math.inf  # when all shards were last read (our DHT clock)
         self.mass = self.count = 0.0  # the swarm's size as our reads saw it: shares of the directory read and the
         #                               announcements they held, older reads weighed down by ESTIMATE_DECAY each
-        self.level = len(SHARD_LEVELS) - 1  # the level budgeted reads take (read_level): the finest at first
+        self.plan = (len(SHARD_LEVELS) - 1, False)  # what budgeted reads take (read_plan): a finest shard first
         self.rest = 0  # steps to go without a budgeted read (READ_BUDGET)
         self.reading: list[int] = []  # the shards of the read started last
         self.idle = 0  # steps since a read started
@@ -132,15 +144,15 @@ class Directory:
 
     @property
     def per_shard(self) -> float | None:
-        """Announcements a shard of the budgeted reads' level holds at most, by our reads (None: not known)."""
+        """Announcements a unit of the budgeted reads (a shard, or a column) holds at most, by our reads (None: not
+        known)."""
         size = self.size_above()
-        return None if size is None else size / SHARD_LEVELS[self.level]
+        return None if size is None else size / SHARD_LEVELS[self.plan[0]]
 
     def writes(self) -> tuple[int, ...]:
-        """The levels we write our announcement at: level 0 until a read has shown the swarm's size, then
-        `write_levels` of our estimate (one store a step in most swarms, two in the bands where readers may take
-        either level)."""
-        return (0,) if self.mass == 0 else write_levels(self.size())
+        """The levels we write our announcement at (one): level 0 until a read has shown the swarm's size, then
+        `write_level` of our estimate."""
+        return (0,) if self.mass == 0 else (write_level(self.size()),)
 
     def shards_to_read(self, now: float, known: int, view: int = -1, seeded: bool = False,
                        helping: int = RESCUE_HELPING) -> list[int]:
@@ -162,13 +174,15 @@ class Directory:
             return self.budgeted(self.cfg.shards_per_step)
         count = self.cfg.gossip_shards if view >= self.cfg.pull_peers else self.cfg.shards_per_step
         if count == 0:  # a full view: one shard now and then keeps our size estimate (writes) current
-            return self._start(self.rotation(1, self.level)) if self.idle >= ESTIMATE_EVERY else []
+            return self._start(self.rotation(1, *self.plan)) if self.idle >= ESTIMATE_EVERY else []
         return self._start(self.rotation(count))
 
     def budgeted(self, most: int) -> list[int]:
-        """The shards of a read of about READ_BUDGET announcements (at most `most` shards), at the level
-        `read_level` chose."""
-        return self._start(self.rotation(rotation_size(self.per_shard, most), self.level))
+        """The shards of a read of about READ_BUDGET announcements, as `read_plan` chose: at most `most` single
+        shards, or as many columns as fit in `most` shards but at least two (a read of one column holding one
+        announcement leaves the estimate too uncertain to leave a level whose columns hold that few)."""
+        units = max(2, most // (1 + FANOUT)) if self.plan[1] else most
+        return self._start(self.rotation(rotation_size(self.per_shard, units), *self.plan))
 
     def _start(self, shards: list[int]) -> list[int]:
         self.reading, self.idle = shards, 0
@@ -180,14 +194,18 @@ class Directory:
         if self.reading:
             self.mass = self.mass * ESTIMATE_DECAY + covered(self.reading)
             self.count = self.count * ESTIMATE_DECAY + announcements
-            self.level = read_level(self.size_above())
+            self.plan = read_plan(self.size_above())
             self.rest = announcements // READ_BUDGET
 
-    def rotation(self, count: int, level: int = 0) -> list[int]:
-        """The ids of the next `count` shards of the rotation of a level."""
+    def rotation(self, count: int, level: int = 0, column: bool = False) -> list[int]:
+        """The ids of the next `count` shards of a level's rotation, each with the FANOUT shards of the next level
+        within it when `column`."""
         total = SHARD_LEVELS[level]
-        shards = [shard_id(level, (self.cursors[level] + i) % total) for i in range(min(count, total))]
+        numbers = [(self.cursors[level] + i) % total for i in range(min(count, total))]
         self.cursors[level] = (self.cursors[level] + count) % total
+        shards = [shard_id(level, j) for j in numbers]
+        if column:
+            shards += [shard_id(level + 1, j + k * total) for j in numbers for k in range(FANOUT)]
         return shards
 
     def read_before(self, value: bytes) -> bool:
