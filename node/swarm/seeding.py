@@ -3,10 +3,11 @@ senders without reading the whole directory, at any swarm size.
 
 A bootstrap has no announcement and no groups of its own, but keeps a peer-sampling view like any peer
 (membership.py, through gossip.py). It reads the directory in rotation as a peer's budgeted reads do
-(directory.py: about READ_BUDGET announcements a read, at most `swarm.shards_per_step` shards while its view holds
-fewer than `swarm.pull_peers` entries (filling) and one once it holds them, at the level whose shards hold at most
-SHARD_MOST), and never more than READ_BUDGET entries a round on average (a read that brought c
-entries is followed by c // READ_BUDGET rounds without one), so its cost stays flat in N; it pulls the views of
+(directory.py: about READ_BUDGET announcements a read, in shards or columns as `read_plan` picks: at most
+`swarm.shards_per_step` shards or two columns while its view holds fewer than `swarm.pull_peers` entries
+(filling), one shard or two columns once it holds them), and never more than READ_BUDGET entries a round on
+average (a read that brought c entries is followed by c // READ_BUDGET rounds without one), so its cost stays flat
+in N; it pulls the views of
 PULL_FANOUT peers it read there and does not hold yet, or else of its view's members, as any peer renews its
 view. A view pull is also its ping, so a peer that does not answer is never handed out, and every entry's
 signature and announcement are checked as any peer checks them (a bootstrap accepts every tokenizer: it trains
