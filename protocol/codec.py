@@ -435,10 +435,15 @@ class Announcement:
     accuracy: float = -1.0  # its latest held-out ID greedy pass@1, as it claims (-1: not evaluated yet)
 
 
+def _identity_hash(subkey: bytes) -> int:
+    """The number an identity's shards are drawn from (its shard at a level: this mod the level's count)."""
+    return int.from_bytes(hashlib.blake2b(subkey, digest_size=8).digest(), "little")
+
+
 def announcement_shard(subkey: bytes, shards: int = ANNOUNCE_SHARDS) -> int:
     """The number of the shard an identity (its DHT subkey) announces in, among `shards` (a level's count: its
     level-0 shard by default; its id at a level is `shard_id(level, number)`)."""
-    return int.from_bytes(hashlib.blake2b(subkey, digest_size=8).digest(), "little") % shards
+    return _identity_hash(subkey) % shards
 
 
 def shard_id(level: int, number: int) -> int:
@@ -457,7 +462,8 @@ def shard_level(shard: int) -> tuple[int, int]:
 
 def announcement_shards(subkey: bytes) -> tuple[int, ...]:
     """The ids of the shards an identity announces in, one a level (each within the one of the level above)."""
-    return tuple(shard_id(level, announcement_shard(subkey, count)) for level, count in enumerate(SHARD_LEVELS))
+    number = _identity_hash(subkey)  # (hashed once: every DHT node's validator calls this for each record stored)
+    return tuple(shard_id(level, number % count) for level, count in enumerate(SHARD_LEVELS))
 
 
 def chosen_shards(subkey: bytes, levels) -> tuple[int, ...]:

@@ -91,7 +91,7 @@ def read_plan(size: float) -> tuple[int, bool]:
     if size < 2 * SHARD_LEVELS[0]:
         return 0, False
     for level, count in enumerate(SHARD_LEVELS[:-1]):
-        if size < 8 * count:
+        if size < 2 * FANOUT * count:  # (2 shards' worth of the next level)
             return level, True
     return len(SHARD_LEVELS) - 1, False
 
