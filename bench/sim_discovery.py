@@ -308,6 +308,8 @@ class Sim:
         if self.args.directory:  # (each peer's own Directory decides: a filling view's budgeted reads, a full
             shards = self.shard_map()  # view's shard now and then)
             for peer in honest:
+                if args.refill and args.defences and len(peer.membership.members(now)) < PULL_PEERS:
+                    self.timed(peer, peer.membership.seed, peer.established(now))  # (the node's Gossip.refill)
                 self.timed(peer, self.read_directory, peer, now, shards)
         for peer in honest:
             if peer.membership.pushes <= peer.membership.push_limit:  # (the node checks a pusher's entry only
@@ -601,6 +603,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--no-rescue", dest="rescue", action="store_false",
                     help="a stranded newcomer (no established sender after its first step) does not ask the "
                          "bootstrap (the node before 2026-12-05)")
+    ap.add_argument("--no-refill", dest="refill", action="store_false",
+                    help="a view that drains below pull_peers is not refilled from the entries held of "
+                         "established senders (the node before 2026-12-05: it re-read the directory)")
     ap.add_argument("--no-directory", dest="directory", action="store_false",
                     help="newcomers do not read the DHT directory (the simulation before 2026-12-04)")
     ap.add_argument("--seeding", nargs="+", choices=("neighbours", "bootstrap"), default=["neighbours"],

@@ -264,10 +264,13 @@ class GroupExchange:
     def prefetch(self) -> None:
         """At the beginning of a step: starts reading the next announcement shards (one read in flight at a
         time, never doubled) and pulling from senders known already, so both work while we generate; while a
-        seed's view is on its way (a newcomer's, or a stranded one's), the pulls wait for it (gather)."""
+        seed's view is on its way (a newcomer's, or a stranded one's), the pulls wait for it (gather). A view that
+        drained below pull_peers takes the entries we hold of our established senders first (no read, no check)."""
         seeded = self._start_gossip()  # (first: an initial peer's view on its way spares a whole read)
         if self.prefetched is None or self.prefetched.done():
             now = self.transport.now()
+            if self.gossip is not None:
+                self.gossip.refill(self._vouched(now), self.cfg.pull_peers)
             view = self.gossip.size() if self.gossip is not None else -1
             shards = self.directory.shards_to_read(now, len(self.senders.live(now)), view, seeded,
                                                    self.senders.helping(now))

@@ -234,6 +234,18 @@ class Gossip:
                                      Held(signed, announcement)))
         return entries
 
+    def refill(self, vouched: list[bytes], want: int) -> int:
+        """While our view holds fewer than `want` peers: fills its free places with the entries we hold of
+        `vouched` identities (their own announcements as their views brought them, checked then, unexpired), as a
+        passive view refills an active one; costs no check and no read. Returns how many were added. (A view
+        drains now and then in a large swarm, when most of its entries expire or go silent at once: measured in
+        bench/sim_discovery.py at 10,000 peers, about 0.1% of established peers a round, each then re-reading about
+        16 announcements from the directory, the busiest peers' extra checks.)"""
+        now = self.transport.now()
+        if self.size() >= want:
+            return 0
+        return self.membership.seed([self.held[s] for s in vouched if s in self.held and self.held[s].expires > now])
+
     def end_round(self, take_pushes: bool) -> None:
         """Renews the view from this step's pulls and, with take_pushes (we have established senders: a
         newcomer's pushes come from whoever watches for newcomers), its pushes."""

@@ -264,3 +264,30 @@ def test_a_view_pulled_more_often_than_its_budget_answers_busy_and_the_puller_ke
     assert b.exchange.gossip.busy >= 1
     a.step(2)  # a new view: served again
     assert hub.transport(f"x{limit}").pull_async("a", "view", b"", 1 << 20, 5.0).exception() is None
+
+
+def test_a_drained_view_refills_from_established_senders_without_a_directory_read():
+    """A view whose entries all expire or go silent at once (in a large swarm, now and then) takes the entries
+    held of the senders that proved themselves here: no directory read and no signature check; without them
+    (nothing held) the same drained view reads the directory."""
+    hub = MemorySwarm()
+    others = [peer(hub, f"p{i}", model="tiny-sub") for i in range(3)]
+    for p in others:
+        p.step(0)
+    q = peer(hub, "q", pull_peers=2)
+    steps_among(q, others, 6)
+    gossip = q.exchange.gossip
+    vouched = q.exchange._vouched(hub.clock())
+    assert len(vouched) >= 2 and {s for s in vouched if s in gossip.held} == set(vouched), (vouched, gossip.held)
+    reads, checks = counted_reads(q), []
+    verify = q.exchange.transport.verify
+    q.exchange.transport.verify = lambda *a: (checks.append(a), verify(*a))[1]
+    gossip.membership.view.clear()  # drained
+    q.exchange.prefetch()
+    assert reads == [] and not checks, (reads, len(checks))
+    assert gossip.size() >= 2 and set(gossip.membership.view) <= set(vouched)
+    q.exchange.gather(16, 64)
+    gossip.membership.view.clear()  # drained again, and nothing held: the directory serves
+    gossip.held.clear()
+    q.exchange.prefetch()
+    assert reads and reads[0] > 0, reads
