@@ -168,14 +168,19 @@ class Directory:
             self.last_whole_read = now
             return self._start(list(range(ANNOUNCE_SHARDS)))
         if gossip and (view < self.cfg.pull_peers or rescue):  # filling: about READ_BUDGET announcements
-            if self.rest > 0:
-                self.rest -= 1
-                return []
-            return self.budgeted(self.cfg.shards_per_step)
+            return self.budgeted(self.cfg.shards_per_step) if self.rested() else []
         count = self.cfg.gossip_shards if view >= self.cfg.pull_peers else self.cfg.shards_per_step
         if count == 0:  # a full view: one shard now and then keeps our size estimate (writes) current
             return self._start(self.rotation(1, *self.plan)) if self.idle >= ESTIMATE_EVERY else []
         return self._start(self.rotation(count))
+
+    def rested(self) -> bool:
+        """Whether a budgeted read may start now (asked once a step while none is in flight): after a read that
+        brought c announcements, the next c // READ_BUDGET asks say no."""
+        if self.rest > 0:
+            self.rest -= 1
+            return False
+        return True
 
     def budgeted(self, most: int) -> list[int]:
         """The shards of a read of about READ_BUDGET announcements, as `read_plan` chose: at most `most` single

@@ -25,6 +25,10 @@ directory, and newcomers' first pulls spread over the swarm instead of all landi
 whose view filled but no sender of which brought it informative groups after its first step (its neighbours
 answered with identities whose groups teach nothing: Sybils) is *stranded*: it asks, once each, the seeds it has
 not asked yet (its initial peers), whose entries fill the free places of its view.
+
+Refill: a view that drains below pull_peers (its entries expired or went silent together: in a large swarm, now
+and then) takes the entries we hold of our established senders (`refill`), as a passive view refills an active
+one, before the step decides whether to read the directory: they were checked when their views brought them.
 """
 from __future__ import annotations
 

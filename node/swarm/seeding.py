@@ -33,7 +33,7 @@ from protocol.codec import Announcement, announcement_shards
 from protocol.view import MAX_VIEW_ENTRIES, pack_view
 
 from . import Records, SwarmTransport
-from .directory import READ_BUDGET, Directory, covered  # (the bootstrap's read budget is a reader's)
+from .directory import Directory, covered  # (the bootstrap's read budget is a reader's)
 from .gossip import Gossip
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,6 @@ class SeedView:
         self.reading = None  # the directory read in flight, and its shards
         self.reading_shards: list[int] = []
         self.read_at: dict[int, float] = {}  # shard -> when we last read it (the swarm's clock)
-        self.rest = 0  # rounds to go without a read (READ_BUDGET)
         self.refused: collections.Counter = collections.Counter()  # announcements and entries refused, by reason
 
     def round(self) -> None:
@@ -64,15 +63,13 @@ class SeedView:
                 records = future.result()
                 self._read(records)
                 self.read_at.update(dict.fromkeys(self.reading_shards, self.transport.now()))
-                self.directory.note_read(len(records))
-                self.rest = len(records) // READ_BUDGET
+                self.directory.note_read(len(records))  # (and how many rounds to rest: READ_BUDGET)
             except Exception as err:  # noqa: BLE001 (the daemon outlives any read)
                 log.warning("reading the directory failed: %s", first_line(err))
         self.gossip.collect(self._check, self._refuse)
         self.gossip.end_round(take_pushes=False)
         self.serve()
-        self.rest -= 1
-        if self.reading is None and self.rest < 0:
+        if self.reading is None and self.directory.rested():
             full = self.size() >= self.cfg.pull_peers
             self.reading_shards = self.directory.budgeted(1 if full else self.cfg.shards_per_step)
             self.reading = self.transport.fetch_shards_async(self.reading_shards)

@@ -148,11 +148,11 @@ def test_the_bootstrap_evicts_a_peer_that_stops_answering():
 
 
 def test_the_bootstrap_reads_at_most_its_budget_of_entries_and_estimates_the_swarm(monkeypatch):
-    import node.swarm.seeding as seeding
+    import node.swarm.directory as directory
 
     hub = MemorySwarm()
     peers = swarm_of(hub, 6, steps=1)
-    monkeypatch.setattr(seeding, "READ_BUDGET", 1)  # as if each shard held many announcements
+    monkeypatch.setattr(directory, "READ_BUDGET", 1)  # rests as if each shard held many announcements
     seeds = bootstrap(hub, shards_per_step=ANNOUNCE_SHARDS // 2)  # half the directory a read
     seeds.directory.plan, seeds.directory.mass = (0, False), 1.0  # as after a first read: level 0, empty
     reads = []
