@@ -291,6 +291,7 @@ class GroupExchange:
         outcome: dict[bytes, list[int]] = collections.defaultdict(lambda: [0, 0, 0])  # accepted, informative,
         deadline = self.transport.now() + self.cfg.gather_deadline  #                    rejected
         self._collect_views(result)  # first: views pulled meanwhile (a newcomer's initial peers' too) may fill
+        self._start_pulls()  # the senders they named, pulled while a slow directory read is awaited
         wait = 0.0 if self._view_full() else max(deadline - self.transport.now(), 0.0)  # a full view finds
         read = self._announcements(result, wait)  # senders: a slow directory read is taken when it lands
         if read is not None:
