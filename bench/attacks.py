@@ -154,6 +154,10 @@ def attacker_loop(build, victim, dht, stop: threading.Event, sent: list[int], be
                     sent[0] += len(records)
             except CancelledError:  # the attacker's own DHT shut down mid-publish: the run is over
                 return
+            except RuntimeError:  # (its event loop closed under the publish, the same at the run's end)
+                if stop.is_set():
+                    return
+                raise
         step += 1
 
 
