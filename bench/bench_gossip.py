@@ -16,6 +16,7 @@ publishers in one process, one fetch of each of the two keys per step).
 Needs root (network namespaces); cleans up its namespaces and processes on any exit, SIGTERM included.
 
     .venv/bin/python bench/bench_gossip.py [--peers 5,10,20,50,100] [--legacy-peers 5,10,20,50] [--steps 12]
+        [--silent-dht K] [--silent-peers K]   # DHT servers / publishers that freeze before the reader starts
 """
 from __future__ import annotations
 
@@ -429,6 +430,17 @@ def measure_new(n: int, args, out: Path) -> dict:
                 raise RuntimeError("the DHT servers to freeze did not start")
             time.sleep(2 * args.period)  # (announced to the others' routing tables)
             frozen.send_signal(signal.SIGSTOP)
+        if args.silent_peers:  # publishers that announce and serve like the others, then freeze (their p2pd
+            silent = subprocess.Popen([*me, "--publish-new", str(args.silent_peers), "--initial", initial,
+                                       "--seed", str(10_000), "--groups", str(args.groups), "--tokens",
+                                       str(args.tokens), "--period", str(args.period), "--publishers-gossip",
+                                       args.publishers_gossip],  # daemons accept streams, nothing answers)
+                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+            procs.append(silent)
+            if silent.stdout.readline().strip() != "ready":
+                raise RuntimeError("the peers to freeze did not start")
+            time.sleep(max(settled - time.monotonic(), 3 * args.period))  # (announced, in others' views)
+            silent.send_signal(signal.SIGSTOP)  # their announcements stay live in the DHT and in views
         time.sleep(max(settled - time.monotonic(), 0.0))
         boot_before, cpu_before = ns_interface_bytes(BOOT[0], BOOT[1] + "-n"), cpu_seconds(boot.pid)
         started = time.monotonic()
@@ -455,7 +467,7 @@ def measure_new(n: int, args, out: Path) -> dict:
     latencies = sorted(t for ok, t in pulls if ok)
     steps = [r for r in lines if "step" in r]
     first = next((r for r in steps if r["groups"] > 0), None)
-    return {"peers": n, "silent": args.silent_dht,
+    return {"peers": n, "silent": args.silent_dht, "silent_peers": args.silent_peers,
             "first_group_step": first["step"] if first else None,  # the newcomer's first step is step 1
             "first_group_s": first["since_join"] if first else None,
             "whole_reads_before": sum(k == ANNOUNCE_SHARDS for r in steps[:first["step"] if first else None]
@@ -558,6 +570,10 @@ def main() -> int:
     parser.add_argument("--silent-dht", type=int, default=0,
                         help="DHT servers that join, then freeze (SIGSTOP: they accept connections and never "
                              "answer) before the reader starts")
+    parser.add_argument("--silent-peers", type=int, default=0,
+                        help="publishers that announce and keep views like the others for a few periods, then "
+                             "freeze (SIGSTOP) before the reader starts: silent peers whose announcements stay "
+                             "live")
     for hidden in ("--publish", "--publish-new", "--seed", "--dht-nodes"):
         parser.add_argument(hidden, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--read", help=argparse.SUPPRESS)
@@ -602,7 +618,7 @@ def main() -> int:
     print(f"exchange (announcements + pulls): bundles of {args.groups} groups x 8 x {args.tokens} tokens, one per "
           f"publisher per {args.period:g} s, + {2 * args.trainers} training peers; medians over {args.steps} steps; "
           f"the reader's gossip {args.gossip}, the publishers' {args.publishers_gossip}; {args.silent_dht} silent "
-          f"DHT servers")
+          f"DHT servers, {args.silent_peers} silent peers")
     print(f"{'peers':>5} {'down KB/step':>12} {'up KB/step':>10} {'pulled KB':>9} {'groups':>6} "
           f"{'largest value KB':>16} {'pulls ok':>8} {'pull ms':>7} {'p95 ms':>6} {'swarm p95 s':>11} "
           f"{'boot CPU ms/s/peer':>18} {'boot B/s/peer':>13}")
