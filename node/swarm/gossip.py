@@ -189,6 +189,7 @@ class Gossip:
                 if isinstance(err, RecordError) and err.reason != "missing":  # it broke the protocol (one not
                     reject(target, err.reason, f"view: {err}")  #                serving views yet: a miss only)
                 self.membership.missed(target)
+                self.held.pop(target, None)  # (neither vouched for in our view nor refilled until it answers)
                 self.missed += 1
                 continue
             self.pulled += 1

@@ -287,6 +287,19 @@ def test_a_drained_view_refills_from_established_senders_without_a_directory_rea
     assert reads == [] and not checks, (reads, len(checks))
     assert gossip.size() >= 2 and set(gossip.membership.view) <= set(vouched)
     q.exchange.gather(16, 64)
+    silent = vouched[0].decode()
+    del hub.served[silent]._by_kind["view"]  # one of them stops answering view pulls: a miss
+    for _ in range(4):
+        q.exchange.prefetch()
+        q.exchange.gather(16, 64)
+        if gossip.missed:
+            break
+    assert gossip.missed >= 1 and vouched[0] not in gossip.held
+    gossip.membership.view.clear()
+    q.exchange.prefetch()
+    assert gossip.size() >= 1 and vouched[0] not in gossip.membership.view  # the others are; not it, until it
+    #                                                                         answers again
+    q.exchange.gather(16, 64)
     gossip.membership.view.clear()  # drained again, and nothing held: the directory serves
     gossip.held.clear()
     q.exchange.prefetch()
