@@ -423,6 +423,8 @@ class Sim:
             if target.subkey in peer.neighbours:
                 peer.missed.add(target.subkey)
             self.timed(peer, peer.membership.missed, target.subkey)
+            if kind == "pull":
+                peer.held.pop(target.subkey, None)  # (the node's Gossip.collect: a view miss drops what we hold)
             return
         if kind == "push":
             self.bytes_in[target.subkey] += REQUEST_BYTES + self.entry_bytes
