@@ -409,12 +409,14 @@ def measure_new(n: int, args, out: Path) -> dict:
     boot, initial = start_bootstrap(out)
     procs = [boot]
     try:
+        def publishing(k: int, seed: int) -> subprocess.Popen:  # k publishers in one helper process
+            return subprocess.Popen([*me, "--publish-new", str(k), "--initial", initial, "--seed", str(seed),
+                                     "--groups", str(args.groups), "--tokens", str(args.tokens), "--period",
+                                     str(args.period), "--publishers-gossip", args.publishers_gossip],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+
         per = [n // args.processes + (i < n % args.processes) for i in range(args.processes)]
-        publishers = [subprocess.Popen([*me, "--publish-new", str(k), "--initial", initial, "--seed", str(i),
-                                        "--groups", str(args.groups), "--tokens", str(args.tokens), "--period",
-                                        str(args.period), "--publishers-gossip", args.publishers_gossip],
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
-                      for i, k in enumerate(per) if k]
+        publishers = [publishing(k, i) for i, k in enumerate(per) if k]
         procs += publishers
         trainers = start_trainers(initial, out, args.tokens) if args.trainers else []
         procs += trainers
@@ -431,11 +433,7 @@ def measure_new(n: int, args, out: Path) -> dict:
             time.sleep(2 * args.period)  # (announced to the others' routing tables)
             frozen.send_signal(signal.SIGSTOP)
         if args.silent_peers:  # publishers that announce and serve like the others, then freeze (their p2pd
-            silent = subprocess.Popen([*me, "--publish-new", str(args.silent_peers), "--initial", initial,
-                                       "--seed", str(10_000), "--groups", str(args.groups), "--tokens",
-                                       str(args.tokens), "--period", str(args.period), "--publishers-gossip",
-                                       args.publishers_gossip],  # daemons accept streams, nothing answers)
-                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+            silent = publishing(args.silent_peers, 10_000)  # daemons accept streams, nothing answers)
             procs.append(silent)
             if silent.stdout.readline().strip() != "ready":
                 raise RuntimeError("the peers to freeze did not start")
