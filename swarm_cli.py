@@ -1,4 +1,4 @@
-"""Command line of the swarm node: `swarm run | join | bootstrap | local | status | eval | zoo | tasks`.
+"""Command line of the swarm node: `swarm run | join | bootstrap | local | status | eval | zoo | tasks | policies`.
 
 Heavy libraries (torch, transformers, hivemind) are imported inside the chosen subcommand, so `--help` is
 instant. Every subcommand that takes a configuration resolves it through node/config.py (flags, --set,
@@ -45,15 +45,18 @@ def check_writable(folder: str | None, what: str) -> None:
 
 
 def _prepare(cfg) -> None:
-    """Checks the task, the backend and a zoo model's files (before any network)."""
+    """Checks the task, the transfer policy, the backend and a zoo model's files (before any network)."""
     from node.models.zoo import ZOO
     from node.models.zoo_store import zoo_model_path
+    from node.rl.transfer.registry import build_policy
     from node.system.runtime import quiet_libraries
-    from node.tasks import get_task
+    from node.tasks import checks_work, get_task
 
     quiet_libraries()
     # an unknown task, or one whose data cannot be had, fails before any model is built
-    get_task(cfg.task.name, cfg.task.data_files).item(cfg.task.split, 0)
+    task = get_task(cfg.task.name, cfg.task.data_files)
+    task.item(cfg.task.split, 0)
+    build_policy(cfg.transfer, checks_work(task))  # an unknown transfer policy or setting: one line now
     if cfg.generation.backend == "vllm":  # a missing vLLM fails before any model or network
         from node.generation.vllm_backend import import_vllm
 
@@ -69,7 +72,7 @@ def _describe(cfg, peer) -> str:
     return (f"peer: model {cfg.model.name} ({peer.loaded.source}, {n_params / 1e6:.2f}M params, "
             f"{'LoRA' if peer.loaded.lora else 'full fine-tuning'}), task {cfg.task.name}, "
             f"{cfg.train.steps or 'unbounded'} steps, G {group} ({cfg.train.batch_mode}), "
-            f"loss {cfg.loss.variant}/{cfg.loss.aggregation}{peer.transfer_note()}, generation {peer.backend.name}")
+            f"loss {cfg.loss.aggregation}, generation {peer.backend.name}\n{peer.transfer_line()}")
 
 
 def _resume_point(args) -> Path | None:
@@ -180,7 +183,7 @@ def _train(args, cfg, peer, stop, status=None, exporter=None) -> int:
         try:
             save_outputs(peer, out, done, run_log.last_eval)
             plot_rewards(*run_log.rewards_curve(), out / "reward.png",
-                         f"{cfg.model.name} on {cfg.task.name} ({cfg.loss.variant})", evals=run_log.evals)
+                         f"{cfg.model.name} on {cfg.task.name} ({cfg.transfer.policy})", evals=run_log.evals)
         except (OSError, RuntimeError) as err:  # e.g. a full disk: the checkpoints stay usable
             from node.errors import first_line
 
@@ -528,6 +531,15 @@ def _zoo_build(args) -> int:
     return 0 if all(d.identical for d in diffs) else 1
 
 
+def cmd_policies(args) -> int:
+    from node.rl.transfer.registry import AUTO, registry, resolve
+
+    print(f"{AUTO:<19} {resolve(AUTO, True)} where the task's verifier checks the work, else {resolve(AUTO, False)}")
+    for name, cls in registry().items():
+        print(f"{name:<19} {cls.summary}")
+    return 0
+
+
 def cmd_tasks(args) -> int:
     from node.tasks import task_names
 
@@ -564,7 +576,7 @@ def _stop_timeout(p: argparse.ArgumentParser) -> None:
 
 
 EVAL_PEER_FLAGS = ("--model", "--task", "--seed", "--threads", "--backend")
-LOCAL_FLAGS = ("--task", "--steps", "--variant", "--backend", "--group-policy", "--group-size", "--prompts",
+LOCAL_FLAGS = ("--task", "--steps", "--transfer", "--backend", "--group-policy", "--group-size", "--prompts",
                "--eval-every")
 
 
@@ -689,6 +701,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "as another machine might have built it) (default: 0)")
     zoo.set_defaults(func=cmd_zoo)
 
+    policies = sub.add_parser("policies", help="list transfer policies (--transfer NAME): what a received group "
+                                                "teaches")
+    policies.set_defaults(func=cmd_policies)
     tasks = sub.add_parser("tasks", help="list task names")
     tasks.set_defaults(func=cmd_tasks)
     return parser

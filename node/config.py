@@ -23,11 +23,7 @@ from protocol import ANNOUNCE_SHARDS, MAX_RECORD_TTL
 
 from .errors import ConfigError
 
-VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis", "outcome")
 AGGREGATIONS = ("grpo", "dapo")
-FOREIGN_ROWS = ("one", "weight")  # loss.foreign_rows: how a foreign-tokenizer row counts in the normaliser
-REDUCTIONS = ("sum", "mean")
-BASELINES = ("auto", "sender", "greedy")  # swarm.received_baseline
 SPLITS = ("train", "test")  # a task's train split is in distribution, its test split out of distribution
 ENV_PREFIX = "SWARM_"
 
@@ -93,83 +89,71 @@ class GenerationConfig:
 
 @dataclass(frozen=True)
 class LossConfig:
-    variant: str = "f-tis"  # alone | nois | vis | tis | f-nois | f-vis | f-tis (ALGORITHMS.md section 1)
-    aggregation: str = "grpo"  # grpo: per-sequence token mean, then mean; dapo: token sum / total tokens
-    trunc_c: float = 2.0  # C: truncation of the learner/generator importance weight (paper: 2)
+    """The clipped policy-gradient objective every row is trained with, whatever taught its weight and advantage
+    (what a received group teaches: [transfer]; what we believe of its sender: [trust])."""
+
+    aggregation: str = "grpo"  # grpo: per-sequence token mean, then mean; dapo: token sum / total tokens (and
+    #                            groups whose advantages are all zero are left out)
     # PPO clip of R = pi_theta / pi_theta_old: R = 1 at a batch's first update, so the clip acts from the second
     # of train.mini_batches updates on
-    eps_low: float = 0.2  # PPO clip below 1 (paper: 0.2)
-    eps_high: float = 0.2  # PPO clip above 1 (paper: 0.2; DAPO clip-higher: 0.28)
-    g: float = 50.0  # filter threshold on the divergence D_i (paper: 50 with a token sum)
-    divergence: str = "sum"  # reduction of log pi_gen - log pi_theta over a completion: sum | mean
-    received_weights: str = "token"  # token: the paper's per-token w; sequence: one weight per received row,
-    #                                  exp(mean log-ratio) truncated at C, as foreign-tokenizer rows take (a
-    #                                  partner's skill lives in a few tokens we give ~0.1-0.6%: per-token w
-    #                                  mutes them, docs/RESULTS.md)
-    foreign_centering: bool = True  # a foreign-tokenizer group's advantages re-centred so that their sum weighted
-    #                                  by the rows' sequence weights is zero (node/rl/ftis.py weighted_centering):
-    #                                  else a partner's wrong answers, which it found less likely, outweigh its
-    #                                  right ones, and what all of them share (a bare number, then the end token)
-    #                                  is pushed down (SmolLM2: docs/RESULTS.md)
-    foreign_rows: str = "one"  # one: a foreign-tokenizer row counts once in the update's normaliser (rows for
-    #                            grpo, tokens for dapo), like any row; weight: it counts as its sequence weight
-    #                            (at most 1), so rows we find unlikely do not dilute our own (SmolLM2's weight
-    #                            on the zoo's text is ~0.1-0.2: docs/results/mixed-smollm2/NOTES.md)
+    eps_low: float = 0.2  # PPO clip below 1 (F-TIS paper: 0.2)
+    eps_high: float = 0.2  # PPO clip above 1 (F-TIS paper: 0.2; DAPO clip-higher: 0.28)
     eps_std: float = 1e-4  # added to the group reward std in the advantage denominator
     max_log_ratio: float = 20.0  # log-ratios are clamped to +-this before exp (defensive)
+
+    def __post_init__(self):
+        _check(self.aggregation in AGGREGATIONS, "loss.aggregation", "must be grpo or dapo", self.aggregation)
+        _check(0 <= self.eps_low < 1, "loss.eps_low", "must be in [0, 1)", self.eps_low)
+        _check(self.eps_high >= 0, "loss.eps_high", "must be >= 0", self.eps_high)
+        _check(self.eps_std > 0, "loss.eps_std", "must be > 0", self.eps_std)
+        _check(self.max_log_ratio > 0, "loss.max_log_ratio", "must be > 0", self.max_log_ratio)
+
+
+@dataclass(frozen=True)
+class TransferConfig:
+    """What a received group teaches: a named transfer policy (node/rl/transfer; `swarm policies` lists them) and
+    its own settings, written beside `policy` in the same table (e.g. [transfer] policy = "f-tis", g = 10): each
+    policy's defaults are its vetted setting, and a setting it does not have is an error when the peer starts."""
+
+    policy: str = "auto"  # auto: verified-imitation where our task's verifier checks the work, else f-tis
+    options: tuple[tuple[str, typing.Any], ...] = ()  # (setting, value) pairs of the policy's own settings, sorted
+
+    def __post_init__(self):
+        _check(bool(self.policy), "transfer.policy", "must not be empty", self.policy)
+
+
+@dataclass(frozen=True)
+class TrustConfig:
+    """What we believe about received data and its senders (node/rl/transfer/guard.py checks each received group;
+    node/swarm/senders.py keeps the ledger of each sender)."""
+
     ratio_bound: float = 20.0  # b: a received group whose sum of log pi_theta - log pi_gen over all its tokens
     #                            exceeds b (+ ratio_bound_per_token per token) gives no gradient; an honest
-    #                            sender's group does so with probability <= exp(-b) (node/rl/ftis.py, SECURITY.md)
+    #                            sender's group does so with probability <= exp(-b) (docs/SECURITY.md)
     ratio_bound_per_token: float = 0.01  # allowance per token for numerical differences (e.g. bf16 engines)
     div_ceiling: float = 20.0  # a received completion whose per-token mean of log pi_gen - log pi_theta is above
     #                            this is implausibly unlikely under our model: no gradient (guards NoIS)
-    negative_c: float = 0.0  # hardening, off by default (0): truncate w of received completions with A <= 0 at
-    #                          this instead of trunc_c; 1 stops a sender from amplifying pushes away from our
-    #                          own likely text (docs/SECURITY.md measures both)
-    received_floor: float = 1.0  # received completions with A > 0 weigh at least this (at most trunc_c; 0: off)
-    #                              where our verifier checked their work (a task's checks_work: digits; never on
-    #                              tasks whose verifier reads only the answer, where made-up text could ride on
-    #                              a right one): w = pi_theta / pi_gen is tiny on a partner's right text that we
-    #                              would not write ourselves, which is what we would learn from it (F-TIS-gated,
-    #                              docs/RESULTS.md: the paper's F-TIS is received_floor = 0, baseline sender)
-    received_floor_div: float = 4.0  # the floor lifts only rows whose per-token mean of log pi_gen - log pi_theta
-    #                                  is at most this: text we could nearly have written (a digit expert's right
-    #                                  completions: <= 1.2 / 3.4 nats a token to its partner; random work before
-    #                                  a right answer: 7.9-12), so made-up work is not learned at weight 1
-    sender_bound: float = 20.0  # b: a sender whose evidence (node/rl/evidence.py: an e-detector on its claimed
-    #                             log-probs) reaches b is distrusted for good, its rows dropped from that step on;
-    #                             an honest sender gets there once in e^b steps on average (0: off)
+    sender_bound: float = 20.0  # b: a sender whose evidence (an e-detector on its claimed log-probs) reaches b is
+    #                             distrusted for good, its rows dropped from that step on; an honest sender gets
+    #                             there once in e^b steps on average (0: off)
     sender_bet: float = 0.5  # lambda in (0, 1): each received completion's bet (1 - lambda) + lambda * r
     harm_bound: float = 5.0  # a sender whose harm statistic (node/rl/alignment.py: a bet that its groups' gradient
-    #                          points against our own groups') reaches this is demoted for swarm.demote_steps;
-    #                          one that does not pull against us on average gets there once in e^5 steps at the
-    #                          very least, a partner teaching what we lack (near-orthogonal) far less (0: off)
+    #                          points against our own groups') reaches this is demoted for demote_steps; one that
+    #                          does not pull against us on average gets there once in e^5 steps at the very least,
+    #                          a partner teaching what we lack (near-orthogonal) far less (0: off)
     harm_bet: float = 0.5  # lambda in (0, 1): each step's bet 1 - lambda * clip(2 cosine, -1, 1)
+    demote_steps: int = 50  # steps a demoted sender is not pulled from; then it is tried afresh, as a newcomer
 
     def __post_init__(self):
-        _check(self.variant in VARIANTS, "loss.variant", f"must be one of {', '.join(VARIANTS)}", self.variant)
-        _check(self.aggregation in AGGREGATIONS, "loss.aggregation", "must be grpo or dapo", self.aggregation)
-        _check(self.foreign_rows in FOREIGN_ROWS, "loss.foreign_rows", "must be one or weight", self.foreign_rows)
-        _check(self.trunc_c > 0, "loss.trunc_c", "must be > 0", self.trunc_c)
-        _check(0 <= self.eps_low < 1, "loss.eps_low", "must be in [0, 1)", self.eps_low)
-        _check(self.eps_high >= 0, "loss.eps_high", "must be >= 0", self.eps_high)
-        _check(self.g >= 0, "loss.g", "must be >= 0", self.g)
-        _check(self.divergence in REDUCTIONS, "loss.divergence", "must be sum or mean", self.divergence)
-        _check(self.received_weights in ("token", "sequence"), "loss.received_weights", "must be token or sequence",
-               self.received_weights)
-        _check(self.eps_std > 0, "loss.eps_std", "must be > 0", self.eps_std)
-        _check(self.max_log_ratio > 0, "loss.max_log_ratio", "must be > 0", self.max_log_ratio)
-        _check(self.ratio_bound > 0, "loss.ratio_bound", "must be > 0", self.ratio_bound)
-        _check(self.ratio_bound_per_token >= 0, "loss.ratio_bound_per_token", "must be >= 0",
+        _check(self.ratio_bound > 0, "trust.ratio_bound", "must be > 0", self.ratio_bound)
+        _check(self.ratio_bound_per_token >= 0, "trust.ratio_bound_per_token", "must be >= 0",
                self.ratio_bound_per_token)
-        _check(self.div_ceiling > 0, "loss.div_ceiling", "must be > 0", self.div_ceiling)
-        _check(self.negative_c >= 0, "loss.negative_c", "must be >= 0 (0: trunc_c)", self.negative_c)
-        _check(self.received_floor >= 0, "loss.received_floor", "must be >= 0 (0: off)", self.received_floor)
-        _check(self.received_floor_div > 0, "loss.received_floor_div", "must be > 0", self.received_floor_div)
-        _check(self.sender_bound >= 0, "loss.sender_bound", "must be >= 0 (0: off)", self.sender_bound)
-        _check(0 < self.sender_bet < 1, "loss.sender_bet", "must be in (0, 1)", self.sender_bet)
-        _check(self.harm_bound >= 0, "loss.harm_bound", "must be >= 0 (0: off)", self.harm_bound)
-        _check(0 < self.harm_bet < 1, "loss.harm_bet", "must be in (0, 1)", self.harm_bet)
+        _check(self.div_ceiling > 0, "trust.div_ceiling", "must be > 0", self.div_ceiling)
+        _check(self.sender_bound >= 0, "trust.sender_bound", "must be >= 0 (0: off)", self.sender_bound)
+        _check(0 < self.sender_bet < 1, "trust.sender_bet", "must be in (0, 1)", self.sender_bet)
+        _check(self.harm_bound >= 0, "trust.harm_bound", "must be >= 0 (0: off)", self.harm_bound)
+        _check(0 < self.harm_bet < 1, "trust.harm_bet", "must be in (0, 1)", self.harm_bet)
+        _check(self.demote_steps >= 1, "trust.demote_steps", "must be >= 1", self.demote_steps)
 
 
 @dataclass(frozen=True)
@@ -288,14 +272,6 @@ class SwarmConfig:
     informative_only: bool = True  # train only on received groups whose completions' rewards differ under our
     #                                verifier: a group that scores the same everywhere has zero advantage, teaches
     #                                nothing and costs learner time (counted as `uninformative`, not trained on)
-    received_baseline: str = "auto"  # a received completion's advantage. sender: GRPO's, against the other
-    #                                    completions of its group; greedy: against OUR greedy answer's reward on
-    #                                    its prompt (one greedy generation per received group), r - b: groups we
-    #                                    already solve are left out (counted as gated), and a group that is right
-    #                                    everywhere (zero advantage to its sender, and to GRPO) teaches where we
-    #                                    fail; auto: greedy where our task's verifier checks the work (with
-    #                                    loss.received_floor: F-TIS-gated, measured there), else sender (and for
-    #                                    loss.variant = outcome, whose gate is its own)
     foreign_tokenizers: bool = True  # train on groups of peers with another tokenizer (one this machine can
     #                                  build: a zoo kind or a cached hub tokenizer), re-tokenized, with one
     #                                  sequence-level weight each (node/rl/ftis.py); off: refused ("tokenizer")
@@ -329,16 +305,11 @@ class SwarmConfig:
     max_receive_cpu: float = 2.0  # CPU seconds per step spent on received records (decode, rebuild, score)
     reannounce_every: float = 30.0  # seconds between re-announcements to the initial peers (a restarted
     #                                 bootstrap relearns the swarm); while alone, sooner, with back-off
-    demote_steps: int = 50  # steps a demoted sender is not pulled from (its groups pulled against our own:
-    #                         loss.harm_bound); then it is tried afresh, as a newcomer
-
     def __post_init__(self):
         _check(bool(self.name) and "/" not in self.name, "swarm.name", "must be non-empty without '/'", self.name)
         _check(0 <= self.port < 65536, "swarm.port", "must be in [0, 65535]", self.port)
         _check(self.startup_timeout > 0, "swarm.startup_timeout", "must be > 0", self.startup_timeout)
         _check(self.received_groups >= 0, "swarm.received_groups", "must be >= 0", self.received_groups)
-        _check(self.received_baseline in BASELINES, "swarm.received_baseline", "must be auto, sender or greedy",
-               self.received_baseline)
         _check(self.local_groups >= 0, "swarm.local_groups", "must be >= 0", self.local_groups)
         _check(self.gather_deadline >= 0, "swarm.gather_deadline", "must be >= 0", self.gather_deadline)
         _check(self.pull_peers >= 1, "swarm.pull_peers", "must be >= 1", self.pull_peers)
@@ -358,7 +329,6 @@ class SwarmConfig:
         _check(self.max_bytes_per_step >= 1, "swarm.max_bytes_per_step", "must be >= 1", self.max_bytes_per_step)
         _check(self.max_receive_cpu > 0, "swarm.max_receive_cpu", "must be > 0", self.max_receive_cpu)
         _check(self.reannounce_every > 0, "swarm.reannounce_every", "must be > 0", self.reannounce_every)
-        _check(self.demote_steps >= 1, "swarm.demote_steps", "must be >= 1", self.demote_steps)
 
 
 @dataclass(frozen=True)
@@ -397,6 +367,8 @@ class NodeConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     generation: GenerationConfig = field(default_factory=GenerationConfig)
     loss: LossConfig = field(default_factory=LossConfig)
+    transfer: TransferConfig = field(default_factory=TransferConfig)
+    trust: TrustConfig = field(default_factory=TrustConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     task: TaskConfig = field(default_factory=TaskConfig)
     sagc: SAGCConfig = field(default_factory=SAGCConfig)
@@ -405,19 +377,10 @@ class NodeConfig:
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
 
     def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-
-def with_task_defaults(cfg: NodeConfig, cap: int, work_checked: bool) -> NodeConfig:
-    """cfg with what the task decides filled in: generation.max_new_tokens = cap where it is 0 (the task's own
-    cap: node/tasks completion_cap), and swarm.received_baseline = auto resolved: greedy where the task's
-    verifier checks the work (node/tasks checks_work), else sender (and sender for the outcome variant, whose
-    gate is its own)."""
-    cfg = with_completion_cap(cfg, cap)
-    if cfg.swarm.received_baseline != "auto":
-        return cfg
-    baseline = "greedy" if work_checked and cfg.loss.variant != "outcome" else "sender"
-    return dataclasses.replace(cfg, swarm=dataclasses.replace(cfg.swarm, received_baseline=baseline))
+        """{section: {field: value}}, as a TOML file holds it (a policy's settings sit beside transfer.policy)."""
+        out = dataclasses.asdict(self)
+        out["transfer"] = {"policy": self.transfer.policy, **dict(self.transfer.options)}
+        return out
 
 
 def with_completion_cap(cfg: NodeConfig, cap: int) -> NodeConfig:
@@ -433,7 +396,7 @@ _KIND_NAMES = {int: "an integer", float: "a number", bool: "true or false", str:
 MAX_INT = 2**31 - 1  # no count, size, port or seed of a node is larger: beyond it a value is a typing mistake
 
 
-def _coerce(section: str, name: str, kind: type, raw):
+def coerce_value(section: str, name: str, kind: type, raw):
     """Turns a TOML, environment or flag value into the field's type, or raises a ConfigError; integers beyond
     +-MAX_INT and numbers that are not finite are refused here, for every field."""
     value = _coerce_kind(section, name, kind, raw)
@@ -453,7 +416,7 @@ def _coerce_kind(section: str, name: str, kind: type, raw):
         items = [x.strip() for x in raw.split(",") if x.strip()] if isinstance(raw, str) else raw
         if not isinstance(items, (list, tuple)):
             raise ConfigError(f"{where} must be a list of {_KIND_NAMES[inner]}s, got {raw!r}")
-        return tuple(_coerce(section, name, inner, item) for item in items)
+        return tuple(coerce_value(section, name, inner, item) for item in items)
     if isinstance(raw, str) and kind is not str:
         text = raw.strip()
         if kind is bool:
@@ -471,6 +434,22 @@ def _coerce_kind(section: str, name: str, kind: type, raw):
     if not isinstance(raw, kind) or (kind is int and isinstance(raw, bool)):
         raise ConfigError(f"{where} must be {_KIND_NAMES[kind]}, got {raw!r}")
     return raw
+
+
+MOVED = {  # keys of earlier releases -> where the setting lives now (a clear error names it)
+    **{f"loss.{name}": f"transfer.{name} (a setting of the policies that have it: `swarm policies`)"
+       for name in ("trunc_c", "g", "divergence", "negative_c", "foreign_centering", "foreign_rows")},
+    "loss.variant": "transfer.policy (alone, nois, f-tis, f-tis-or, verified-imitation, ...: `swarm policies`; "
+                    "the outcome variant is now success-gated)",
+    "loss.received_weights": "transfer.sequence_weights = true (policy f-tis and its kin)",
+    "loss.received_floor": "transfer.floor (policy verified-imitation)",
+    "loss.received_floor_div": "transfer.floor_div (policy verified-imitation)",
+    "swarm.received_baseline": "transfer.policy: greedy is policy verified-imitation, sender the others",
+    **{f"loss.{name}": f"trust.{name}" for name in ("ratio_bound", "ratio_bound_per_token", "div_ceiling",
+                                                      "sender_bound", "sender_bet", "harm_bound", "harm_bet")},
+    "swarm.demote_steps": "trust.demote_steps",
+}
+OPEN_SECTIONS = {"transfer": "policy"}  # sections whose other fields are their policy's own settings
 
 
 def _field_sections(name: str) -> list[str]:
@@ -500,11 +479,18 @@ def build_config(values: dict[str, dict] | None = None) -> NodeConfig:
         cls = sfield.default_factory
         hints = typing.get_type_hints(cls)
         known = {f.name for f in dataclasses.fields(cls)}
-        kwargs = {}
+        kwargs, options = {}, {}
         for name, raw in values.get(section, {}).items():
+            if f"{section}.{name}" in MOVED:
+                raise ConfigError(f"configuration field {section}.{name} has moved: use {MOVED[f'{section}.{name}']}")
+            if section in OPEN_SECTIONS and name not in known:
+                options[name] = raw  # checked against the chosen policy's own settings when the peer starts
+                continue
             if name not in known:
                 raise ConfigError(f"unknown configuration field {section}.{name}")
-            kwargs[name] = _coerce(section, name, hints[name], raw)
+            kwargs[name] = coerce_value(section, name, hints[name], raw)
+        if options:
+            kwargs["options"] = tuple(sorted(options.items()))
         built[section] = cls(**kwargs)
     return NodeConfig(**built)
 
@@ -614,7 +600,8 @@ PEER_FLAGS = (
          "second)"),
     Flag("--micro-batch-tokens", "train.micro_batch_tokens", "padded tokens per learner forward/backward pass "
          "(gradient accumulation; 0: no limit)"),
-    Flag("--variant", "loss.variant", " | ".join(VARIANTS)),
+    Flag("--transfer", "transfer.policy", "what a received group teaches: a transfer policy (`swarm policies`); "
+         "auto: verified-imitation where the task's verifier checks the work, else f-tis"),
     Flag("--aggregation", "loss.aggregation", "grpo or dapo"),
     Flag("--threads", "generation.threads", "torch threads"),
     Flag("--backend", "generation.backend", "generation backend: transformers or vllm"),
@@ -655,8 +642,8 @@ def _shown(value) -> str:
 def add_config_arguments(parser, flags: tuple[Flag, ...], defaults: dict[str, dict] | None = None) -> None:
     """--config, --set and the given flags on an argparse parser; each help shows the field's default."""
     if not any(a.dest == "config" for a in parser._actions):
-        parser.add_argument("--config", help="TOML file with [model] [generation] [loss] [train] [task] [sagc] "
-                                             "[swarm] [eval] [checkpoint] tables (environment "
+        parser.add_argument("--config", help="TOML file with [model] [generation] [loss] [transfer] [trust] "
+                                             "[train] [task] [sagc] [swarm] [eval] [checkpoint] tables (environment "
                                              "SWARM_SECTION__FIELD and flags win)")
         parser.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                             help="set any configuration field (wins over everything else)")

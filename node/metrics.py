@@ -22,9 +22,9 @@ class LossMetrics:
     tokens: int = 0
     dropped_tokens: int = 0  # tokens whose behaviour log-prob was impossible (non-finite or positive)
     implausible: int = 0  # received rows refused by the plausibility bounds
-    distrusted: int = 0  # received rows of senders whose evidence reached loss.sender_bound (node/rl/evidence.py)
-    filtered: int = 0  # rows whose advantage the F- filter zeroed
-    floored: int = 0  # received positive rows the floor applies to (loss.received_floor, within received_floor_div)
+    distrusted: int = 0  # received rows of senders whose evidence reached trust.sender_bound (rl/transfer/guard.py)
+    filtered: int = 0  # rows whose advantage the transfer policy's filter zeroed
+    floored: int = 0  # received rows whose weight the policy raised (verified-imitation's floor)
     kept: int = 0
     filtered_frac: float = 0.0
     mean_weight: float = 1.0  # mean importance weight w over tokens
@@ -53,8 +53,8 @@ class SwarmMetrics:
     duplicates: int = 0  # a sender's own earlier groups sent again (a restarted peer): not used, not refused
     credited: int = 0  # our groups other peers say (in their announcements) they trained on, in all
     credited_by: int = 0  # how many peers say so
-    gated: int = 0  # received groups left out by the gate (outcome variant, swarm.received_baseline = greedy):
-    #                 our own greedy answer was right already (or as good as their best)
+    gated: int = 0  # received groups the transfer policy did not admit once it knew our greedy answer's reward
+    #                 (verified-imitation, success-gated): ours was right already (or as good as their best)
     senders_used: int = 0
     rejected: dict[str, int] = field(default_factory=dict)  # reason -> records
     streams_refused: dict[str, int] = field(default_factory=dict)  # reason -> streams other peers opened to our
@@ -69,9 +69,9 @@ class SwarmMetrics:
     pull_failures: int = 0  # pulls that found the sender gone or unreachable (backed off; not rejections)
     view: int = 0  # peers in our peer-sampling view after this step (node/swarm/gossip.py; 0 with gossip off)
     pushes: int = 0  # pushes taken this step (a peer's own announcement, pulled at its request)
-    distrusted: int = 0  # senders distrusted after this step (their evidence reached loss.sender_bound)
+    distrusted: int = 0  # senders distrusted after this step (their evidence reached trust.sender_bound)
     evidence: float = 0.0  # the largest evidence against one of this step's senders after it (honest: < 0 mostly)
-    demoted: int = 0  # senders demoted after this step (their harm reached loss.harm_bound: node/rl/alignment.py)
+    demoted: int = 0  # senders demoted after this step (their harm reached trust.harm_bound: node/rl/alignment.py)
     harm: float = 0.0  # the largest harm statistic of one of this step's senders after it
     alignment: float = 0.0  # mean over this step's senders of the cosine of their head gradient with our own's
     alignments: dict[str, float] = field(default_factory=dict)  # peer id -> that cosine (this step's senders)

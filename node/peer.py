@@ -13,14 +13,15 @@ from pathlib import Path
 from node.system.runtime import set_threads
 from protocol.codec import LengthSummary
 
-from .config import NodeConfig, with_task_defaults
+from .config import NodeConfig, with_completion_cap
 from .evaluation import as_metrics, evaluate
 from .generation import make_backend
-from .generation.rollouts import Group, has_variance, score_completion, score_group
+from .generation.rollouts import Group, Received, has_variance, score_completion, score_group
 from .metrics import StepResult, SwarmMetrics
 from .models.loading import display_name, encode_prompt, load_model, source_of
 from .models.zoo import recommended_lr
 from .rl.learner import Learner
+from .rl.transfer.registry import build_policy, resolved_config
 from .sagc.policy import make_group_policy, prompts_for, summarize
 from .swarm import SwarmTransport
 from .swarm.exchange import GatherResult, GroupExchange, make_card
@@ -57,38 +58,39 @@ class Peer:
         set_threads(cfg.generation.threads)
         self.task = get_task(cfg.task.name, cfg.task.data_files)
         self.eval_task = get_task(cfg.eval.task, cfg.task.data_files) if cfg.eval.task else self.task
-        self.cfg = cfg = with_task_defaults(cfg, max(completion_cap(self.task), completion_cap(self.eval_task)),
-                                            checks_work(self.task))
+        cfg = with_completion_cap(cfg, max(completion_cap(self.task), completion_cap(self.eval_task)))
+        self.transfer = build_policy(cfg.transfer, checks_work(self.task))  # what a group teaches (auto resolved)
+        self.cfg = cfg = dataclasses.replace(cfg, transfer=resolved_config(self.transfer))
         model_cfg = dataclasses.replace(cfg.model, name=str(resume / "model")) if resume else cfg.model
         self.loaded = load_model(model_cfg, seed=cfg.train.seed)
         self.backend = make_backend(cfg.generation, self.loaded, seed=cfg.train.seed)
-        self.learner = Learner(self.loaded.model, self.backend.pad_id, cfg.train, cfg.loss,
+        self.learner = Learner(self.loaded.model, self.backend.pad_id, cfg.train, cfg.loss, cfg.trust, self.transfer,
                                cfg.generation.temperature, lr=self.learning_rate())
         self.policy = make_group_policy(cfg)
         self.family = getattr(self.loaded.model.config, "model_type", "unknown")
         self.rng = random.Random(cfg.train.seed)
         self.shuffle_control = shuffle_control
         self.exchange = None
-        if transport is not None and cfg.loss.variant != "alone":  # Alone: no sharing at all
+        if transport is not None and self.transfer.shares:  # alone: no sharing at all
             card = make_card(self.loaded.model, self.loaded.tokenizer, self.backend.name,
                              cfg.generation.temperature, cfg.generation.top_p, self.loaded.lora,
                              tokenizer_source=source_of(self.loaded.base))
             self.exchange = GroupExchange(transport, cfg.swarm, self.loaded.tokenizer, card, self.backend.eos_ids,
                                           self.task, cfg.generation.max_new_tokens, seed=cfg.train.seed,
-                                          model=display_name(cfg.model.name))
+                                          model=display_name(cfg.model.name), trust=cfg.trust,
+                                          informative=self.transfer.informative)
         self.anchors: list[Group] = []  # our right completions, one a group, newest last (at most ANCHORS)
         self.probed: int | None = None  # the step of the last anchor probe
         self.start_step, self.history = 0, {}  # (a resumed peer's: node/persistence/checkpoint.py resume_peer)
 
-    def transfer_note(self) -> str:
-        """How received groups teach, where it is not the paper's F-TIS (a note for the start-up line)."""
-        if self.exchange is None or self.cfg.loss.variant in ("alone", "outcome"):
-            return ""
-        loss, greedy = self.cfg.loss, self.cfg.swarm.received_baseline == "greedy"
-        parts = ["received groups against our greedy answer"] if greedy else []
-        if loss.received_floor and checks_work(self.task):
-            parts.append(f"received right answers weigh >= {min(loss.received_floor, loss.trunc_c):g}")
-        return f" ({', '.join(parts)})" if parts else ""
+    def transfer_line(self) -> str:
+        """What a received group teaches this peer, in plain words (the start-up line)."""
+        if self.exchange is None and self.transfer.shares:
+            return f"transfer {self.transfer.name}: no swarm, our own groups only"
+        line = f"transfer {self.transfer.describe()}"
+        if getattr(self.transfer, "floor", 0) and not checks_work(self.task):
+            line += f" (task {self.task.name}'s verifier reads only the answer: no received row is lifted)"
+        return line
 
     def learning_rate(self) -> float:
         """The configured rate, else the one a saved model was trained with, else the model's recommended."""
@@ -121,25 +123,23 @@ class Peer:
         local = groups[: self.cfg.swarm.local_groups] if self.cfg.swarm.local_groups else groups
         received, swarm_metrics = self.share(groups, own_summaries, step, sum(len(g.completions) for g in local))
         taken = received.groups
-        if taken and (self.cfg.loss.variant == "outcome" or self.cfg.swarm.received_baseline == "greedy"):
+        if taken and self.transfer.asks_greedy:
             taken = self.gate(taken, seed=self.cfg.train.seed * 100003 + step)
             swarm_metrics.gated = len(received.groups) - len(taken)
-        if self.exchange is not None and self.cfg.loss.harm_bound:
+        ledger = self.exchange.ledger if self.exchange is not None else None
+        if ledger is not None and ledger.watches_alignment:
             self.keep_anchors(groups)
             if taken and not any(has_variance(g.rewards) for g in local):
                 self.probe(step)
         start = time.perf_counter()
-        loss_metrics = self.learner.step(local + taken, anchors=self.anchors)
-        if self.exchange is not None:
-            swarm_metrics.distrusted = self.exchange.observe_evidence(self.learner.evidence,
-                                                                      self.cfg.loss.sender_bound)
-            swarm_metrics.evidence = max(self.learner.evidence.values(), default=0.0)
-            swarm_metrics.demoted = self.exchange.observe_harm(self.learner.harm, self.learner.alignment,
-                                                               self.cfg.loss.harm_bound)
-            swarm_metrics.harm = max(self.learner.harm.values(), default=0.0)
-            swarm_metrics.alignment = (sum(self.learner.alignment.values()) / len(self.learner.alignment)
-                                       if self.learner.alignment else 0.0)
-            swarm_metrics.alignments = self.exchange.by_peer(self.learner.alignment)
+        loss_metrics = self.learner.step(local, taken, judge=ledger, anchors=self.anchors)
+        if ledger is not None:
+            verdicts = ledger.verdicts
+            swarm_metrics.distrusted, swarm_metrics.evidence = verdicts.distrusted, verdicts.evidence
+            swarm_metrics.demoted, swarm_metrics.harm = verdicts.demoted, verdicts.harm
+            swarm_metrics.alignments = dict(verdicts.alignments)
+            swarm_metrics.alignment = (sum(verdicts.alignments.values()) / len(verdicts.alignments)
+                                       if verdicts.alignments else 0.0)
         self.backend.sync(self.loaded.model)  # the next step samples from the updated weights
         learn_seconds = time.perf_counter() - start
         group_metrics = self.policy.after_step(own_summaries, received.summaries, self.family)
@@ -153,20 +153,13 @@ class Peer:
             self.announce_accuracy(result.eval)
         return result
 
-    def gate(self, groups: list[Group], seed: int) -> list[Group]:
-        """The received groups that can teach where we fail, by our own greedy answer's reward b on each prompt
-        (one greedy generation per group). Outcome variant (success-gated transfer): the groups with b < 1.
-        swarm.received_baseline = greedy: the groups with a completion above b, which becomes their baseline
-        (advantage r - b)."""
-        scores = self.greedy_rewards(groups, seed)
-        if self.cfg.swarm.received_baseline != "greedy":
-            return [g for g, b in zip(groups, scores, strict=True) if b < 1]
-        kept = []
-        for group, b in zip(groups, scores, strict=True):
-            if max(group.rewards) > b:
-                group.baseline = b
-                kept.append(group)
-        return kept
+    def gate(self, received: list[Received], seed: int) -> list[Received]:
+        """The received groups the transfer policy admits once it knows our own greedy answer's reward b on each
+        prompt (one greedy generation per group), each with its b (verified-imitation: a completion above b;
+        success-gated: b < 1)."""
+        scores = self.greedy_rewards([r.group for r in received], seed)
+        return [dataclasses.replace(r, greedy=b) for r, b in zip(received, scores, strict=True)
+                if self.transfer.admits(r.group.rewards, b)]
 
     def keep_anchors(self, groups: list[Group]) -> None:
         """Adds our sampled completions that our verifier calls right (reward 1) to the anchors, newest kept."""
@@ -226,15 +219,15 @@ class Peer:
             credited=credited, credited_by=credited_by,
             published=published.published, unsent=published.unsent, publish_ok=published.ok,
             bytes_out=published.bytes_out, groups_received=received.received, groups_used=len(received.groups),
-            foreign_used=sum(g.foreign for g in received.groups),
+            foreign_used=sum(r.foreign for r in received.groups),
             senders_used=received.senders, rejected=dict(received.rejected), bytes_in=received.bytes_in,
             polls=received.polls, peers=received.peers, seconds=time.perf_counter() - start,
             wait_seconds=received.waited, budget_hit=received.budget_hit, late_fetches=received.late_fetches,
             pull_failures=received.pull_failures, uninformative=received.uninformative,
             duplicates=received.duplicates, view=received.view, pushes=received.pushes,
             streams_refused=received.streams_refused,
-            received_reward=(sum(sum(g.rewards) for g in received.groups)
-                             / max(sum(len(g.completions) for g in received.groups), 1)))
+            received_reward=(sum(sum(r.group.rewards) for r in received.groups)
+                             / max(sum(len(r.group.completions) for r in received.groups), 1)))
 
     def known_peers(self) -> list[dict]:
         """Other peers known from their announcements (node/swarm/control.py: peer_info); none when alone."""

@@ -1,6 +1,6 @@
 """Whom our own groups disagree with: each sender's pull on the model against our own, and a harm detector.
 
-The e-detector of node/rl/evidence.py catches senders whose claims are false. An honest sender can still hurt
+The e-detector of node/rl/transfer/guard.py catches senders whose claims are false. An honest sender can still hurt
 us: its groups are real samples of its model, scored by our verifier, and yet what they teach pulls our
 model away from what our own on-policy groups teach (another model family's phrasing re-tokenized into ours,
 a skill that interferes with ours). Our own groups are the one source we trust, so they are the reference
@@ -23,8 +23,8 @@ logarithms,
 
     H_t = max(H_{t-1}, 0) + log(1 - lambda * clip(k c_t, -1, 1)),
 
-which forgets a helpful past; a sender whose H reaches `loss.harm_bound` is demoted (not pulled from for
-`swarm.demote_steps` steps, then tried afresh). Steps where either gradient is zero (all of the sender's rows
+which forgets a helpful past; a sender whose H reaches `trust.harm_bound` is demoted (not pulled from for
+`trust.demote_steps` steps, then tried afresh). Steps where either gradient is zero (all of the sender's rows
 refused; no reference, below) bet nothing.
 
 Betting on the size of the cosine, not only its sign, matters: a partner that teaches what our own groups do not
@@ -44,6 +44,8 @@ us to forget right answers we give; one that teaches what we lack without distur
 to it, as above. No anchors (nothing right at all): no reference, no bet.
 """
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -90,9 +92,10 @@ def cosines(grads: dict[int, torch.Tensor], reference: int, n_senders: int) -> t
 HARM_SCALE = 2.0  # k: the cosine a full bet is made at is 1 / k (cosines of head gradients are mostly < 0.5)
 
 
-def harm_statistics(cos: torch.Tensor, prior: torch.Tensor, bet: float) -> torch.Tensor:
-    """[S] each sender's harm CUSUM after this step: max(prior, 0) + log(1 - bet * clip(k cos, -1, 1))."""
-    return prior.clamp(min=0) + torch.log1p(-bet * (HARM_SCALE * cos).clamp(-1.0, 1.0))
+def harm_log_bet(cos: float, bet: float) -> float:
+    """A step's addition to a sender's harm CUSUM (kept by the sender ledger, node/swarm/senders.py):
+    log(1 - bet * clip(k cos, -1, 1))."""
+    return math.log1p(-bet * min(max(HARM_SCALE * cos, -1.0), 1.0))
 
 
 def predicting_positions(batch) -> tuple[int, torch.Tensor]:

@@ -1,32 +1,18 @@
-"""Turns groups into padded training tensors with group-relative advantages (pure: no model, no I/O).
+"""Turns own and received groups into padded training tensors (pure: no model, no I/O).
 
-Advantages (GRPO): each completion is compared with its own group only, unless the group carries a baseline
-(a received group scored against our own greedy answer: swarm.received_baseline)."""
+Each group's advantages are its transfer policy's (node/rl/transfer: GRPO's group-relative ones unless the policy
+says otherwise, e.g. verified-imitation's r - b on a received group)."""
 from __future__ import annotations
 
 import dataclasses
-import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from node.generation.rollouts import Group, has_variance
+from node.generation.rollouts import Group, Received
 
-
-def group_advantages(rewards: list[float], eps_std: float) -> list[float]:
-    """(r_i - mean(r)) / (std(r) + eps_std), with the population std of the group."""
-    n = len(rewards)
-    mean = sum(rewards) / n
-    std = math.sqrt(sum((r - mean) ** 2 for r in rewards) / n)
-    return [(r - mean) / (std + eps_std) for r in rewards]
-
-
-def advantages_of(group: Group, eps_std: float) -> list[float]:
-    """A group's advantages: against its baseline when it has one (r - b, unnormalised: the baseline is not
-    an estimate from the group itself), otherwise group-relative."""
-    if group.baseline is not None:
-        return [r - group.baseline for r in group.rewards]
-    return group_advantages(group.rewards, eps_std)
+Advantages = Callable[[list[float], Received | None], list[float]]  # (a group's rewards, its provenance) -> [A]
 
 
 @dataclass
@@ -39,39 +25,37 @@ class Batch:
     advantages: torch.Tensor  # [N]
     own: torch.Tensor  # [N] bool
     group: torch.Tensor  # [N] long, index of the row's group in the step
-    sequence: torch.Tensor  # [N] bool, a foreign-tokenizer row (one sequence-level weight: node/rl/ftis.py)
-    sender: torch.Tensor  # [N] long, the row's index in senders_of(groups); -1 for our own rows
-    floorable: torch.Tensor  # [N] bool, scored by a verifier that checks the work (Group.work_checked): the rows
-    #                          loss.received_floor may lift
+    foreign: torch.Tensor  # [N] bool, a foreign-tokenizer row (one sequence-level weight: node/rl/transfer)
+    sender: torch.Tensor  # [N] long, the row's index in senders_of(received); -1 for our own rows
+    work_checked: torch.Tensor  # [N] bool, scored by a verifier that checks the work (node/tasks checks_work)
 
     def to(self, device) -> Batch:
         return Batch(*(getattr(self, f.name).to(device) for f in dataclasses.fields(self)))
 
 
-def senders_of(groups: list[Group]) -> list[Group]:
-    """The first group of each distinct sender among received groups, in order: a batch's sender index i is
-    the sender of senders_of(groups)[i] (and its evidence before the step)."""
-    first = {}
-    for group in groups:
-        if group.sender is not None:
-            first.setdefault(group.sender, group)
-    return list(first.values())
+def senders_of(received: list[Received]) -> list[bytes]:
+    """The distinct senders of received groups, in order: a batch's sender index i is senders_of(...)[i]."""
+    return list(dict.fromkeys(r.sender for r in received))
 
 
-def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_variance: bool) -> Batch | None:
-    """One row per completion; None when nothing is left (e.g. every group had equal rewards under DAPO)."""
-    index = {g.sender: i for i, g in enumerate(senders_of(groups))}
-    rows, row_group, foreign, sender, floorable = [], [], [], [], []
-    for g, group in enumerate(groups):
-        if drop_zero_variance and group.baseline is None and not has_variance(group.rewards):
+def build_batch(own: list[Group], received: list[Received], pad_id: int, advantages: Advantages,
+                drop_flat: bool) -> Batch | None:
+    """One row per completion, our own groups first; None when nothing is left. drop_flat: groups whose
+    advantages are all zero are left out (DAPO: they give no gradient and would only dilute the token mean)."""
+    index = {s: i for i, s in enumerate(senders_of(received))}
+    entries = [(g, None) for g in own] + [(r.group, r) for r in received]
+    rows, row_group, foreign, sender, checked = [], [], [], [], []
+    for g, (group, provenance) in enumerate(entries):
+        values = advantages(group.rewards, provenance)
+        if drop_flat and not any(values):
             continue
-        for completion, adv in zip(group.completions, advantages_of(group, eps_std), strict=True):
+        for completion, adv in zip(group.completions, values, strict=True):
             if completion.token_ids:
-                rows.append((group.prompt_ids, completion, adv, group.own))
+                rows.append((group.prompt_ids, completion, adv, provenance is None))
                 row_group.append(g)
-                foreign.append(group.foreign)
-                sender.append(index.get(group.sender, -1))
-                floorable.append(group.work_checked)
+                foreign.append(provenance is not None and provenance.foreign)
+                sender.append(-1 if provenance is None else index[provenance.sender])
+                checked.append(provenance is not None and provenance.work_checked)
     if not rows:
         return None
     width = max(len(p) + len(c.token_ids) for p, c, _, _ in rows)
@@ -88,11 +72,11 @@ def build_batch(groups: list[Group], pad_id: int, eps_std: float, drop_zero_vari
         positions[i, :c] = torch.arange(p, p + c)
         mask[i, :c] = True
         logp_gen[i, :c] = torch.tensor(completion.logprobs, dtype=torch.float32)
-    advantages = torch.tensor([adv for _, _, adv, _ in rows], dtype=torch.float32)
-    own = torch.tensor([o for _, _, _, o in rows], dtype=torch.bool)
-    return Batch(input_ids, attention, positions, mask, logp_gen, advantages, own, torch.tensor(row_group),
+    values = torch.tensor([adv for _, _, adv, _ in rows], dtype=torch.float32)
+    own_rows = torch.tensor([o for _, _, _, o in rows], dtype=torch.bool)
+    return Batch(input_ids, attention, positions, mask, logp_gen, values, own_rows, torch.tensor(row_group),
                  torch.tensor(foreign, dtype=torch.bool), torch.tensor(sender, dtype=torch.long),
-                 torch.tensor(floorable, dtype=torch.bool))
+                 torch.tensor(checked, dtype=torch.bool))
 
 
 def take_rows(batch: Batch, rows: torch.Tensor) -> Batch:
@@ -102,7 +86,7 @@ def take_rows(batch: Batch, rows: torch.Tensor) -> Batch:
     t_max = int(batch.mask[rows].sum(dim=1).max())
     return Batch(batch.input_ids[rows, :width], batch.attention[rows, :width], batch.positions[rows, :t_max],
                  batch.mask[rows, :t_max], batch.logp_gen[rows, :t_max], batch.advantages[rows], batch.own[rows],
-                 batch.group[rows], batch.sequence[rows], batch.sender[rows], batch.floorable[rows])
+                 batch.group[rows], batch.foreign[rows], batch.sender[rows], batch.work_checked[rows])
 
 
 def micro_batches(widths: list[int], budget: int) -> list[list[int]]:

@@ -1,10 +1,11 @@
-"""The learner: recomputes the current policy's log-probs and takes F-TIS steps (full model or LoRA).
+"""The learner: recomputes the current policy's log-probs and takes clipped policy-gradient steps (full model or
+LoRA) with the weights and advantages its transfer policy plans (node/rl/transfer: the learner never asks which).
 
 Memory: a batch (own and received groups) is cut into micro-batches of at most `train.micro_batch_tokens`
 padded tokens; their gradients accumulate into one update, so the learner's peak memory follows the budget,
 not what arrived. Several updates per batch (`train.mini_batches`): the batch's rows are dealt into that many
-parts, one optimiser update each; the importance weights, the filter and the plausibility bounds are decided
-once, from log-probs before the first update (node/rl/ftis.py: plan_loss), and the PPO ratio
+parts, one optimiser update each; the weights, the filter and the guard's bounds are decided once, from
+log-probs before the first update (node/rl/transfer/plan.py: plan_loss), and the PPO ratio
 R = pi_theta / pi_theta_old, 1 at the first update, is what the clip (eps_low, eps_high) bounds at the later
 ones. One update in one piece (the default for small batches) is a single forward pass.
 """
@@ -15,13 +16,16 @@ import statistics
 
 import torch
 
-from node.config import LossConfig, TrainConfig
-from node.generation.rollouts import Group, length_pieces
+from node.config import LossConfig, TrainConfig, TrustConfig
+from node.generation.rollouts import Group, Received, length_pieces
 from node.metrics import LossMetrics
 
-from .alignment import HeadGradients, anchor_gradient, forward_with_head_input, harm_statistics
+from .alignment import HeadGradients, anchor_gradient, forward_with_head_input
 from .batching import Batch, build_batch, micro_batches, mini_batches, senders_of, take_rows
-from .ftis import LossInputs, aggregate, ftis_objective, plan_loss, surrogate
+from .loss import aggregate, surrogate
+from .transfer.base import TransferPolicy
+from .transfer.guard import SenderJudge
+from .transfer.plan import LossPlan, plan_loss
 
 
 def sequence_logprobs(model, batch: Batch, temperature: float, heads: HeadGradients | None = None) -> torch.Tensor:
@@ -42,12 +46,24 @@ def sequence_logprobs(model, batch: Batch, temperature: float, heads: HeadGradie
     return logp.gather(2, tokens[..., None]).squeeze(-1)
 
 
+def objective(plan: LossPlan, logp: torch.Tensor, logp_old: torch.Tensor, cfg: LossConfig) -> torch.Tensor:
+    """The loss of a whole batch in one piece under its plan (the negative of the objective); sets the plan's
+    loss and clip_frac metrics."""
+    per_token, clipped = surrogate(logp, logp_old, plan.weight, plan.advantages, plan.mask, cfg)
+    loss = -aggregate(per_token, plan.mask, cfg, *plan.normaliser())
+    plan.metrics.loss = loss.item()
+    plan.metrics.clip_frac = float(clipped.sum() / plan.mask.sum().clamp(min=1))
+    return loss
+
+
 class Learner:
-    def __init__(self, model, pad_id: int, train: TrainConfig, loss: LossConfig, temperature: float, lr: float):
-        """lr: the resolved learning rate (a peer resolves train.lr / train.lora_lr: Peer.learning_rate)."""
+    def __init__(self, model, pad_id: int, train: TrainConfig, loss: LossConfig, trust: TrustConfig,
+                 policy: TransferPolicy, temperature: float, lr: float):
+        """policy: what a group teaches (node/rl/transfer); trust: the guard's bounds; lr: the resolved learning
+        rate (a peer resolves train.lr / train.lora_lr: Peer.learning_rate)."""
         self.model = model
         self.pad_id = pad_id
-        self.loss_cfg = loss
+        self.loss_cfg, self.trust, self.policy = loss, trust, policy
         self.temperature = temperature
         self.max_grad_norm = train.max_grad_norm
         self.budget, self.updates = train.micro_batch_tokens, train.mini_batches
@@ -57,29 +73,30 @@ class Learner:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.params = [p for p in model.parameters() if p.requires_grad]
         self.optimizer = torch.optim.AdamW(self.params, lr=lr, weight_decay=train.weight_decay)
-        self.evidence: dict[bytes, float] = {}  # the last step's senders -> their evidence after it (evidence.py)
-        self.harm: dict[bytes, float] = {}  # the last step's senders -> their harm statistic after it (alignment.py)
-        self.alignment: dict[bytes, float] = {}  # the last step's senders -> cosine with our own head gradient
 
     def _autocast(self):
         if self.autocast == "bf16":
             return torch.autocast(device_type=self.model.device.type, dtype=torch.bfloat16)
         return contextlib.nullcontext()
 
-    def step(self, groups: list[Group], anchors: list[Group] | None = None) -> LossMetrics:
-        """Optimiser update(s) on own and received groups; returns the loss metrics and keeps the received
-        groups' senders' evidence, alignment and harm after the step in `self.evidence`, `self.alignment` and
-        `self.harm`. anchors: our own right completions (as groups), the harm detector's reference when our own
-        rows carry no advantage (node/rl/alignment.py)."""
-        self.evidence, self.alignment, self.harm = {}, {}, {}
-        batch = build_batch(groups, self.pad_id, self.loss_cfg.eps_std,
-                            drop_zero_variance=self.loss_cfg.aggregation == "dapo")
+    def step(self, own: list[Group], received: list[Received] = (), judge: SenderJudge | None = None,
+             anchors: list[Group] | None = None) -> LossMetrics:
+        """Optimiser update(s) on own and received groups; returns the loss metrics. judge: the sender ledger,
+        told each received sender's evidence when the plan is made (its verdict drops a distrusted sender's rows
+        this step) and, with the harm detector on, each sender's alignment with our own groups after the update;
+        anchors: our own right completions (as groups), the harm detector's reference when our own rows carry no
+        advantage (node/rl/alignment.py)."""
+        received = list(received)
+        self.policy.begin_step(own, received)
+        eps_std = self.loss_cfg.eps_std
+        batch = build_batch(own, received, self.pad_id, lambda rewards, r: self.policy.advantages(rewards, r, eps_std),
+                            drop_flat=self.loss_cfg.aggregation == "dapo")
         if batch is None:
             return LossMetrics(skipped=True)
         batch = batch.to(self.model.device)
-        senders = senders_of(groups)
-        prior = torch.tensor([g.evidence for g in senders], dtype=torch.float32, device=self.model.device)
-        heads = HeadGradients(len(senders)) if senders and self.loss_cfg.harm_bound else None
+        senders = senders_of(received)
+        watching = judge is not None and bool(senders) and judge.watches_alignment
+        heads = HeadGradients(len(senders)) if watching else None
         reference, anchor_rows = None, 0
         if heads is not None and anchors and not bool((batch.advantages[batch.own] != 0).any()):
             reference, anchor_rows = self._anchor_reference(anchors)
@@ -88,25 +105,24 @@ class Learner:
         self.model.train()
         try:
             if len(updates) == 1 and len(pieces) == 1:
-                metrics, evidence = self._whole(batch, prior, heads)
+                metrics = self._whole(batch, senders, judge, heads)
             else:
-                metrics, evidence = self._in_pieces(batch, prior, widths, pieces, updates, heads)
+                metrics = self._in_pieces(batch, senders, judge, widths, pieces, updates, heads)
         finally:
             self.model.eval()
-        if evidence is not None:
-            self.evidence = {g.sender: float(e) for g, e in zip(senders, evidence.tolist(), strict=True)}
         metrics.anchors = anchor_rows
         if heads is not None:
-            cos = heads.cosines(reference)
-            harm = harm_statistics(cos, torch.tensor([g.harm for g in senders]), self.loss_cfg.harm_bet)
-            self.alignment = {g.sender: float(c) for g, c in zip(senders, cos.tolist(), strict=True)}
-            self.harm = {g.sender: float(h) for g, h in zip(senders, harm.tolist(), strict=True)}
+            judge.judge_alignment(dict(zip(senders, heads.cosines(reference).tolist(), strict=True)))
         return metrics
+
+    def _plan(self, batch: Batch, logp_ref: torch.Tensor, senders: list[bytes],
+              judge: SenderJudge | None) -> LossPlan:
+        return plan_loss(batch, logp_ref, self.policy, self.trust, judge, senders, self.loss_cfg.max_log_ratio)
 
     def _anchor_reference(self, anchors: list[Group]) -> tuple[torch.Tensor | None, int]:
         """The anchors' negative log-likelihood head gradient at the weights before this step (one forward
         pass, in micro-batches of the step's budget), and how many anchor completions it comes from."""
-        batch = build_batch(anchors, self.pad_id, self.loss_cfg.eps_std, drop_zero_variance=False)
+        batch = build_batch(anchors, [], self.pad_id, lambda rewards, _: [0.0] * len(rewards), drop_flat=False)
         if batch is None:
             return None, 0
         batch = batch.to(self.model.device)
@@ -120,21 +136,18 @@ class Learner:
                 total = g if total is None else total + g
         return total, 0 if total is None else int(batch.mask.any(dim=1).sum())
 
-    def _whole(self, batch: Batch, prior: torch.Tensor,
-               heads: HeadGradients | None) -> tuple[LossMetrics, torch.Tensor | None]:
+    def _whole(self, batch: Batch, senders: list[bytes], judge: SenderJudge | None,
+               heads: HeadGradients | None) -> LossMetrics:
         """One update in one backward pass (its forward pass in pieces of similar length: less padding)."""
         with self._autocast():
             logp = self._pieced_logprobs(batch, heads)
-        inputs = LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=batch.logp_gen, mask=batch.mask,
-                            advantages=batch.advantages, own=batch.own, group=batch.group, sequence=batch.sequence,
-                            sender=batch.sender, prior=prior, floorable=batch.floorable)
-        loss, plan = ftis_objective(inputs, self.loss_cfg)
-        metrics = plan.metrics
+        plan = self._plan(batch, logp, senders, judge)
+        loss = objective(plan, logp, logp.detach(), self.loss_cfg)
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
-        metrics.grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm))
+        plan.metrics.grad_norm = float(torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm))
         self.optimizer.step()
-        return metrics, plan.evidence
+        return plan.metrics
 
     def _pieced_logprobs(self, batch: Batch, heads: HeadGradients | None) -> torch.Tensor:
         """[N, T] log pi_theta of the whole batch in one autograd graph, over length pieces: the same values as
@@ -165,12 +178,11 @@ class Learner:
         """[N, T] log-probs of the whole batch before any update, micro-batch by micro-batch."""
         return self._logprobs_over(batch, pieces)
 
-    def _in_pieces(self, batch: Batch, prior: torch.Tensor, widths: list[int], pieces: list[list[int]],
-                   updates: list[list[int]], heads: HeadGradients | None) -> tuple[LossMetrics, torch.Tensor | None]:
+    def _in_pieces(self, batch: Batch, senders: list[bytes], judge: SenderJudge | None, widths: list[int],
+                   pieces: list[list[int]], updates: list[list[int]], heads: HeadGradients | None) -> LossMetrics:
         cfg = self.loss_cfg
         logp_old = self._logprobs_before(batch, pieces)
-        plan = plan_loss(logp_old, batch.logp_gen, batch.mask, batch.advantages, batch.own, batch.group, cfg,
-                         batch.sequence, batch.sender, prior, batch.floorable)
+        plan = self._plan(batch, logp_old, senders, judge)
         losses, norms, clipped, counted = [], [], 0, 0
         for update in updates:
             rows = torch.tensor(update, device=batch.mask.device)
@@ -201,4 +213,4 @@ class Learner:
         metrics.loss = statistics.fmean(losses) if losses else 0.0
         metrics.grad_norm = statistics.fmean(norms) if norms else 0.0
         metrics.clip_frac = clipped / max(counted, 1)
-        return metrics, plan.evidence
+        return metrics

@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 
 from node.errors import first_line
-from node.generation.rollouts import Completion, Group, score_completion
+from node.generation.rollouts import Completion, Group, Received, score_completion
 from node.models.loading import encode_prompt
 from node.tasks import Task, checks_work, task_of_record
 from protocol import CLOCK_SKEW
@@ -65,9 +65,10 @@ def _refuse(wire: WireGroup, reason: str) -> RecordError:
                                f"{REFUSED_BECAUSE.get(reason, reason)}")
 
 
-def rebuild_received(wire: WireGroup, foreign: Foreign | None, rx: Receiver, now: float) -> Group:
+def rebuild_received(wire: WireGroup, foreign: Foreign | None, rx: Receiver, now: float,
+                     sender: bytes = b"") -> Received:
     """The decoded group checked and rebuilt here: prompt and rewards ours, a foreign group's completions
-    re-tokenized into our tokens; or RecordError."""
+    re-tokenized into our tokens, with its provenance (sender: its identity); or RecordError."""
     if wire.created > now + CLOCK_SKEW:
         raise _refuse(wire, "future")
     if now - wire.created > rx.max_age:
@@ -101,10 +102,10 @@ def rebuild_received(wire: WireGroup, foreign: Foreign | None, rx: Receiver, now
         log.warning("rebuilding %s/%s/%s failed: %s", wire.task, wire.split, wire.index, first_line(err))
         raise _refuse(wire, "task") from None
     prompt = encode_prompt(rx.tokenizer, item) if foreign else list(wire.prompt_ids)
-    return Group(item, prompt, comps, own=False, foreign=foreign is not None, work_checked=checks_work(task))
+    return Received(Group(item, prompt, comps), sender, foreign=foreign is not None, work_checked=checks_work(task))
 
 
-def admit(raw: bytes, rx: Receiver, now: float) -> Group:
+def admit(raw: bytes, rx: Receiver, now: float, sender: bytes = b"") -> Received:
     """A received record's bytes to a group this peer may train on, or RecordError (both steps, no memory)."""
     wire, foreign = decode_received(raw, rx)
-    return rebuild_received(wire, foreign, rx, now)
+    return rebuild_received(wire, foreign, rx, now, sender)

@@ -32,9 +32,9 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 
-from node.config import SwarmConfig
+from node.config import SwarmConfig, TrustConfig
 from node.errors import first_line
-from node.generation.rollouts import Group, has_variance
+from node.generation.rollouts import Group, Received, has_variance
 from node.tasks import Task
 from protocol import SHARD_LEVELS
 from protocol.bundle2 import pack_groups, unpack_groups
@@ -69,7 +69,7 @@ from .membership import NEWCOMER_PUSH_FANOUT, PUSH_FANOUT
 from .pulls import Pulls
 from .queues import RoundRobin
 from .retokenize import ForeignTokenizers
-from .senders import Senders
+from .senders import SenderLedger
 
 log = logging.getLogger(__name__)
 SUMMARY_BUNDLE_BYTES = 256 * 1024  # a peer's length summaries of one step (tens of bytes each)
@@ -79,7 +79,7 @@ KNOWN_SENDERS = 4096  # senders remembered from their announcements
 
 @dataclass
 class GatherResult:
-    groups: list[Group] = field(default_factory=list)
+    groups: list[Received] = field(default_factory=list)
     summaries: dict[bytes, list[LengthSummary]] = field(default_factory=dict)  # sender -> its new summaries
     rejected: collections.Counter = field(default_factory=collections.Counter)  # reason -> records
     received: int = 0  # groups decoded for the first time this step
@@ -156,10 +156,14 @@ def to_wire(group: Group, card: WireCard, step: int, created: float) -> WireGrou
 class GroupExchange:
     def __init__(self, transport: SwarmTransport, cfg: SwarmConfig, tokenizer, card: WireCard, eos_ids: set[int],
                  task: Task, max_new_tokens: int, sleep: Callable[[float], None] = time.sleep, seed: int = 0,
-                 model: str = ""):
+                 model: str = "", trust: TrustConfig | None = None,
+                 informative: Callable[[list[float]], bool] = has_variance):
         """task: the task this peer trains on (received references to it reuse it); max_new_tokens: this
-        peer's generation limit, which no received completion may exceed; model: its name in announcements."""
+        peer's generation limit, which no received completion may exceed; model: its name in announcements;
+        trust: the sender ledger's bounds; informative: whether a received group with these rewards can teach
+        (the transfer policy's; swarm.informative_only leaves the others out)."""
         self.transport, self.cfg, self.tokenizer, self.card = transport, cfg, tokenizer, card
+        self.informative = informative
         self.model = model
         self.accuracy = -1.0  # our latest held-out ID accuracy, announced (-1: not evaluated yet)
         self.published = 0  # own groups published in all (no one can credit us with more)
@@ -179,8 +183,8 @@ class GroupExchange:
         self.logged = BoundedSet(4096)  # (sender, reason) already logged once
         self.pending: list = []  # futures of asynchronous publishes not yet collected
         self.prefetched: Future | None = None  # the announcement fetch started at the beginning of the step
-        self.senders = Senders(KNOWN_SENDERS, self.rng)
-        self.pulls = Pulls(transport, self.senders, self.rng,
+        self.ledger = SenderLedger(KNOWN_SENDERS, self.rng, trust)
+        self.pulls = Pulls(transport, self.ledger, self.rng,
                            {"groups": self.limits.max_bytes, "summaries": SUMMARY_BUNDLE_BYTES})
         self.directory = Directory(cfg, self.rng.randrange(SHARD_LEVELS[-1]), self.unusable_tokenizer)
         self.gossip_steps = 0  # steps whose view pulls we started (_start_gossip)
@@ -200,7 +204,7 @@ class GroupExchange:
         from .control import peer_info
 
         now = self.transport.now()
-        live = [self.senders.known[k] for k in self.senders.live(now)]
+        live = [self.ledger.known[k] for k in self.ledger.live(now)]
         return [peer_info(s.announcement, now - s.seen, s.established, s.failures,
                           used=self.given.get(s.announcement.peer_id, 0),
                           credited=self.credited.get(s.announcement.peer_id, 0))
@@ -218,6 +222,7 @@ class GroupExchange:
         sum_bundle, _ = pack_bundle(sums, SUMMARY_BUNDLE_BYTES)
         ok = True
         self.step = step
+        self.ledger.begin_step(step)
         try:  # do not wait: training goes on meanwhile
             refs = {kind: BundleRef(self.transport.serve(kind, value), len(value), n)
                     for kind, value, n in (("groups", bundle, len(wires) - unsent),
@@ -227,7 +232,7 @@ class GroupExchange:
                                         credits=tuple(self.given.items())[-MAX_CREDITS:])
             value = encode_announcement(announcement)
             if self.gossip is not None:
-                self.gossip.serve(value, now, self._vouched(now))
+                self.gossip.serve(value, now, self.ledger.vouched(now))
             self.pending.append(self.transport.announce_async(value, self.cfg.record_ttl,
                                                               levels=self.directory.writes()))
         except (TimeoutError, OSError, RuntimeError, ValueError) as err:
@@ -270,10 +275,10 @@ class GroupExchange:
         if self.prefetched is None or self.prefetched.done():
             now = self.transport.now()
             if self.gossip is not None:
-                self.gossip.refill(self._vouched(now), self.cfg.pull_peers)
+                self.gossip.refill(self.ledger.vouched(now), self.cfg.pull_peers)
             view = self.gossip.size() if self.gossip is not None else -1
-            shards = self.directory.shards_to_read(now, len(self.senders.live(now)), view, seeded,
-                                                   self.senders.helping(now))
+            shards = self.directory.shards_to_read(now, len(self.ledger.live(now)), view, seeded,
+                                                   self.ledger.helping(now))
             self.prefetched = self.transport.fetch_shards_async(shards) if shards else None
         if self.gossip is None or not self.gossip.seeding:  # (a seed's view on its way may name the senders
             self._start_pulls()  #                           that help: pulls then start once it is taken, in gather)
@@ -296,11 +301,11 @@ class GroupExchange:
         read = self._announcements(result, wait)  # senders: a slow directory read is taken when it lands
         if read is not None:
             self.directory.note_read(len(read))
-            self.senders.forget(getattr(read, "withdrawn", ()))  # withdrawn since we learned them
+            self.ledger.forget(getattr(read, "withdrawn", ()))  # withdrawn since we learned them
             self._learn(read, result)
             self.transport.relay_owners = self.relay_owners()
         self._start_pulls()  # senders learned just now
-        result.peers = len(self.senders.present(self.transport.now()))
+        result.peers = len(self.ledger.present(self.transport.now()))
         interval = 0.05
         while True:
             result.polls += 1
@@ -319,9 +324,9 @@ class GroupExchange:
         result.taken = dict(taken)
         for sender, (accepted, informative, rejected) in outcome.items():
             if accepted:
-                self.senders.succeeded(sender, informative / accepted)
+                self.ledger.succeeded(sender, informative / accepted)
             elif rejected:
-                self.senders.failed(sender, self.step, refused=True)
+                self.ledger.failed(sender, self.step, refused=True)
         if self.gossip is not None:
             heard = self.gossip.heard
             self._renew_view()
@@ -353,43 +358,13 @@ class GroupExchange:
     def _renew_view(self) -> None:
         """Ends the view's round: pushes are taken only once we have 2 established senders (a newcomer's pushes
         come from whoever watches for newcomers)."""
-        self.gossip.end_round(take_pushes=len(self._vouched(self.transport.now())) >= 2)
+        self.gossip.end_round(take_pushes=len(self.ledger.vouched(self.transport.now())) >= 2)
 
     def relay_owners(self) -> frozenset[str]:
         """Peer ids whose live announcement names us as a relay: the only owners our node relays pulls for."""
         me, now = self.transport.peer_id, self.transport.now()
-        return frozenset(s.announcement.peer_id for s in self.senders.known.values()
+        return frozenset(s.announcement.peer_id for s in self.ledger.known.values()
                          if me in s.announcement.relays and s.expires > now)
-
-    def observe_evidence(self, evidence: dict[bytes, float], bound: float) -> int:
-        """Feeds the learner's evidence on this step's senders back (node/rl/evidence.py); returns how many
-        senders it has just made us distrust (each logged once)."""
-        newly = 0
-        for sender, value in evidence.items():
-            if self.senders.observe(sender, value, bound):
-                newly += 1
-                peer_id = self.senders.known[sender].announcement.peer_id
-                log.warning("distrusting peer %s for good: the log-probs it claims make our importance weights "
-                            "larger than any honest sampler's (evidence %.1f >= %g)", peer_id, value, bound)
-        return newly
-
-    def by_peer(self, values: dict[bytes, float]) -> dict[str, float]:
-        """Per-sender values (keyed by announcement subkey) keyed by the senders' peer ids instead."""
-        return {self.senders.known[s].announcement.peer_id: round(v, 4) for s, v in values.items()
-                if s in self.senders.known}
-
-    def observe_harm(self, harm: dict[bytes, float], alignment: dict[bytes, float], bound: float) -> int:
-        """Feeds the learner's harm statistics on this step's senders back (node/rl/alignment.py); returns how
-        many senders it has just demoted (each logged) for swarm.demote_steps."""
-        newly = 0
-        for sender, value in harm.items():
-            if self.senders.observe_harm(sender, value, bound, self.step, self.cfg.demote_steps):
-                newly += 1
-                peer_id = self.senders.known[sender].announcement.peer_id
-                log.info("demoting peer %s for %d steps: its groups keep pulling our model against our own groups "
-                         "(harm %.1f >= %g; alignment this step %+.2f)", peer_id, self.cfg.demote_steps, value,
-                         bound, alignment.get(sender, 0.0))
-        return newly
 
     def _announcements(self, result: GatherResult, wait: float) -> dict | None:
         """The announcements read this step (None: no read finished), waiting at most `wait` seconds: a read
@@ -420,7 +395,7 @@ class GroupExchange:
                 continue
             announcement = self._check(sender, value, result)
             if announcement is not None:
-                self.senders.learn(sender, announcement, expires, seen=now)
+                self.ledger.learn(sender, announcement, expires, seen=now)
                 self._read_credit(announcement)
 
     def _check(self, sender: bytes, value: bytes, result: GatherResult) -> Announcement | None:
@@ -438,7 +413,7 @@ class GroupExchange:
         new = not self.directory.read_before(value)
         announcement = self._check(sender, value, result)
         if announcement is not None and new:
-            self.senders.learn(sender, announcement, announcement.created + self.cfg.max_age,
+            self.ledger.learn(sender, announcement, announcement.created + self.cfg.max_age,
                                seen=self.transport.now())
             self._read_credit(announcement)
         return announcement
@@ -446,12 +421,6 @@ class GroupExchange:
     def _view_full(self) -> bool:
         """Peer sampling is on and our view holds at least as many peers as we pull from."""
         return self.gossip is not None and self.gossip.size() >= self.cfg.pull_peers
-
-    def _vouched(self, now: float) -> list[bytes]:
-        """Live senders whose groups proved valid and informative here, none distrusted or demoted."""
-        return [s for s in self.senders.present(now) if self.senders.known[s].established
-                and self.senders.known[s].announcement.peer_id not in self.senders.distrusted
-                and self.senders.demoted.get(self.senders.known[s].announcement.peer_id, 0) <= self.step]
 
     def _start_gossip(self) -> bool:
         """Starts this step's view pulls: from established senders first; while our view is empty and none is
@@ -461,11 +430,11 @@ class GroupExchange:
         if self.gossip is None:
             return False
         now = self.transport.now()
-        present = [] if self.gossip.size() else self.senders.present(now)
+        present = [] if self.gossip.size() else self.ledger.present(now)
         self.gossip_steps += 1
-        stranded = 2 <= self.gossip_steps <= RESCUE_STEPS and self.senders.helping(now) == 0
+        stranded = 2 <= self.gossip_steps <= RESCUE_STEPS and self.ledger.helping(now) == 0
         seeded = self.gossip.ask_seeds(stranded)
-        vouched = self._vouched(now)
+        vouched = self.ledger.vouched(now)
         self.gossip.start(vouched or present, self._gossip_route)
         self.gossip.push(present, self._gossip_route, PUSH_FANOUT if vouched else NEWCOMER_PUSH_FANOUT)
         self.gossip.hear()
@@ -473,7 +442,7 @@ class GroupExchange:
 
     def _gossip_route(self, subkey: bytes) -> tuple[str, str, tuple[str, ...]] | None:
         """(peer id, relay, addresses) of a view pull to `subkey`, from its newest announcement we know."""
-        state = self.senders.known.get(subkey)
+        state = self.ledger.known.get(subkey)
         if state is None:
             return None
         via, maddrs = self.pulls.route(state.announcement)
@@ -488,7 +457,7 @@ class GroupExchange:
         controller; a failed pull is counted by reason and backs its sender off."""
         for sender, kind, bundle in self.pulls.finished():
             if isinstance(bundle, BaseException):
-                self.senders.failed(sender, self.step)
+                self.ledger.failed(sender, self.step)
                 if isinstance(bundle, RecordError) and bundle.reason != "missing":  # it broke the protocol
                     self._reject(result, sender, bundle.reason, f"pull: {bundle}")
                 else:  # gone, withdrawn or unreachable: not a record to count, but not pulled again soon
@@ -522,38 +491,35 @@ class GroupExchange:
         budget of groups or the work budget is spent."""
         def handle(sender: bytes, raw: bytes) -> None:
             duplicates = result.duplicates
-            group = self._accept(result, sender, raw, work)
-            if group is not None:
-                self._use(group, sender, result, queues.taken, outcome)
+            received = self._accept(result, sender, raw, work)
+            if received is not None:
+                self._use(received, result, queues.taken, outcome)
             elif result.duplicates == duplicates:  # refused (a duplicate is not held against its sender)
                 outcome[sender][2] += 1
 
-        queues.take(budget, sender_cap, self.cfg.explore_pulls, self.cfg.pull_peers, self.senders.is_newcomer,
+        queues.take(budget, sender_cap, self.cfg.explore_pulls, self.cfg.pull_peers, self.ledger.is_newcomer,
                     self.pulls.newcomer_pending(), newcomers_too,
                     lambda limit: len(result.groups) >= limit or bool(work.exhausted()), handle)
 
-    def _use(self, group: Group, sender: bytes, result: GatherResult, taken: collections.Counter,
-             outcome: dict) -> None:
-        """An accepted group is trained on unless it is uninformative (equal rewards everywhere: zero advantage;
-        with swarm.received_baseline = greedy, a group right everywhere can still teach where we fail) and
-        swarm.informative_only leaves those out; either way it counts for the sender's informative share."""
-        informative = has_variance(group.rewards) or (self.cfg.received_baseline == "greedy"
-                                                      and max(group.rewards) > 0)
+    def _use(self, received: Received, result: GatherResult, taken: collections.Counter, outcome: dict) -> None:
+        """An accepted group is trained on unless the transfer policy finds it uninformative (GRPO: equal rewards
+        everywhere, zero advantage) and swarm.informative_only leaves those out; either way it counts for the
+        sender's informative share."""
+        sender = received.sender
+        informative = self.informative(received.group.rewards)
         outcome[sender][0] += 1
         outcome[sender][1] += informative
         if informative or not self.cfg.informative_only:
-            state = self.senders.known.get(sender)
+            state = self.ledger.known.get(sender)
             if state is not None:  # credit where it is due: announced with our next groups
                 peer_id = state.announcement.peer_id
                 remember(self.given, peer_id, self.given.get(peer_id, 0) + 1, CREDIT_MEMORY)
-            group.sender = sender
-            group.evidence, group.harm = (state.evidence, state.harm) if state is not None else (0.0, 0.0)
-            result.groups.append(group)
-            taken[sender] += len(group.completions)
+            result.groups.append(received)
+            taken[sender] += len(received.group.completions)
         else:
             result.uninformative += 1
 
-    def _accept(self, result: GatherResult, sender: bytes, raw: bytes, work: WorkBudget) -> Group | None:
+    def _accept(self, result: GatherResult, sender: bytes, raw: bytes, work: WorkBudget) -> Received | None:
         """The record (new to us) as a rebuilt, re-scored group, or None (rejected and counted): the trust
         boundary's two steps (boundary.py), a group seen before refused between them."""
         work.charge(len(raw), record=True)
@@ -572,7 +538,7 @@ class GroupExchange:
         self.sent_by.add((sender, identity))
         result.received += 1
         try:
-            return rebuild_received(wire, foreign, self.receiver, self.transport.now())
+            return rebuild_received(wire, foreign, self.receiver, self.transport.now(), sender)
         except RecordError as err:
             self._reject(result, sender, err.reason, str(err))
             return None
@@ -587,7 +553,7 @@ class GroupExchange:
     def peer_name(self, sender: bytes) -> str:
         """How logs name a sender: its peer id (Qm..., as `swarm status` and the progress show it) when its
         announcement is known, else its identity key's digest."""
-        state = self.senders.known.get(sender)
+        state = self.ledger.known.get(sender)
         return state.announcement.peer_id if state is not None else f"with identity {sender[-12:].hex()}"
 
     def _reject(self, result: GatherResult, sender: bytes, reason: str, detail: str) -> None:

@@ -19,14 +19,14 @@ from node.errors import first_line
 from protocol.codec import MAX_RELAYS, Announcement
 
 from . import SwarmTransport, finished
-from .senders import Senders
+from .senders import SenderLedger
 
 log = logging.getLogger(__name__)
 PULL_TIMEOUT = 30.0  # seconds a pull may take before it is abandoned (a step waits at most its deadline)
 
 
 class Pulls:
-    def __init__(self, transport: SwarmTransport, senders: Senders, rng: random.Random,
+    def __init__(self, transport: SwarmTransport, senders: SenderLedger, rng: random.Random,
                  limits: dict[str, int]):
         """limits: the largest bundle of each kind we pull ("groups", "summaries"), in bytes."""
         self.transport, self.senders, self.rng, self.limits = transport, senders, rng, limits

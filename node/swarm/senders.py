@@ -1,4 +1,12 @@
-"""Who to pull from: the senders a peer knows from their announcements, and how it picks a few each step.
+"""The sender ledger: everything a peer believes about each sender, and the questions the exchange asks of it.
+
+What it holds of a sender: its newest announcement, whether it is established, its back-off, its score, the
+evidence (e-detector) and harm statistics, and whether its peer id is distrusted or demoted. What the exchange
+asks: whom to pull this step and in what order (`choose`), whether a sender is a newcomer (how much of it a step
+may use), whom to vouch for in our view (`vouched`). What the learner reports, once a step through the
+`SenderJudge` seam (node/rl/transfer/guard.py): each sender's log-evidence when the batch is planned (the ledger
+answers which senders' rows give no gradient) and, with the harm detector on, each sender's alignment after
+the update.
 
 Known senders come and go with their announcements (bounded memory, expiry). Each step the exchange pulls from
 a few of them: drawn at random, weighted towards senders whose groups passed validation and were informative
@@ -16,20 +24,27 @@ Announcements naming the same peer id count as one sender (a pull goes to the pe
 carry the signature of the announcing identity, so only one of them can be its owner).
 
 Establishment can be lost. A sender whose records are all refused (they broke the protocol) is a newcomer
-again. A sender whose evidence (node/rl/evidence.py: its claimed log-probs tested against our own model, fed
-back by the learner each step) reaches loss.sender_bound is distrusted for good, with its peer id: never
-pulled again, whatever identity names that peer id (an honest sender gets there once in e^20 steps). A sender
-whose harm statistic (node/rl/alignment.py: its groups' gradient keeps pointing against our own groups') reaches
-loss.harm_bound is demoted: its peer id is not pulled from for swarm.demote_steps steps, then it is tried
-afresh as a newcomer (what hurt us then may not later, and a peer neutral to us loses nothing that helped).
+again. Both statistics are CUSUMs of per-step log-bets, S_t = max(S_{t-1}, 0) + (this step's), which restart at
+0 whenever the evidence falls below 1, so a long honest past buys a sender nothing. A sender whose evidence
+(its claimed log-probs tested against our own model, node/rl/transfer/guard.py) reaches trust.sender_bound is
+distrusted for good, with its peer id: never pulled again, whatever identity names that peer id (an honest
+sender gets there once in e^20 steps). A sender whose harm statistic (node/rl/alignment.py: its groups' gradient
+keeps pointing against our own groups') reaches trust.harm_bound is demoted: its peer id is not pulled from for
+trust.demote_steps steps, then it is tried afresh as a newcomer (what hurt us then may not later, and a peer
+neutral to us loses nothing that helped).
 """
 from __future__ import annotations
 
+import logging
 import random
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from node.config import TrustConfig
+from node.rl.alignment import harm_log_bet
 from protocol.codec import Announcement
+
+log = logging.getLogger(__name__)
 
 EXPLORE = 0.1  # weight floor of every eligible sender (exploration)
 MAX_BACKOFF = 10  # at most 2^10 steps between tries of a failing sender
@@ -45,7 +60,7 @@ class SenderState:
     score: float = 0.5  # moving average of the informative share of its accepted groups
     informative_pulls: int = 0  # pulls whose accepted groups included informative ones
     seen: float = 0.0  # our clock when we first read its newest announcement (what `swarm status` orders by)
-    evidence: float = 0.0  # e-detector statistic against its claims (node/rl/evidence.py), fed by the learner
+    evidence: float = 0.0  # e-detector statistic against its claims (node/rl/transfer/guard.py), fed by the learner
     harm: float = 0.0  # harm statistic of its groups against ours (node/rl/alignment.py), fed by the learner
     unreachable: bool = False  # a pull failed since its newest announcement (it may be dead: not counted present)
     failed_step: int = -1  # the step of its last failure (its groups and summaries pulls fail together: once)
@@ -55,17 +70,91 @@ class SenderState:
         return self.informative_pulls >= ESTABLISHED_AFTER
 
 
+def cusum(statistic: float, step_log_bet: float) -> float:
+    """A CUSUM after one more step: max(statistic, 0) + this step's log-bet."""
+    return max(statistic, 0.0) + step_log_bet
+
+
+@dataclass
+class StepVerdicts:
+    """What the ledger concluded in one step (the step's metrics)."""
+
+    distrusted: int = 0  # senders distrusted this step
+    evidence: float = 0.0  # the largest evidence statistic among the step's senders (0: none)
+    demoted: int = 0  # senders demoted this step
+    harm: float = 0.0  # the largest harm statistic among the step's senders (0: none)
+    alignments: dict[str, float] = field(default_factory=dict)  # peer id -> this step's cosine with our groups
+
+
 def backoff_steps(failures: int) -> int:
     """Steps a sender sits out after `failures` consecutive failures."""
     return 2 ** min(failures - 1, MAX_BACKOFF) if failures > 0 else 0
 
 
-class Senders:
-    def __init__(self, capacity: int, rng: random.Random):
+class SenderLedger:
+    def __init__(self, capacity: int, rng: random.Random, trust: TrustConfig | None = None):
         self.capacity, self.rng = capacity, rng
+        self.trust = trust or TrustConfig()
         self.known: OrderedDict[bytes, SenderState] = OrderedDict()
         self.distrusted: OrderedDict[str, None] = OrderedDict()  # peer ids whose evidence reached the bound
         self.demoted: dict[str, int] = {}  # peer id -> the step from which it may be pulled again
+        self.step = 0  # the step under way (the exchange's)
+        self.verdicts = StepVerdicts()  # this step's
+
+    def begin_step(self, step: int) -> None:
+        self.step, self.verdicts = step, StepVerdicts()
+
+    # ---- what the learner reports (node/rl/transfer/guard.py SenderJudge) ------------------------------------
+    @property
+    def watches_alignment(self) -> bool:
+        return self.trust.harm_bound > 0
+
+    def judge_evidence(self, evidence: dict[bytes, float]) -> set[bytes]:
+        """Adds each sender's log-evidence of this step to its statistic; returns the senders whose rows give no
+        gradient: their statistic reached trust.sender_bound (now: their peer id is distrusted from now on and
+        logged), or their peer id was distrusted before."""
+        cut = set()
+        for i, (sender, step_log_bet) in enumerate(evidence.items()):
+            state = self.known.get(sender)
+            value = cusum(state.evidence if state is not None else 0.0, step_log_bet)
+            self.verdicts.evidence = value if i == 0 else max(self.verdicts.evidence, value)
+            if state is None:  # forgotten since its groups came (its announcement expired): this step's alone
+                if self.trust.sender_bound and value >= self.trust.sender_bound:
+                    cut.add(sender)
+                continue
+            if self.observe(sender, value, self.trust.sender_bound):
+                self.verdicts.distrusted += 1
+                log.warning("distrusting peer %s for good: the log-probs it claims make our importance weights "
+                            "larger than any honest sampler's (evidence %.1f >= %g)", state.announcement.peer_id,
+                            value, self.trust.sender_bound)
+            if state.announcement.peer_id in self.distrusted:
+                cut.add(sender)
+        return cut
+
+    def judge_alignment(self, cosines: dict[bytes, float]) -> None:
+        """Adds each sender's harm bet of this step (its cosine with our own groups' gradient) to its statistic; a
+        sender whose statistic reaches trust.harm_bound is demoted (logged)."""
+        for sender, cos in cosines.items():
+            state = self.known.get(sender)
+            if state is None:
+                continue
+            value = cusum(state.harm, harm_log_bet(cos, self.trust.harm_bet))
+            self.verdicts.harm = value if not self.verdicts.alignments else max(self.verdicts.harm, value)
+            self.verdicts.alignments[state.announcement.peer_id] = round(cos, 4)
+            if self.observe_harm(sender, value, self.trust.harm_bound, self.step, self.trust.demote_steps):
+                self.verdicts.demoted += 1
+                log.info("demoting peer %s for %d steps: its groups keep pulling our model against our own groups "
+                         "(harm %.1f >= %g; alignment this step %+.2f)", state.announcement.peer_id,
+                         self.trust.demote_steps, value, self.trust.harm_bound, cos)
+
+    def vouched(self, now: float) -> list[bytes]:
+        """Live senders whose groups proved valid and informative here, none distrusted or demoted (the ones our
+        view vouches for)."""
+        return [s for s in self.present(now) if self.known[s].established
+                and self.known[s].announcement.peer_id not in self.distrusted
+                and self.demoted.get(self.known[s].announcement.peer_id, 0) <= self.step]
+
+    # ---- who to pull -----------------------------------------------------------------------------------------
 
     def learn(self, subkey: bytes, announcement: Announcement, expires: float, seen: float = 0.0) -> None:
         """Remembers a sender's newest announcement (its health is kept across announcements), read at our

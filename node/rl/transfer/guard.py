@@ -1,0 +1,131 @@
+"""The guard in front of every transfer policy: what received rows may reach the loss at all (docs/SECURITY.md).
+
+A received completion's behaviour log-probs are its sender's claim, and they set both the importance weight
+w = pi_theta / pi_gen and the divergence D. Three checks, whatever the policy:
+
+- Invalid claims: a log-prob that is not finite or is positive is impossible for an honest generator; such tokens
+  are dropped (counted) and replaced before any arithmetic, so no NaN reaches the gradient.
+- Plausibility: for completions y that an honest generator sampled from pi_gen, whatever our model,
+  E[pi_theta(y) / pi_gen(y)] = sum_y pi_theta(y) <= 1, and a group's G completions are independent samples, so
+  by Markov's inequality the group's total log-ratio sum_i sum_t (log pi_theta - log pi_gen) exceeds b with
+  probability at most exp(-b). A received group above trust.ratio_bound (+ ratio_bound_per_token a token, for
+  numerical differences between engines) claims its tokens were far less likely to its sampler than our model
+  finds them: exactly how a sender would pin w at its cap on text of its choice. Its rows give no gradient
+  (`implausible`). The other side: a received row whose per-token mean of log pi_gen - log pi_theta is above
+  trust.div_ceiling is one our model finds implausibly unlikely (it guards the policies that ignore w).
+- Evidence against a sender (an e-detector): r = pi_theta(y) / pi_gen(y) is an e-value against "this sender
+  sampled y as it claims", and so is the bet (1 - lambda) + lambda * r for lambda in (0, 1) (never below
+  1 - lambda: a row we would never write costs the bet little). The log of each received row's bet, summed per
+  sender, is reported to the sender ledger (`SenderJudge`, node/swarm/senders.py), which keeps each sender's CUSUM
+  of them across steps and names the senders whose statistic reached trust.sender_bound: their rows give no
+  gradient from that step on (`distrusted`). A sender that claims lower log-probs than its sampler gives (how it
+  would raise its weights) grows the statistic by about log(lambda r) a row; claims equal to our model's own
+  (r = 1) it cannot see: the per-sender share cap bounds those.
+Own rows are never checked.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol
+
+import torch
+
+from node.config import TrustConfig
+
+
+class SenderJudge(Protocol):
+    """What the learner reports to the sender ledger (node/swarm/senders.py implements it)."""
+
+    @property
+    def watches_alignment(self) -> bool:
+        """Whether the harm detector is on (the learner then measures each sender's head-gradient cosine)."""
+        ...
+
+    def judge_evidence(self, evidence: dict[bytes, float]) -> set[bytes]:
+        """Takes this step's log-evidence of each sender's rows; returns the senders whose rows give no gradient
+        (distrusted now or before)."""
+        ...
+
+    def judge_alignment(self, cosines: dict[bytes, float]) -> None:
+        """Takes this step's cosine between each sender's head gradient and our own (node/rl/alignment.py)."""
+        ...
+
+
+def divergence(logp: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per completion: sum and per-token mean of (log pi_gen - log pi_theta), an estimate of KL(gen || theta)."""
+    per_token = (logp_gen - logp.detach()) * mask
+    total = per_token.sum(dim=1)
+    return total, total / mask.sum(dim=1).clamp(min=1)
+
+
+def implausible_rows(d_sum: torch.Tensor, d_mean: torch.Tensor, tokens: torch.Tensor, received: torch.Tensor,
+                     group: torch.Tensor | None, trust: TrustConfig) -> torch.Tensor:
+    """[N] bool: received rows of groups whose total log-ratio sum(log pi_theta - log pi_gen) is above
+    ratio_bound + ratio_bound_per_token * tokens, and received rows whose mean divergence is above div_ceiling."""
+    group = torch.arange(len(d_sum), device=d_sum.device) if group is None else group
+    n_groups = int(group.max()) + 1 if len(group) else 0
+    weight = received.to(d_sum.dtype)
+    zeros = torch.zeros(n_groups, dtype=d_sum.dtype, device=d_sum.device)
+    log_ratio = zeros.index_add(0, group, -d_sum * weight)
+    n_tokens = zeros.index_add(0, group, tokens.to(d_sum.dtype) * weight)
+    too_likely = (log_ratio > trust.ratio_bound + trust.ratio_bound_per_token * n_tokens)[group]
+    return received & (too_likely | (d_mean > trust.div_ceiling))
+
+
+def row_log_evidence(log_ratio: torch.Tensor, tokens: torch.Tensor, slack: float, bet: float) -> torch.Tensor:
+    """[N] log((1 - bet) + bet * r) per row, r = exp(log_ratio - slack * tokens), computed without overflow;
+    log_ratio is the row's sum of log pi_theta - log pi_gen over its `tokens` tokens."""
+    adjusted = log_ratio - slack * tokens.to(log_ratio.dtype)
+    return torch.logaddexp(torch.full_like(adjusted, math.log1p(-bet)), adjusted + math.log(bet))
+
+
+def evidence_by_sender(d_sum: torch.Tensor, tokens: torch.Tensor, received: torch.Tensor, sender: torch.Tensor,
+                       n_senders: int, trust: TrustConfig) -> torch.Tensor:
+    """[S] the sum of each sender's rows' log-evidence this step (sender: [N] index, -1 for our own rows)."""
+    sender = torch.where(received, sender.to(d_sum.device), torch.full_like(sender.to(d_sum.device), -1))
+    row_e = row_log_evidence(-d_sum, tokens, trust.ratio_bound_per_token, trust.sender_bet)
+    counted = sender >= 0
+    return torch.zeros(n_senders, dtype=d_sum.dtype, device=d_sum.device).index_add(0, sender[counted],
+                                                                                      row_e[counted])
+
+
+@dataclass
+class Guarded:
+    """The batch after the guard: which tokens may reach the loss, and the quantities every policy reads."""
+
+    mask: torch.Tensor  # [N, T] bool: valid tokens of rows neither implausible nor distrusted
+    logp_gen: torch.Tensor  # [N, T] behaviour log-probs, invalid ones replaced by ours (masked anyway)
+    d_sum: torch.Tensor  # [N]
+    d_mean: torch.Tensor  # [N]
+    received: torch.Tensor  # [N] bool: received rows with valid tokens (before the cut)
+    dropped: torch.Tensor  # [N, T] bool: tokens with invalid behaviour log-probs
+    implausible: torch.Tensor  # [N] bool
+    distrusted: torch.Tensor  # [N] bool
+
+
+def guard(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor, own: torch.Tensor,
+          group: torch.Tensor, sender: torch.Tensor, senders: list[bytes], trust: TrustConfig,
+          judge: SenderJudge | None) -> Guarded:
+    """The three checks on a batch (logp_ref: our log-probs before the update, detached; sender: [N] index into
+    `senders`, -1 for our own rows; judge: the sender ledger, None when no evidence is kept)."""
+    mask = mask.bool()
+    valid_gen = torch.isfinite(logp_gen) & (logp_gen <= 0)
+    dropped = mask & ~valid_gen
+    mask = mask & valid_gen
+    logp_gen = torch.where(valid_gen, logp_gen, logp_ref)  # before any arithmetic: keeps NaN out of autograd
+    maskf = mask.to(logp_ref.dtype)
+    d_sum, d_mean = divergence(logp_ref, logp_gen, maskf)
+    received = ~own.bool() & mask.any(dim=1)
+    tokens = maskf.sum(dim=1)
+    implausible = implausible_rows(d_sum, d_mean, tokens, received, group, trust)
+    distrusted = torch.zeros_like(received)
+    if judge is not None and senders:
+        evidence = evidence_by_sender(d_sum, tokens, received, sender, len(senders), trust)
+        cut = judge.judge_evidence(dict(zip(senders, evidence.tolist(), strict=True)))
+        if cut:
+            cut_index = torch.tensor([s in cut for s in senders] + [False], device=mask.device)
+            distrusted = received & cut_index[sender.to(mask.device)]  # index -1 reads the appended False
+            implausible = implausible & ~distrusted  # counted once, as distrusted
+    mask = mask & ~(implausible | distrusted)[:, None]
+    return Guarded(mask, logp_gen, d_sum, d_mean, received, dropped, implausible, distrusted)
