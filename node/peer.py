@@ -64,8 +64,8 @@ class Peer:
         model_cfg = dataclasses.replace(cfg.model, name=str(resume / "model")) if resume else cfg.model
         self.loaded = load_model(model_cfg, seed=cfg.train.seed)
         self.backend = make_backend(cfg.generation, self.loaded, seed=cfg.train.seed)
-        self.learner = Learner(self.loaded.model, self.backend.pad_id, cfg.train, cfg.loss, cfg.trust, self.transfer,
-                               cfg.generation.temperature, lr=self.learning_rate())
+        self.learner = Learner(self.loaded.model, self.backend.pad_id, cfg.train, cfg.loss, self.transfer,
+                               cfg.generation.temperature, lr=self.learning_rate(), trust=cfg.trust)
         self.policy = make_group_policy(cfg)
         self.family = getattr(self.loaded.model.config, "model_type", "unknown")
         self.rng = random.Random(cfg.train.seed)

@@ -81,3 +81,36 @@ def sampled_groups():
         return groups
 
     return make
+
+
+@pytest.fixture(scope="session")
+def transfer_policy():
+    """A transfer policy by name and settings (node/rl/transfer), on a task whose verifier checks the work."""
+    from node.config import TransferConfig
+    from node.rl.transfer.registry import build_policy
+
+    def make(name: str = "f-tis", **settings):
+        return build_policy(TransferConfig(name, tuple(sorted(settings.items()))), checks_work=True)
+
+    return make
+
+
+@pytest.fixture
+def ledger():
+    """A sender ledger (node/swarm/senders.py) that knows the given senders, each an identity named as its peer
+    id, announced until t = 1000."""
+    import random
+
+    from node.config import TrustConfig
+    from node.swarm.senders import SenderLedger
+    from protocol.codec import Announcement, BundleRef, WireCard, bundle_digest
+
+    def make(*senders: bytes, trust: TrustConfig | None = None) -> SenderLedger:
+        book = SenderLedger(capacity=100, rng=random.Random(0), trust=trust)
+        card = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0")
+        for sender in senders:
+            ref = BundleRef(bundle_digest(sender), 10, 1)
+            book.learn(sender, Announcement(sender.decode(), (), 0, 100.0, card, ref, ref), expires=1000.0)
+        return book
+
+    return make

@@ -57,13 +57,13 @@ def objective(plan: LossPlan, logp: torch.Tensor, logp_old: torch.Tensor, cfg: L
 
 
 class Learner:
-    def __init__(self, model, pad_id: int, train: TrainConfig, loss: LossConfig, trust: TrustConfig,
-                 policy: TransferPolicy, temperature: float, lr: float):
-        """policy: what a group teaches (node/rl/transfer); trust: the guard's bounds; lr: the resolved learning
-        rate (a peer resolves train.lr / train.lora_lr: Peer.learning_rate)."""
+    def __init__(self, model, pad_id: int, train: TrainConfig, loss: LossConfig, policy: TransferPolicy,
+                 temperature: float, lr: float, trust: TrustConfig | None = None):
+        """policy: what a group teaches (node/rl/transfer); lr: the resolved learning rate (a peer resolves
+        train.lr / train.lora_lr: Peer.learning_rate); trust: the guard's bounds (None: the defaults)."""
         self.model = model
         self.pad_id = pad_id
-        self.loss_cfg, self.trust, self.policy = loss, trust, policy
+        self.loss_cfg, self.policy, self.trust = loss, policy, trust or TrustConfig()
         self.temperature = temperature
         self.max_grad_norm = train.max_grad_norm
         self.budget, self.updates = train.micro_batch_tokens, train.mini_batches

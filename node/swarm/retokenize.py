@@ -69,12 +69,16 @@ def sender_stop_ids(tokenizer) -> frozenset:
     return frozenset(ids | line_end_ids(tokenizer) if answers_in_lines(tokenizer) else ids)
 
 
+def spread_logprob(total: float, n_tokens: int) -> list[float]:
+    """A foreign completion's behaviour log-probability (the sender's sum) spread evenly over our n tokens: the
+    per-token split means nothing across tokenizers, the total does (node/rl/transfer weighs such a row once)."""
+    return [total / n_tokens] * n_tokens
+
+
 def retokenize(tokenizer, text: str, stopped: bool, total_logprob: float, max_tokens: int
                ) -> tuple[list[int], list[float]] | None:
     """A foreign completion's text in our tokens (then our EOS if it stopped) and the sender's total behaviour
     log-probability spread over them; None when that is empty or longer than we would generate."""
-    from node.rl.ftis import spread_logprob
-
     ids = tokenizer(text, add_special_tokens=False).input_ids
     if stopped:
         ids = ids + [tokenizer.eos_token_id]

@@ -1,7 +1,10 @@
 import pytest
 
-from node.generation.rollouts import Completion, Group
-from node.rl.batching import advantages_of, build_batch, group_advantages, has_variance
+from node.config import TransferConfig
+from node.generation.rollouts import Completion, Group, Received, has_variance
+from node.rl.batching import build_batch
+from node.rl.transfer.base import group_advantages
+from node.rl.transfer.registry import build_policy
 from node.tasks import get_task
 
 
@@ -24,18 +27,21 @@ def test_moving_average_exact():
     assert moving_average([1.0, 0.0, 1.0, 1.0], window=2) == [1.0, 0.5, 0.5, 1.0]
 
 
-def test_a_group_with_a_baseline_takes_r_minus_b_and_survives_equal_rewards():
-    """swarm.received_baseline = greedy: a received group right everywhere has zero GRPO advantage, but against
-    our greedy answer's reward (0: we fail there) each completion's advantage is 1; DAPO's zero-variance drop
-    keeps it."""
+def test_verified_imitation_takes_r_minus_b_and_a_right_everywhere_group_survives_dapo():
+    """A received group right everywhere has zero GRPO advantage, but against our greedy answer's reward (0: we
+    fail there) each completion's advantage under verified-imitation is 1; DAPO's drop of groups whose advantages
+    are all zero keeps it."""
     item = get_task("digits").item("train", 0)
     comps = [Completion([5, 6], [-0.5, -0.5], "stop", reward=1.0) for _ in range(3)]
-    group = Group(item, [1, 2], comps, own=False)
-    assert advantages_of(group, eps_std=1e-4) == [0.0, 0.0, 0.0]
-    assert build_batch([group], pad_id=0, eps_std=1e-4, drop_zero_variance=True) is None
-    group.baseline = 0.0
-    assert advantages_of(group, eps_std=1e-4) == [1.0, 1.0, 1.0]
-    group.baseline = 0.25
-    assert advantages_of(group, eps_std=1e-4) == [0.75, 0.75, 0.75]
-    batch = build_batch([group], pad_id=0, eps_std=1e-4, drop_zero_variance=True)
-    assert batch is not None and batch.advantages.tolist() == [0.75, 0.75, 0.75]
+    imitation = build_policy(TransferConfig("verified-imitation"), checks_work=True)
+    fixed = build_policy(TransferConfig("f-tis"), checks_work=True)
+
+    def batch(policy, greedy):
+        received = Received(Group(item, [1, 2], comps), b"s", greedy=greedy)
+        return build_batch([], [received], 0, lambda rewards, r: policy.advantages(rewards, r, 1e-4), drop_flat=True)
+
+    assert fixed.advantages([1.0] * 3, Received(Group(item, [1, 2], comps), greedy=0.0), 1e-4) == [0.0] * 3
+    assert batch(fixed, 0.0) is None and batch(imitation, None) is None  # no b measured: GRPO's zeros
+    assert imitation.advantages([1.0] * 3, Received(Group(item, [1, 2], comps), greedy=0.25), 1e-4) == [0.75] * 3
+    kept = batch(imitation, 0.0)
+    assert kept is not None and kept.advantages.tolist() == [1.0, 1.0, 1.0] and not kept.own.any()

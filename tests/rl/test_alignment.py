@@ -5,13 +5,19 @@ import math
 import pytest
 import torch
 
-from node.config import LossConfig, ModelConfig, TrainConfig
-from node.generation.rollouts import Completion, Group
+from node.config import LossConfig, ModelConfig, TrainConfig, TrustConfig
+from node.generation.rollouts import Completion, Group, Received
 from node.models.loading import wrap_lora
-from node.rl.alignment import anchor_gradient, cosines, harm_statistics, head_gradient, sketch_columns
+from node.rl.alignment import anchor_gradient, cosines, harm_log_bet, head_gradient, sketch_columns
 from node.rl.batching import build_batch
 from node.rl.learner import Learner
+from node.swarm.senders import cusum
 from node.tasks import get_task
+
+
+def harm_statistics(cos: torch.Tensor, prior: torch.Tensor, bet: float) -> torch.Tensor:
+    """Each sender's harm CUSUM after one step, as the sender ledger keeps it."""
+    return torch.tensor([cusum(float(h), harm_log_bet(float(c), bet)) for c, h in zip(cos, prior, strict=True)])
 
 
 def test_the_head_gradient_is_the_loss_gradient_of_the_head_weight():
@@ -52,7 +58,8 @@ def test_the_harm_statistic_bets_on_the_cosine_and_forgets_a_helpful_past():
     cos = torch.tensor([-0.3, 0.2, 0.0, -0.9, 0.7])
     prior = torch.tensor([1.0, -2.0, 3.0, -5.0, 0.0])
     out = harm_statistics(cos, prior, bet=0.5)
-    assert out.tolist() == pytest.approx([1 + math.log(1.3), math.log(0.8), 3.0, math.log(1.5), math.log(0.5)])
+    assert out.tolist() == pytest.approx([1 + math.log(1.3), math.log(0.8), 3.0, math.log(1.5), math.log(0.5)],
+                                         rel=1e-6)
     h, steps = torch.zeros(1), 0
     while float(h) < 5.0 and steps < 100:  # against us at -0.25 every step: 23 steps to b = 5
         h, steps = harm_statistics(torch.tensor([-0.25]), h, 0.5), steps + 1
@@ -77,7 +84,7 @@ def test_a_partner_teaching_what_we_lack_is_not_demoted_but_one_pulling_against_
 
 def groups(tok, flip: bool, sender: bytes | None):
     """One group on an addition problem, right and wrong answers; flip: the same completions scored the other
-    way round (what they teach points against the unflipped group's)."""
+    way round (what they teach points against the unflipped group's); received from `sender` (None: ours)."""
     item = get_task("arith-add").item("train", 0)
     prompt = tok(item.prompt).input_ids
     right = tok(item.answer).input_ids + [tok.eos_token_id]
@@ -85,41 +92,46 @@ def groups(tok, flip: bool, sender: bytes | None):
     r = [0.0, 1.0] if flip else [1.0, 0.0]
     comps = [Completion(right, [-1.0] * len(right), "stop", item.answer, r[0]),
              Completion(wrong, [-1.0] * len(wrong), "stop", "", r[1])]
-    return Group(item, prompt, comps, own=sender is None, sender=sender)
+    group = Group(item, prompt, comps)
+    return group if sender is None else Received(group, sender)
 
 
 @pytest.mark.parametrize("lora", [False, True])
 @pytest.mark.parametrize("budget", [0, 16])  # one forward pass, and micro-batches
-def test_the_learner_measures_each_senders_pull_against_our_own(tiny, lora, budget):
+def test_the_learner_measures_each_senders_pull_against_our_own(tiny, lora, budget, ledger, transfer_policy):
     model = copy.deepcopy(tiny[0])
     if lora:
         model = wrap_lora(model, ModelConfig(lora=True), seed=0)
     tok = tiny[1]
-    learner = Learner(model, tok.pad_token_id, TrainConfig(micro_batch_tokens=budget), LossConfig(variant="nois"),
-                      temperature=1.0, lr=1e-3)
-    batch = [groups(tok, False, None), groups(tok, False, b"with"), groups(tok, True, b"against")]
-    batch[2].harm = 4.8  # close to the bound already
-    learner.step(batch)
-    assert learner.alignment[b"with"] == pytest.approx(1.0, abs=1e-4)
-    assert learner.alignment[b"against"] == pytest.approx(-1.0, abs=1e-4)
-    assert learner.harm == pytest.approx({b"with": math.log(0.5), b"against": 4.8 + math.log(1.5)}, abs=1e-3)
+    learner = Learner(model, tok.pad_token_id, TrainConfig(micro_batch_tokens=budget), LossConfig(),
+                      transfer_policy("nois"), temperature=1.0, lr=1e-3)
+    book = ledger(b"with", b"against")
+    book.known[b"against"].harm = 4.8  # close to the bound already
+    learner.step([groups(tok, False, None)], [groups(tok, False, b"with"), groups(tok, True, b"against")], book)
+    assert book.verdicts.alignments["with"] == pytest.approx(1.0, abs=1e-4)
+    assert book.verdicts.alignments["against"] == pytest.approx(-1.0, abs=1e-4)
+    assert book.known[b"with"].harm == pytest.approx(math.log(0.5), abs=1e-3)
+    # 4.8 + log 1.5 reaches the bound of 5: demoted, its statistic starts afresh
+    assert book.verdicts.demoted == 1 and "against" in book.demoted and book.known[b"against"].harm == 0.0
+    assert book.verdicts.harm == pytest.approx(4.8 + math.log(1.5), abs=1e-3)
 
 
-def test_the_detector_off_measures_nothing(tiny):
+def test_the_detector_off_measures_nothing(tiny, ledger, transfer_policy):
     model = copy.deepcopy(tiny[0])
-    learner = Learner(model, tiny[1].pad_token_id, TrainConfig(), LossConfig(variant="nois", harm_bound=0.0),
+    learner = Learner(model, tiny[1].pad_token_id, TrainConfig(), LossConfig(), transfer_policy("nois"),
                       temperature=1.0, lr=1e-3)
-    learner.step([groups(tiny[1], False, None), groups(tiny[1], True, b"against")])
-    assert learner.harm == {} and learner.alignment == {}
+    book = ledger(b"against", trust=TrustConfig(harm_bound=0.0))
+    learner.step([groups(tiny[1], False, None)], [groups(tiny[1], True, b"against")], book)
+    assert book.verdicts.alignments == {} and book.known[b"against"].harm == 0.0
 
 
-def test_measuring_changes_nothing_the_step_computes(tiny):
-    batch = [groups(tiny[1], False, None), groups(tiny[1], True, b"against")]
+def test_measuring_changes_nothing_the_step_computes(tiny, ledger, transfer_policy):
     after = []
     for bound in (5.0, 0.0):
         model = copy.deepcopy(tiny[0])
-        Learner(model, tiny[1].pad_token_id, TrainConfig(), LossConfig(variant="nois", harm_bound=bound),
-                temperature=1.0, lr=1e-3).step(batch)
+        Learner(model, tiny[1].pad_token_id, TrainConfig(), LossConfig(), transfer_policy("nois"), temperature=1.0,
+                lr=1e-3).step([groups(tiny[1], False, None)], [groups(tiny[1], True, b"against")],
+                              ledger(b"against", trust=TrustConfig(harm_bound=bound)))
         after.append(torch.cat([p.detach().flatten() for p in model.parameters()]))
     assert torch.equal(after[0], after[1])
 
@@ -129,7 +141,7 @@ def test_the_anchor_gradient_is_the_likelihood_gradient_at_the_head(tiny):
     what autograd gives for their negative log-likelihood at the logits."""
     model, tok = copy.deepcopy(tiny[0]), tiny[1]
     anchors = [groups(tok, False, None), groups(tok, True, None)]
-    batch = build_batch(anchors, tok.pad_token_id, 1e-4, drop_zero_variance=False)
+    batch = build_batch(anchors, [], tok.pad_token_id, lambda rewards, _: [0.0] * len(rewards), drop_flat=False)
     temperature = 0.7
     ours = anchor_gradient(model, batch, temperature)
     hidden = []
@@ -147,7 +159,7 @@ def test_the_anchor_gradient_is_the_likelihood_gradient_at_the_head(tiny):
     assert torch.allclose(ours, head_gradient(h.detach(), dz, None), atol=1e-5)
 
 
-def test_without_an_own_signal_our_right_answers_are_the_reference(tiny):
+def test_without_an_own_signal_our_right_answers_are_the_reference(tiny, ledger, transfer_policy):
     """Our own group scored the same everywhere (no advantage: SmolLM2 on arith): with anchors (a right answer
     of ours), a sender teaching it aligns and one teaching the opposite pulls against it; without, no bet."""
     tok = tiny[1]
@@ -157,15 +169,17 @@ def test_without_an_own_signal_our_right_answers_are_the_reference(tiny):
     right = groups(tok, False, None)
     anchor = Group(right.item, right.prompt_ids, right.completions[:1])
     for anchors, expect in (([anchor], True), ([], False)):
-        learner = Learner(copy.deepcopy(tiny[0]), tok.pad_token_id, TrainConfig(), LossConfig(variant="nois"),
-                          temperature=1.0, lr=1e-3)
-        metrics = learner.step([flat, groups(tok, False, b"with"), groups(tok, True, b"against")], anchors=anchors)
+        learner = Learner(copy.deepcopy(tiny[0]), tok.pad_token_id, TrainConfig(), LossConfig(),
+                          transfer_policy("nois"), temperature=1.0, lr=1e-3)
+        book = ledger(b"with", b"against")
+        metrics = learner.step([flat], [groups(tok, False, b"with"), groups(tok, True, b"against")], book,
+                               anchors=anchors)
         if expect:
             assert metrics.anchors == 1
-            assert learner.alignment[b"with"] > 0.3 and learner.alignment[b"against"] < -0.3
-            assert learner.harm[b"against"] > 0 > learner.harm[b"with"]
+            assert book.verdicts.alignments["with"] > 0.3 and book.verdicts.alignments["against"] < -0.3
+            assert book.known[b"against"].harm > 0 > book.known[b"with"].harm
         else:
-            assert metrics.anchors == 0 and learner.alignment == {b"with": 0.0, b"against": 0.0}
+            assert metrics.anchors == 0 and book.verdicts.alignments == {"with": 0.0, "against": 0.0}
 
 
 def test_a_peer_probes_for_anchors_once_and_keeps_only_right_answers():

@@ -4,25 +4,25 @@ import copy
 
 import torch
 
-from node.config import GenerationConfig, LossConfig
-from node.generation.rollouts import Completion, Group
+from node.config import GenerationConfig, LossConfig, TransferConfig, TrustConfig
+from node.generation.rollouts import Completion, Group, Received
 from node.generation.transformers_backend import TransformersBackend
 from node.rl.batching import build_batch
-from node.rl.ftis import LossInputs, ftis_loss
-from node.rl.learner import sequence_logprobs
+from node.rl.learner import objective, sequence_logprobs
+from node.rl.transfer.plan import plan_loss
+from node.rl.transfer.registry import build_policy
 from protocol.codec import pack_logprobs, unpack_logprobs
 
 
-def gradient(model, groups, pad_id) -> tuple[torch.Tensor, dict]:
-    """The flattened gradient of the F-TIS loss on `groups` (no optimiser step), and the loss metrics."""
+def gradient(model, received, pad_id) -> tuple[torch.Tensor, dict]:
+    """The flattened gradient of the F-TIS loss on received groups (no optimiser step), and the loss metrics."""
     model = copy.deepcopy(model)
-    batch = build_batch(groups, pad_id, 1e-4, drop_zero_variance=False)
+    policy = build_policy(TransferConfig("f-tis"), checks_work=False)
+    batch = build_batch([], received, pad_id, lambda rewards, r: policy.advantages(rewards, r, 1e-4), False)
     logp = sequence_logprobs(model, batch, temperature=1.0)
-    loss, metrics = ftis_loss(LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=batch.logp_gen,
-                                         mask=batch.mask, advantages=batch.advantages, own=batch.own,
-                                         group=batch.group), LossConfig(variant="f-tis"))
-    loss.backward()
-    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]), metrics
+    plan = plan_loss(batch, logp, policy, TrustConfig(), None, [], 20.0)
+    objective(plan, logp, logp.detach(), LossConfig()).backward()
+    return torch.cat([p.grad.flatten() for p in model.parameters() if p.grad is not None]), plan.metrics
 
 
 def test_gradient_from_exact_and_compact_logprobs_agree(tiny, sampled_groups):
@@ -33,14 +33,14 @@ def test_gradient_from_exact_and_compact_logprobs_agree(tiny, sampled_groups):
     backend = TransformersBackend(model, tok, GenerationConfig(temperature=0.7, max_new_tokens=8))
     exact = sampled_groups(backend, tok, "arith", 8, 8)
     for group in exact:
-        group.own = False
         for c in group.completions[::2]:
             c.logprobs = [c.logprobs[0] - 1.0, *c.logprobs[1:]]
     compact = [Group(g.item, g.prompt_ids, [
         Completion(c.token_ids, unpack_logprobs(pack_logprobs(c.logprobs)).tolist(), c.finish_reason, c.text,
-                   c.reward) for c in g.completions], own=False) for g in exact]
+                   c.reward) for c in g.completions]) for g in exact]
+    exact, compact = [Received(g, b"s") for g in exact], [Received(g, b"s") for g in compact]
     assert any(a.logprobs != b.logprobs for ga, gb in zip(exact, compact, strict=True)
-               for a, b in zip(ga.completions, gb.completions, strict=True))  # the rounding is real
+               for a, b in zip(ga.group.completions, gb.group.completions, strict=True))  # the rounding is real
     g_exact, m_exact = gradient(model, exact, tok.pad_token_id)
     g_compact, m_compact = gradient(model, compact, tok.pad_token_id)
     assert g_exact.norm() > 0 and m_exact.truncated_frac > 0  # w matters

@@ -1,14 +1,17 @@
-"""The e-detector against senders' claimed log-probs (node/rl/evidence.py): exact values, an honest sampler
-that never trips it, claims that do within two completions, and its place in the loss."""
+"""The e-detector against senders' claimed log-probs (node/rl/transfer/guard.py, its CUSUM in the sender ledger
+node/swarm/senders.py): exact values, an honest sampler that never trips it, claims that do within two
+completions, and its place in the plan."""
 import math
 import random
 
 import pytest
 import torch
 
-from node.config import LossConfig
-from node.rl.evidence import row_log_evidence, sender_statistics
-from node.rl.ftis import LossInputs, ftis_objective
+from node.config import TrustConfig
+from node.rl.batching import Batch
+from node.rl.transfer.guard import evidence_by_sender, row_log_evidence
+from node.rl.transfer.plan import plan_loss
+from node.swarm.senders import cusum
 
 
 def test_a_row_bets_its_likelihood_ratio_after_the_numerical_allowance():
@@ -22,10 +25,13 @@ def test_a_row_bets_its_likelihood_ratio_after_the_numerical_allowance():
 
 
 def test_each_sender_restarts_from_zero_and_adds_its_own_rows_only():
-    row_e = torch.tensor([1.0, 2.0, 3.0, 4.0, -7.0])
-    sender = torch.tensor([-1, 0, 1, 0, 1])
-    prior = torch.tensor([-5.0, 3.0])  # a negative past counts as 0: a long honest record buys nothing
-    assert sender_statistics(row_e, sender, prior).tolist() == [6.0, -1.0]
+    # rows' log-ratios 0 (r = 1: log-evidence 0 at bet 0.5 with no slack) and log 3 (log 2); own rows not counted
+    d_sum = -torch.tensor([0.0, math.log(3.0), math.log(3.0), 0.0, math.log(3.0)], dtype=torch.float64)
+    step = evidence_by_sender(d_sum, torch.zeros(5), torch.tensor([False, True, True, True, True]),
+                              torch.tensor([-1, 0, 1, 0, 1]), 2, TrustConfig(ratio_bound_per_token=0.0))
+    assert step.tolist() == pytest.approx([math.log(2.0), 2 * math.log(2.0)])
+    # a negative past counts as 0: a long honest record buys nothing
+    assert cusum(-5.0, 6.0) == 6.0 and cusum(3.0, -4.0) == -1.0
 
 
 def categorical_logp(rng: random.Random, v: int) -> list[float]:
@@ -41,15 +47,15 @@ def run_detector(claim_offset: float, steps: int, rows: int, seed: int) -> list[
     v = 12
     gen = [categorical_logp(rng, v) for _ in range(3)]
     ours = [categorical_logp(rng, v) for _ in range(3)]
-    stat, history = torch.zeros(1, dtype=torch.float64), []
+    stat, history = 0.0, []
     for _ in range(steps):
         log_ratio = []
         for _ in range(rows):
             tokens = [rng.choices(range(v), [math.exp(x) for x in gen[t]])[0] for t in range(3)]
             log_ratio.append(sum(ours[t][a] - (gen[t][a] - claim_offset) for t, a in enumerate(tokens)))
         row_e = row_log_evidence(torch.tensor(log_ratio, dtype=torch.float64), torch.full((rows,), 3), 0.01, 0.5)
-        stat = sender_statistics(row_e, torch.zeros(rows, dtype=torch.long), stat)
-        history.append(float(stat))
+        stat = cusum(stat, float(row_e.sum()))
+        history.append(stat)
     return history
 
 
@@ -64,43 +70,46 @@ def test_claims_below_the_sampler_reach_the_bound_within_a_step():
     assert history[0] >= 20.0
 
 
-def loss_inputs(logp_gen_rows, prior):
-    """Two own rows and three received rows of senders 0, 1, 0; our model gives every token log(0.5)."""
+def plan(logp_gen_rows, ledger, transfer_policy, sender_bound=20.0, priors=(0.0, 0.0)):
+    """Two own rows and three received rows of senders A, B, A; our model gives every token log(0.5). The
+    ledger knows A and B with the given evidence before the step."""
     n = len(logp_gen_rows)
-    logp = torch.full((n, 2), math.log(0.5), dtype=torch.float64, requires_grad=True)
-    return LossInputs(logp=logp, logp_old=logp.detach().clone(),
-                      logp_gen=torch.tensor(logp_gen_rows, dtype=torch.float64),
-                      mask=torch.ones((n, 2), dtype=torch.bool),
-                      advantages=torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0], dtype=torch.float64),
-                      own=torch.tensor([True, True, False, False, False]),
-                      sender=torch.tensor([-1, -1, 0, 1, 0]), prior=torch.tensor(prior, dtype=torch.float64))
+    book = ledger(b"A", b"B", trust=TrustConfig(sender_bound=sender_bound))
+    for sender, prior in zip((b"A", b"B"), priors, strict=True):
+        book.known[sender].evidence = prior
+    own = torch.tensor([True, True, False, False, False])
+    batch = Batch(torch.zeros(n, 1, dtype=torch.long), torch.ones(n, 1, dtype=torch.long),
+                  torch.zeros(n, 2, dtype=torch.long), torch.ones((n, 2), dtype=torch.bool),
+                  torch.tensor(logp_gen_rows, dtype=torch.float64),
+                  torch.tensor([1.0, -1.0, 1.0, -1.0, 1.0], dtype=torch.float64), own, torch.arange(n),
+                  torch.zeros(n, dtype=torch.bool), torch.tensor([-1, -1, 0, 1, 0]), torch.zeros(n, dtype=torch.bool))
+    logp = torch.full((n, 2), math.log(0.5), dtype=torch.float64)
+    return plan_loss(batch, logp, transfer_policy(), book.trust, book, [b"A", b"B"], 20.0), book
 
 
-def test_a_sender_reaching_the_bound_gives_no_gradient_from_that_step_on():
+def test_a_sender_reaching_the_bound_gives_no_gradient_from_that_step_on(ledger, transfer_policy):
     honest = [math.log(0.5)] * 2
     low = [-12.0, -12.0]  # log-ratio 2 * (12 - 0.69) = 22.6 a row
     rows = [honest, honest, low, honest, low]
-    inputs = loss_inputs(rows, [0.0, 0.0])
-    loss, plan = ftis_objective(inputs, LossConfig())
+    planned, book = plan(rows, ledger, transfer_policy)
     e_low = math.log(0.5 + 0.5 * math.exp(2 * (12 + math.log(0.5)) - 0.02))
     e_honest = math.log(0.5 + 0.5 * math.exp(-0.02))
-    assert plan.evidence.tolist() == pytest.approx([2 * e_low, e_honest], abs=1e-9)
-    assert plan.metrics.distrusted == 2 and plan.metrics.implausible == 0
-    assert plan.mask[[2, 4]].sum() == 0 and plan.mask[[0, 1, 3]].all()
-    loss.backward()
-    assert inputs.logp.grad[[2, 4]].abs().sum() == 0 and inputs.logp.grad[[0, 1, 3]].abs().sum() > 0
-    assert plan.metrics.sequences == 3
+    assert [book.known[s].evidence for s in (b"A", b"B")] == pytest.approx([2 * e_low, e_honest], abs=1e-9)
+    assert "A" in book.distrusted and "B" not in book.distrusted and book.verdicts.distrusted == 1
+    assert planned.metrics.distrusted == 2 and planned.metrics.implausible == 0
+    assert planned.mask[[2, 4]].sum() == 0 and planned.mask[[0, 1, 3]].all()
+    assert planned.metrics.sequences == 3
 
 
-def test_the_bound_at_zero_keeps_the_evidence_but_distrusts_nobody():
+def test_the_bound_at_zero_keeps_the_evidence_but_distrusts_nobody(ledger, transfer_policy):
     rows = [[math.log(0.5)] * 2] * 2 + [[-12.0, -12.0], [math.log(0.5)] * 2, [-12.0, -12.0]]
-    _, plan = ftis_objective(loss_inputs(rows, [0.0, 0.0]), LossConfig(sender_bound=0.0))
-    assert plan.metrics.distrusted == 0 and plan.evidence[0] > 20
+    planned, book = plan(rows, ledger, transfer_policy, sender_bound=0.0)
+    assert planned.metrics.distrusted == 0 and book.known[b"A"].evidence > 20 and not book.distrusted
 
 
-def test_a_high_prior_distrusts_even_an_honest_looking_step():
+def test_a_high_prior_distrusts_even_an_honest_looking_step(ledger, transfer_policy):
     rows = [[math.log(0.5)] * 2] * 5
-    _, plan = ftis_objective(loss_inputs(rows, [19.999, 0.0]), LossConfig())
-    assert plan.metrics.distrusted == 0  # the step's evidence is slightly negative: 19.999 - 0.02 < 20
-    _, plan = ftis_objective(loss_inputs(rows, [25.0, 0.0]), LossConfig())
-    assert plan.metrics.distrusted == 2
+    planned, _ = plan(rows, ledger, transfer_policy, priors=(19.999, 0.0))
+    assert planned.metrics.distrusted == 0  # the step's evidence is slightly negative: 19.999 - 0.02 < 20
+    planned, _ = plan(rows, ledger, transfer_policy, priors=(25.0, 0.0))
+    assert planned.metrics.distrusted == 2

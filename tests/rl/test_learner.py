@@ -22,10 +22,11 @@ def snapshot(model):
     return {n: p.detach().clone() for n, p in model.named_parameters()}
 
 
-def test_full_fine_tuning_changes_every_parameter(tiny):
+def test_full_fine_tuning_changes_every_parameter(tiny, transfer_policy):
     model = copy.deepcopy(tiny[0])
     before = snapshot(model)
-    learner = Learner(model, tiny[1].pad_token_id, TrainConfig(), LossConfig(), temperature=1.0, lr=1e-2)
+    learner = Learner(model, tiny[1].pad_token_id, TrainConfig(), LossConfig(), transfer_policy(), temperature=1.0,
+                      lr=1e-2)
     metrics = learner.step(groups_for(tiny[1]))
     assert metrics.sequences == 2 and metrics.grad_norm > 0
     after = snapshot(model)
@@ -33,10 +34,11 @@ def test_full_fine_tuning_changes_every_parameter(tiny):
     assert unchanged == []
 
 
-def test_lora_changes_only_the_adapter(tiny):
+def test_lora_changes_only_the_adapter(tiny, transfer_policy):
     model = wrap_lora(copy.deepcopy(tiny[0]), ModelConfig(lora=True), seed=0)
     before = snapshot(model)
-    learner = Learner(model, tiny[1].pad_token_id, TrainConfig(), LossConfig(), temperature=1.0, lr=1e-2)
+    learner = Learner(model, tiny[1].pad_token_id, TrainConfig(), LossConfig(), transfer_policy(), temperature=1.0,
+                      lr=1e-2)
     learner.step(groups_for(tiny[1]))
     after = snapshot(model)
     changed = {n for n in before if not before[n].equal(after[n])}

@@ -7,11 +7,11 @@ import pytest
 import torch
 
 from node.config import GenerationConfig, LossConfig, TrainConfig
-from node.generation.rollouts import Completion, Group, length_pieces
+from node.generation.rollouts import Completion, Group, Received, length_pieces
 from node.generation.transformers_backend import TransformersBackend
 from node.rl.batching import micro_batches, mini_batches
-from node.rl.ftis import spread_logprob
 from node.rl.learner import Learner
+from node.swarm.retokenize import spread_logprob
 
 
 def test_micro_batches_stay_within_the_token_budget():
@@ -56,58 +56,69 @@ def groups(tiny, sampled_groups):
     own = sampled_groups(backend, tok, "arith-add", 6, 4, seed=1)
     for i, group in enumerate(own):
         group.completions = [prefix(c, 1 + (i + j) % len(c.token_ids)) for j, c in enumerate(group.completions)]
-    received = [Group(g.item, g.prompt_ids, [Completion(c.token_ids, [lp - (0.9 if i % 2 else 0.2) for lp in
-                                                                       c.logprobs], c.finish_reason, c.text,
-                                                        c.reward) for i, c in enumerate(g.completions)], own=False)
-                for g in own[:3]]
-    foreign = [Group(g.item, g.prompt_ids, [Completion(c.token_ids, spread_logprob(sum(c.logprobs) - 0.5,
-                                                                       len(c.token_ids)), c.finish_reason, c.text,
-                                                        c.reward) for c in g.completions], own=False, foreign=True)
+    received = [Received(Group(g.item, g.prompt_ids, [
+        Completion(c.token_ids, [lp - (0.9 if i % 2 else 0.2) for lp in c.logprobs], c.finish_reason, c.text,
+                   c.reward) for i, c in enumerate(g.completions)]), b"near") for g in own[:3]]
+    foreign = [Received(Group(g.item, g.prompt_ids, [
+        Completion(c.token_ids, spread_logprob(sum(c.logprobs) - 0.5, len(c.token_ids)), c.finish_reason, c.text,
+                   c.reward) for c in g.completions]), b"far", foreign=True)
                for g in own[3:5]]  # as if re-tokenized from another tokenizer: one weight per row
     lengths = {len(g.prompt_ids) + len(c.token_ids) for g in own for c in g.completions}
     assert len(lengths) > 2  # rows of several widths
-    return own + received + foreign
+    return own, received + foreign
 
 
-def gradient(model, groups, train: TrainConfig, loss: LossConfig):
+def every_group(groups):
+    own, received = groups
+    return own + [r.group for r in received]
+
+
+def gradient(model, groups, train: TrainConfig, loss: LossConfig, policy):
     """The gradient of one update (lr 0 leaves the weights; a huge max norm leaves the gradient unclipped)."""
     model = copy.deepcopy(model)
-    learner = Learner(model, 0, train, loss, temperature=1.0, lr=0.0)
-    metrics = learner.step(groups)
+    learner = Learner(model, 0, train, loss, policy, temperature=1.0, lr=0.0)
+    metrics = learner.step(*groups)
     return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}, metrics
 
 
 @pytest.mark.parametrize("aggregation, foreign_rows", [("grpo", "one"), ("dapo", "one"), ("grpo", "weight"),
                                                       ("dapo", "weight")])
-def test_accumulated_gradients_equal_the_whole_batch_gradient(tiny, groups, aggregation, foreign_rows):
+def test_accumulated_gradients_equal_the_whole_batch_gradient(tiny, groups, aggregation, foreign_rows,
+                                                               transfer_policy):
     """(foreign_rows = weight: the foreign groups' rows count as their weights in every micro-batch's normaliser)"""
-    loss = LossConfig(aggregation=aggregation, variant="f-tis", foreign_rows=foreign_rows)
+    loss, policy = LossConfig(aggregation=aggregation), transfer_policy("f-tis", foreign_rows=foreign_rows)
     train = TrainConfig(max_grad_norm=1e9)
-    whole, m_whole = gradient(tiny[0], groups, train, loss)
-    pieces, m_pieces = gradient(tiny[0], groups, dataclasses.replace(train, micro_batch_tokens=40), loss)
-    assert len(micro_batches([len(g.prompt_ids) + len(c.token_ids) for g in groups for c in g.completions], 40)) > 4
+    whole, m_whole = gradient(tiny[0], groups, train, loss, policy)
+    pieces, m_pieces = gradient(tiny[0], groups, dataclasses.replace(train, micro_batch_tokens=40), loss, policy)
+    assert len(micro_batches([len(g.prompt_ids) + len(c.token_ids) for g in every_group(groups)
+                              for c in g.completions], 40)) > 4
     assert whole.keys() == pieces.keys() and len(whole) > 0
     worst = max(float((whole[n] - pieces[n]).abs().max()) for n in whole)
     assert worst < 1e-6
     assert max(float(g.abs().max()) for g in whole.values()) > 1e-3  # a real gradient, not zeros
     assert m_whole.truncated_frac > 0 and m_whole.mean_weight > 1.0 and m_whole.dropped_tokens == 0  # w != 1
-    assert m_whole.implausible == 0 and m_whole.sequences == sum(len(g.completions) for g in groups)
+    assert m_whole.implausible == 0 and m_whole.sequences == sum(len(g.completions) for g in every_group(groups))
     assert m_pieces.loss == pytest.approx(m_whole.loss, abs=1e-6)
     assert (m_pieces.sequences, m_pieces.tokens, m_pieces.filtered) == (m_whole.sequences, m_whole.tokens,
                                                                         m_whole.filtered)
 
 
-def test_a_forward_pass_in_length_pieces_gives_the_one_pass_gradient(tiny, groups):
+def test_a_forward_pass_in_length_pieces_gives_the_one_pass_gradient(tiny, groups, transfer_policy):
     """train.length_pieces: the whole-batch update's forward pass over rows sorted into pieces of similar
     length (each padded to its own longest row) gives the one-pass gradient, loss and metrics."""
-    loss = LossConfig(variant="f-tis")
-    groups = [dataclasses.replace(g, completions=[Completion(c.token_ids * 5, c.logprobs * 5, c.finish_reason, c.text,
-                                                             c.reward) for c in g.completions]) if i % 2 else g
-              for i, g in enumerate(groups)]  # every other group five times as long: widths differ
-    widths = [len(g.prompt_ids) + len(c.token_ids) for g in groups for c in g.completions]
+    loss, policy = LossConfig(), transfer_policy("f-tis")
+
+    def longer(g: Group) -> Group:  # five times as long
+        return dataclasses.replace(g, completions=[Completion(c.token_ids * 5, c.logprobs * 5, c.finish_reason, c.text,
+                                                              c.reward) for c in g.completions])
+
+    own, received = groups
+    groups = ([longer(g) if i % 2 else g for i, g in enumerate(own)],  # every other group: widths differ
+              [dataclasses.replace(r, group=longer(r.group)) if i % 2 else r for i, r in enumerate(received)])
+    widths = [len(g.prompt_ids) + len(c.token_ids) for g in every_group(groups) for c in g.completions]
     assert len(length_pieces(widths, 4)) == 4  # so the pieces act here
-    one, m_one = gradient(tiny[0], groups, TrainConfig(max_grad_norm=1e9, length_pieces=1), loss)
-    four, m_four = gradient(tiny[0], groups, TrainConfig(max_grad_norm=1e9, length_pieces=4), loss)
+    one, m_one = gradient(tiny[0], groups, TrainConfig(max_grad_norm=1e9, length_pieces=1), loss, policy)
+    four, m_four = gradient(tiny[0], groups, TrainConfig(max_grad_norm=1e9, length_pieces=4), loss, policy)
     assert one.keys() == four.keys() and len(one) > 0
     scale = max(float(g.abs().max()) for g in one.values())
     assert scale > 1e-3  # a real gradient, not zeros
@@ -118,22 +129,23 @@ def test_a_forward_pass_in_length_pieces_gives_the_one_pass_gradient(tiny, group
         m_one.sequences, m_one.tokens, m_one.filtered, m_one.truncated_frac)
 
 
-def test_later_updates_of_a_batch_are_clipped(tiny, groups):
+def test_later_updates_of_a_batch_are_clipped(tiny, groups, transfer_policy):
     """One update: R = 1, nothing clipped. Four updates at a large rate: the policy moves between them, the
     ratio leaves [1 - eps_low, 1 + eps_high] and the clip engages."""
     loss = LossConfig(eps_low=0.05, eps_high=0.05)
-    one = Learner(copy.deepcopy(tiny[0]), 0, TrainConfig(), loss, temperature=1.0, lr=3e-2).step(groups)
-    four = Learner(copy.deepcopy(tiny[0]), 0, TrainConfig(mini_batches=4), loss, temperature=1.0,
-                   lr=3e-2).step(groups)
+    one = Learner(copy.deepcopy(tiny[0]), 0, TrainConfig(), loss, transfer_policy(), temperature=1.0,
+                  lr=3e-2).step(*groups)
+    four = Learner(copy.deepcopy(tiny[0]), 0, TrainConfig(mini_batches=4), loss, transfer_policy(), temperature=1.0,
+                   lr=3e-2).step(*groups)
     assert one.clip_frac == 0.0
     assert four.clip_frac > 0.0 and four.grad_norm > 0
 
 
-def test_bf16_autocast_and_gradient_checkpointing_train(tiny, groups):
+def test_bf16_autocast_and_gradient_checkpointing_train(tiny, groups, transfer_policy):
     model = copy.deepcopy(tiny[0])
     before = {n: p.detach().clone() for n, p in model.named_parameters()}
     learner = Learner(model, 0, TrainConfig(autocast="bf16", gradient_checkpointing=True, micro_batch_tokens=64),
-                      LossConfig(), temperature=1.0, lr=1e-3)
-    metrics = learner.step(groups)
+                      LossConfig(), transfer_policy(), temperature=1.0, lr=1e-3)
+    metrics = learner.step(*groups)
     assert metrics.grad_norm > 0 and torch.isfinite(torch.tensor(metrics.loss))
     assert any(not before[n].equal(p) for n, p in model.named_parameters())

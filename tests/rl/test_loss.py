@@ -1,36 +1,57 @@
-"""F-TIS loss: exact values on hand-written tensors."""
+"""The loss as the transfer policies plan it: exact values on hand-written tensors (guard, policy, objective)."""
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
 
-from node.config import LossConfig
-from node.rl.ftis import LossInputs, ftis_loss, ftis_objective
+from node.config import LossConfig, TransferConfig, TrustConfig
+from node.rl.batching import Batch
+from node.rl.learner import objective
+from node.rl.transfer.base import weighted_centering
+from node.rl.transfer.plan import plan_loss
+from node.rl.transfer.registry import build_policy
 
 
-def make(logp, logp_gen, mask, adv, own=None, logp_old=None, floorable=None):
+def policy(name, **settings):
+    return build_policy(TransferConfig(name, tuple(sorted(settings.items()))), checks_work=True)
+
+
+@dataclass
+class Case:
+    logp: torch.Tensor  # [N, T] our log-probs (carries the gradient)
+    logp_old: torch.Tensor
+    batch: Batch
+
+
+def make(logp, logp_gen, mask, adv, own=None, logp_old=None, work_checked=None, group=None, foreign=None):
     logp = torch.tensor(logp, dtype=torch.float64, requires_grad=True)
-    return LossInputs(
-        logp=logp,
-        logp_old=logp.detach().clone() if logp_old is None else torch.tensor(logp_old, dtype=torch.float64),
-        logp_gen=torch.tensor(logp_gen, dtype=torch.float64),
-        mask=torch.tensor(mask, dtype=torch.bool),
-        advantages=torch.tensor(adv, dtype=torch.float64),
-        own=torch.tensor(own if own is not None else [True] * len(adv)),
-        floorable=None if floorable is None else torch.tensor(floorable),
-    )
+    n, t = logp.shape
+    own = torch.tensor(own if own is not None else [True] * n)
+    batch = Batch(input_ids=torch.zeros(n, 1, dtype=torch.long), attention=torch.ones(n, 1, dtype=torch.long),
+                  positions=torch.zeros(n, t, dtype=torch.long), mask=torch.tensor(mask, dtype=torch.bool),
+                  logp_gen=torch.tensor(logp_gen, dtype=torch.float64),
+                  advantages=torch.tensor(adv, dtype=torch.float64), own=own,
+                  group=torch.arange(n) if group is None else torch.tensor(group),
+                  foreign=torch.tensor(foreign if foreign is not None else [False] * n),
+                  sender=torch.where(own, -1, 0), work_checked=torch.tensor(work_checked or [False] * n))
+    old = logp.detach().clone() if logp_old is None else torch.tensor(logp_old, dtype=torch.float64)
+    return Case(logp, old, batch)
 
 
-def grad_of(inp, cfg):
-    loss, metrics = ftis_loss(inp, cfg)
-    loss.backward()
-    return loss.item(), inp.logp.grad.clone(), metrics
+def grad_of(case, pol, loss=None, trust=None):
+    loss, trust = loss or LossConfig(), trust or TrustConfig()
+    case.logp.grad = None
+    plan = plan_loss(case.batch, case.logp, pol, trust, None, [], loss.max_log_ratio)
+    value = objective(plan, case.logp, case.logp_old, loss)
+    value.backward()
+    return value.item(), case.logp.grad.clone(), plan.metrics
 
 
 def test_on_policy_with_large_c_is_plain_grpo():
     lp = [[math.log(0.5), math.log(0.25), 0.0], [math.log(0.5), math.log(0.5), math.log(0.1)]]
     mask = [[1, 1, 0], [1, 1, 1]]
-    loss, grad, m = grad_of(make(lp, lp, mask, [1.0, -1.0]), LossConfig(variant="f-tis", trunc_c=100.0))
+    loss, grad, m = grad_of(make(lp, lp, mask, [1.0, -1.0]), policy("f-tis", trunc_c=100.0))
     # plain GRPO: objective = mean_i mean_t A_i = (1 - 1) / 2; d(-J)/d logp = -A_i / (|a_i| * N)
     assert loss == pytest.approx(0.0, abs=1e-12)
     expected = torch.tensor([[-1 / 4, -1 / 4, 0.0], [1 / 6, 1 / 6, 1 / 6]], dtype=torch.float64)
@@ -42,7 +63,7 @@ def test_on_policy_with_large_c_is_plain_grpo():
 def test_truncation_caps_the_weight(variant, weight):
     # learner prob 0.5, generator prob 0.05: w = 10
     inp = make([[math.log(0.5)] * 2], [[math.log(0.05)] * 2], [[1, 1]], [1.0])
-    loss, grad, m = grad_of(inp, LossConfig(variant=variant, trunc_c=2.0))
+    loss, grad, m = grad_of(inp, policy(variant, **({"trunc_c": 2.0} if variant in ("tis", "f-tis") else {})))
     assert loss == pytest.approx(-weight)
     assert m.mean_weight == pytest.approx(weight)
     assert torch.allclose(grad, torch.full((1, 2), -weight / 2, dtype=torch.float64))
@@ -56,8 +77,8 @@ def test_filter_zeroes_only_negative_advantage_high_divergence():
     gen = [[near, near]] * 4
     adv = [1.5, -0.5, -0.5, -0.5]
     mask = [[1, 1]] * 4
-    _, g_tis, m_tis = grad_of(make(lp, gen, mask, adv), LossConfig(variant="tis", g=50.0))
-    _, g_f, m_f = grad_of(make(lp, gen, mask, adv), LossConfig(variant="f-tis", g=50.0))
+    _, g_tis, m_tis = grad_of(make(lp, gen, mask, adv), policy("tis"))
+    _, g_f, m_f = grad_of(make(lp, gen, mask, adv), policy("f-tis", g=50.0))
     assert m_f.filtered == 1 and m_f.kept == 3 and m_tis.filtered == 0
     assert m_f.filtered_frac == 0.25 and m_tis.filtered_frac == 0.0
     assert torch.equal(g_f[1], torch.zeros(2, dtype=torch.float64))
@@ -70,9 +91,8 @@ def test_filter_zeroes_only_negative_advantage_high_divergence():
 
 def test_filter_uses_the_configured_reduction():
     lp, gen = [[-30.0, -30.0]], [[-0.1, -0.1]]
-    _, _, by_sum = grad_of(make(lp, gen, [[1, 1]], [-1.0]), LossConfig(variant="f-tis", g=50.0))
-    _, _, by_mean = grad_of(make(lp, gen, [[1, 1]], [-1.0]), LossConfig(variant="f-tis", g=50.0,
-                                                                        divergence="mean"))
+    _, _, by_sum = grad_of(make(lp, gen, [[1, 1]], [-1.0]), policy("f-tis", g=50.0))
+    _, _, by_mean = grad_of(make(lp, gen, [[1, 1]], [-1.0]), policy("f-tis", g=50.0, divergence="mean"))
     assert by_sum.filtered == 1  # D = 59.8 > 50
     assert by_mean.filtered == 0  # D = 29.9 <= 50
 
@@ -81,7 +101,7 @@ def test_bad_behaviour_logprobs_are_dropped_and_never_reach_the_gradient():
     lp = [[-1.0, -1.0, -1.0], [-1.0, -1.0, -1.0]]
     gen = [[-1.0, float("nan"), -1.0], [float("inf"), -1.0, 0.5]]
     inp = make(lp, gen, [[1, 1, 1], [1, 1, 1]], [1.0, -1.0])
-    loss, grad, m = grad_of(inp, LossConfig(variant="f-tis"))
+    loss, grad, m = grad_of(inp, policy("f-tis"))
     assert m.dropped_tokens == 3 and m.tokens == 3
     assert math.isfinite(loss) and torch.isfinite(grad).all()
     assert grad[0, 1] == 0 and grad[1, 0] == 0 and grad[1, 2] == 0
@@ -92,7 +112,7 @@ def test_bad_behaviour_logprobs_are_dropped_and_never_reach_the_gradient():
 def test_dapo_aggregation_is_a_token_mean():
     lp = [[-1.0, -1.0, 0.0], [-1.0, -1.0, -1.0]]
     inp = make(lp, lp, [[1, 1, 0], [1, 1, 1]], [2.0, -1.0])
-    loss, grad, _ = grad_of(inp, LossConfig(variant="tis", aggregation="dapo"))
+    loss, grad, _ = grad_of(inp, policy("tis"), LossConfig(aggregation="dapo"))
     assert loss == pytest.approx(-(2 * 2 - 1 * 3) / 5)
     assert torch.allclose(grad, torch.tensor([[-0.4, -0.4, 0.0], [0.2, 0.2, 0.2]], dtype=torch.float64))
 
@@ -100,7 +120,7 @@ def test_dapo_aggregation_is_a_token_mean():
 def test_ppo_clip_bounds_the_ratio():
     # R = pi_theta / pi_old = 1.5 on a positive advantage: clipped to 1 + eps_high, no gradient
     inp = make([[math.log(0.6)]], [[math.log(0.6)]], [[1]], [1.0], logp_old=[[math.log(0.4)]])
-    loss, grad, m = grad_of(inp, LossConfig(variant="nois", eps_high=0.28))
+    loss, grad, m = grad_of(inp, policy("nois"), LossConfig(eps_high=0.28))
     assert loss == pytest.approx(-1.28)
     assert grad.item() == 0.0 and m.clip_frac == 1.0
 
@@ -108,7 +128,7 @@ def test_ppo_clip_bounds_the_ratio():
 def test_alone_ignores_received_completions():
     lp = [[-1.0], [-1.0]]
     inp = make(lp, lp, [[1], [1]], [1.0, -1.0], own=[True, False])
-    loss, grad, m = grad_of(inp, LossConfig(variant="alone"))
+    loss, grad, m = grad_of(inp, policy("alone"))
     assert loss == pytest.approx(-1.0) and m.sequences == 1
     assert grad[1, 0] == 0.0
 
@@ -116,120 +136,120 @@ def test_alone_ignores_received_completions():
 def test_received_groups_whose_claims_are_implausibly_low_give_no_gradient():
     """Markov on E[pi_theta / pi_gen] <= 1: a received group whose total log-ratio sum(log pi_theta -
     log pi_gen) exceeds ratio_bound + ratio_bound_per_token * tokens is dropped, whole; own rows never are."""
-    cfg = LossConfig(variant="f-tis", ratio_bound=20.0, ratio_bound_per_token=0.5)
+    trust = TrustConfig(ratio_bound=20.0, ratio_bound_per_token=0.5)
     # group 0: two received rows of 2 tokens, log-ratio 5 per token: total 20 <= 20 + 0.5 * 4 = 22 (kept)
     # group 1: same rows, log-ratio 6 per token: total 24 > 22 (dropped, both rows, whatever their advantage)
     # group 2: log-ratio 6 per token, but our own rows (never checked)
     lp = [[-1.0, -1.0]] * 6
     gen = [[-6.0, -6.0]] * 2 + [[-7.0, -7.0]] * 4
     adv = [1.0, -1.0] * 3
-    inp = make(lp, gen, [[1, 1]] * 6, adv, own=[False] * 4 + [True] * 2)
-    inp.group = torch.tensor([0, 0, 1, 1, 2, 2])
-    _, grad, m = grad_of(inp, cfg)
+    inp = make(lp, gen, [[1, 1]] * 6, adv, own=[False] * 4 + [True] * 2, group=[0, 0, 1, 1, 2, 2])
+    _, grad, m = grad_of(inp, policy("f-tis"), trust=trust)
     assert m.implausible == 2 and m.sequences == 4
     assert torch.equal(grad[2:4], torch.zeros(2, 2, dtype=torch.float64))
     assert (grad[[0, 1, 4, 5]] != 0).all()
     # the same rows as groups of their own: 12 <= 20 + 0.5 * 2 each; the evidence is in the group's sum
-    inp.group = None
-    inp.logp.grad = None
-    assert grad_of(inp, cfg)[2].implausible == 0
+    alone = make(lp, gen, [[1, 1]] * 6, adv, own=[False] * 4 + [True] * 2)
+    assert grad_of(alone, policy("f-tis"), trust=trust)[2].implausible == 0
 
 
-def test_a_completion_our_model_finds_implausibly_unlikely_is_dropped_under_every_variant():
+@pytest.mark.parametrize("name", ["nois", "tis", "f-tis", "verified-imitation", "success-gated"])
+def test_a_completion_our_model_finds_implausibly_unlikely_is_dropped_under_every_policy(name):
     lp, gen = [[-25.0, -25.0], [-1.0, -1.0]], [[-0.1, -0.1], [-1.0, -1.0]]
-    for variant in ("nois", "tis", "f-tis"):
-        _, grad, m = grad_of(make(lp, gen, [[1, 1]] * 2, [1.0, -1.0], own=[False, False]),
-                             LossConfig(variant=variant, div_ceiling=20.0))
-        assert m.implausible == 1 and grad[0].abs().sum() == 0 and grad[1].abs().sum() > 0
+    _, grad, m = grad_of(make(lp, gen, [[1, 1]] * 2, [1.0, 1.0], own=[False, False], work_checked=[True, True]),
+                         policy(name), trust=TrustConfig(div_ceiling=20.0))
+    assert m.implausible == 1 and grad[0].abs().sum() == 0 and grad[1].abs().sum() > 0
 
 
 def test_negative_c_caps_only_received_negatives():
     # w = 10 everywhere; trunc_c 2; negative_c 1: the received negative row weighs 1, the others 2
     lp, gen = [[math.log(0.5)]] * 3, [[math.log(0.05)]] * 3
     inp = make(lp, gen, [[1]] * 3, [1.0, -1.0, -1.0], own=[False, False, True])
-    _, grad, _ = grad_of(inp, LossConfig(variant="tis", trunc_c=2.0, negative_c=1.0))
+    _, grad, _ = grad_of(inp, policy("tis", trunc_c=2.0, negative_c=1.0))
     assert grad[:, 0].tolist() == pytest.approx([-2 / 3, 1 / 3, 2 / 3])
-    inp.logp.grad = None
-    _, grad, _ = grad_of(inp, LossConfig(variant="tis", trunc_c=2.0))
+    _, grad, _ = grad_of(inp, policy("tis", trunc_c=2.0))
     assert grad[:, 0].tolist() == pytest.approx([-2 / 3, 2 / 3, 2 / 3])
 
 
-def test_received_floor_raises_only_received_positives():
+def test_verified_imitation_raises_only_received_positives_whose_work_was_checked():
     # w = 0.01 everywhere (we give the text 1/100 of the sender's probability, 4.6 nats a token); floor 1 for
     # rows up to 5 nats a token: the received positive row weighs 1, the received negative and our own row keep
-    # 0.01; a floor never lifts w above C, and lifts only rows whose verifier checked the work (floorable)
+    # 0.01; a floor never lifts w above C, and lifts only rows whose verifier checked the work
     lp, gen = [[math.log(0.001)]] * 3, [[math.log(0.1)]] * 3
-    inp = make(lp, gen, [[1]] * 3, [1.0, -1.0, 1.0], own=[False, False, True], floorable=[True, True, True])
-    _, grad, m = grad_of(inp, LossConfig(variant="f-tis", trunc_c=2.0, received_floor=1.0, received_floor_div=5.0))
+    inp = make(lp, gen, [[1]] * 3, [1.0, -1.0, 1.0], own=[False, False, True], work_checked=[True, True, True])
+    _, grad, m = grad_of(inp, policy("verified-imitation", floor_div=5.0))
     assert grad[:, 0].tolist() == pytest.approx([-1 / 3, 0.01 / 3, -0.01 / 3])
     assert m.floored == 1
-    for off in (LossConfig(variant="f-tis", trunc_c=2.0, received_floor=0.0),  # floor off, or ...
-                LossConfig(variant="f-tis", trunc_c=2.0, received_floor_div=5.0)):  # (default floor 1) ...
-        for floorable in ([False, False, False], None):  # ... rows an answer-only verifier scored: no lift
-            inp = make(lp, gen, [[1]] * 3, [1.0, -1.0, 1.0], own=[False, False, True], floorable=floorable)
-            _, grad, m = grad_of(inp, off)
-            if off.received_floor == 0.0 or not any(floorable or []):
-                assert grad[:, 0].tolist() == pytest.approx([-0.01 / 3, 0.01 / 3, -0.01 / 3])
-                assert m.floored == 0
-    high = make([[math.log(0.5)]], [[math.log(0.05)]], [[1]], [1.0], own=[False], floorable=[True])  # w = 10: C
-    _, grad, _ = grad_of(high, LossConfig(variant="f-tis", trunc_c=2.0, received_floor=1.0))
+    for off in (policy("verified-imitation", floor=0.0), policy("f-tis")):  # floor off, or plain F-TIS, or ...
+        _, grad, m = grad_of(inp, off)
+        assert grad[:, 0].tolist() == pytest.approx([-0.01 / 3, 0.01 / 3, -0.01 / 3]) and m.floored == 0
+    unchecked = make(lp, gen, [[1]] * 3, [1.0, -1.0, 1.0], own=[False, False, True])  # ... an answer-only verifier
+    _, grad, m = grad_of(unchecked, policy("verified-imitation", floor_div=5.0))
+    assert grad[:, 0].tolist() == pytest.approx([-0.01 / 3, 0.01 / 3, -0.01 / 3]) and m.floored == 0
+    high = make([[math.log(0.5)]], [[math.log(0.05)]], [[1]], [1.0], own=[False], work_checked=[True])  # w = 10: C
+    _, grad, _ = grad_of(high, policy("verified-imitation"))
     assert grad[0, 0].item() == pytest.approx(-2.0)
-    low = make(lp[:1], gen[:1], [[1]], [1.0], own=[False], floorable=[True])  # a floor above C lifts to C only
-    _, grad, _ = grad_of(low, LossConfig(variant="f-tis", trunc_c=0.5, received_floor=1.0, received_floor_div=5.0))
+    low = make(lp[:1], gen[:1], [[1]], [1.0], own=[False], work_checked=[True])  # a floor above C lifts to C only
+    _, grad, _ = grad_of(low, policy("verified-imitation", trunc_c=0.5, floor_div=5.0))
     assert grad[0, 0].item() == pytest.approx(-0.5)
-    with pytest.raises(ValueError, match="received_floor"):
-        LossConfig(received_floor=-1.0)
+    with pytest.raises(ValueError, match="floor"):
+        policy("verified-imitation", floor=-1.0)
 
 
-def test_received_floor_leaves_text_we_would_not_write_muted():
+def test_verified_imitation_leaves_text_we_would_not_write_muted():
     # a right answer after made-up work: two tokens at 1/100 of the sender's probability (4.6 nats each) is past
-    # the default received_floor_div (4): the row keeps F-TIS's w = 0.01; a partner's skill in one token of
-    # two (mean 2.3 nats) is lifted to 1
-    junk = make([[math.log(0.001)] * 2], [[math.log(0.1)] * 2], [[1, 1]], [1.0], own=[False], floorable=[True])
-    _, grad, m = grad_of(junk, LossConfig(variant="f-tis", trunc_c=2.0, received_floor=1.0))
+    # the default floor_div (4): the row keeps F-TIS's w = 0.01; a partner's skill in one token of two (mean 2.3
+    # nats) is lifted to 1
+    junk = make([[math.log(0.001)] * 2], [[math.log(0.1)] * 2], [[1, 1]], [1.0], own=[False], work_checked=[True])
+    _, grad, m = grad_of(junk, policy("verified-imitation"))
     assert grad[0].tolist() == pytest.approx([-0.01 / 2] * 2) and m.floored == 0
     skill = make([[math.log(0.001), math.log(0.1)]], [[math.log(0.1)] * 2], [[1, 1]], [1.0], own=[False],
-                 floorable=[True])
-    _, grad, m = grad_of(skill, LossConfig(variant="f-tis", trunc_c=2.0, received_floor=1.0))
+                 work_checked=[True])
+    _, grad, m = grad_of(skill, policy("verified-imitation"))
     assert grad[0].tolist() == pytest.approx([-1 / 2] * 2) and m.floored == 1
-    with pytest.raises(ValueError, match="received_floor_div"):
-        LossConfig(received_floor_div=0.0)
+    with pytest.raises(ValueError, match="floor_div"):
+        policy("verified-imitation", floor_div=0.0)
 
 
-# ---- foreign tokenizers: one sequence-level weight per row (node/rl/ftis.py) ------------------------------
-def make_seq(logp, logp_gen, adv, sequence, own=None):
-    inp = make(logp, logp_gen, [[1] * len(logp[0])] * len(logp), adv, own=own or [False] * len(adv))
-    inp.sequence = torch.tensor(sequence)
-    return inp
+# ---- foreign tokenizers: one sequence-level weight per row (node/rl/transfer/plan.py) --------------------
+def uncentred(name, **settings):
+    """A policy without the re-centring of foreign groups (the rows below are groups of one: centring would zero
+    their advantage)."""
+    return policy(name, **settings) if name == "nois" else policy(name, foreign_centering=False, **settings)
+
+
+def make_seq(logp, logp_gen, adv, foreign, own=None):
+    return make(logp, logp_gen, [[1] * len(logp[0])] * len(logp), adv, own=own or [False] * len(adv),
+                foreign=foreign)
 
 
 def test_sequence_weight_is_the_geometric_mean_of_the_text_ratio():
     """Our 4 tokens log-probs -1, -2, -1, -2 (sum -6); the sender's total -8, spread as -2 a token: the weight is
     exp((-6 + 8) / 4) = e^0.5 on every token of the row, below C = 2."""
-    from node.rl.ftis import spread_logprob
+    from node.swarm.retokenize import spread_logprob
 
     gen = spread_logprob(-8.0, 4)
     assert gen == [-2.0] * 4
-    loss, grad, m = grad_of(make_seq([[-1.0, -2.0, -1.0, -2.0]], [gen], [1.0], [True]), LossConfig(variant="tis"))
+    loss, grad, m = grad_of(make_seq([[-1.0, -2.0, -1.0, -2.0]], [gen], [1.0], [True]), uncentred("tis"))
     w = math.exp(0.5)
     assert loss == pytest.approx(-w, abs=1e-12)
     assert torch.allclose(grad, torch.full((1, 4), -w / 4, dtype=torch.float64), atol=1e-12)
     assert m.mean_weight == pytest.approx(w) and m.truncated_frac == 0.0
     # per token the same row would weigh e^1, e^0, e^1, e^0: a different gradient
-    _, per_token, _ = grad_of(make_seq([[-1.0, -2.0, -1.0, -2.0]], [gen], [1.0], [False]), LossConfig(variant="tis"))
+    _, per_token, _ = grad_of(make_seq([[-1.0, -2.0, -1.0, -2.0]], [gen], [1.0], [False]), uncentred("tis"))
     assert not torch.allclose(per_token, grad)
 
 
-@pytest.mark.parametrize("variant, expected", [("tis", 2.0), ("f-tis", 2.0), ("vis", math.exp(1.5)),
-                                               ("nois", 1.0)])
-def test_sequence_weight_is_truncated_at_c_like_token_weights(variant, expected):
+@pytest.mark.parametrize("name, expected", [("tis", 2.0), ("f-tis", 2.0), ("vis", math.exp(1.5)),
+                                            ("nois", 1.0)])
+def test_sequence_weight_is_truncated_at_c_like_token_weights(name, expected):
     """Sender's total -12 over our 4 tokens (sum -6): exp(6 / 4) = 4.48, truncated at C = 2 (TIS), kept (VIS),
     1 (NoIS)."""
     inp = make_seq([[-1.0, -2.0, -1.0, -2.0]], [[-3.0] * 4], [1.0], [True])
-    loss, grad, m = grad_of(inp, LossConfig(variant=variant, trunc_c=2.0))
+    loss, grad, m = grad_of(inp, uncentred(name))
     assert loss == pytest.approx(-expected, rel=1e-12)
     assert torch.allclose(grad, torch.full((1, 4), -expected / 4, dtype=torch.float64), atol=1e-12)
-    assert m.truncated_frac == 1.0  # the raw ratio is above C (whatever the variant does with it)
+    assert m.truncated_frac == (1.0 if name in ("tis", "f-tis") else 0.0)  # the tokens the cap cut
 
 
 def test_received_rows_take_one_sequence_weight_when_configured():
@@ -238,9 +258,9 @@ def test_received_rows_take_one_sequence_weight_when_configured():
     token of the row weighs exp(-5.9 / 4); our own row keeps its per-token weights (1 on policy)."""
     lp = [[-0.1, -6.0, -0.1, -0.1], [-0.5, -0.5, -0.5, -0.5]]
     gen = [[-0.1, -0.1, -0.1, -0.1], [-0.5, -0.5, -0.5, -0.5]]
-    _, token, _ = grad_of(make(lp, gen, [[1] * 4] * 2, [1.0, 1.0], own=[False, True]), LossConfig(variant="f-tis"))
+    _, token, _ = grad_of(make(lp, gen, [[1] * 4] * 2, [1.0, 1.0], own=[False, True]), policy("f-tis"))
     _, seq, m = grad_of(make(lp, gen, [[1] * 4] * 2, [1.0, 1.0], own=[False, True]),
-                        LossConfig(variant="f-tis", received_weights="sequence"))
+                        policy("f-tis", sequence_weights=True))
     w = math.exp(-5.9 / 4)
     assert token[0].tolist() == pytest.approx([-1 / 8, -math.exp(-5.9) / 8, -1 / 8, -1 / 8])
     assert seq[0].tolist() == pytest.approx([-w / 8] * 4)  # the skill token: 0.23 of a full weight, not 0.003
@@ -257,16 +277,15 @@ def test_a_foreign_row_counts_as_its_weight_in_the_normaliser_when_configured(ag
     lp, gen = [[-0.5] * 4, [-2.0] * 4], [[-0.5] * 4, [-1.0] * 4]
     grads = {}
     for rows in ("one", "weight"):
-        inp = make(lp, gen, [[1] * 4] * 2, [1.0, 1.0], own=[True, False])
-        inp.sequence = torch.tensor([False, True])
-        loss, grads[rows], _ = grad_of(inp, LossConfig(variant="f-tis", aggregation=aggregation, foreign_rows=rows))
+        inp = make(lp, gen, [[1] * 4] * 2, [1.0, 1.0], own=[True, False], foreign=[False, True])
+        loss, grads[rows], _ = grad_of(inp, uncentred("f-tis", foreign_rows=rows), LossConfig(aggregation=aggregation))
         share = 1.0 if rows == "one" else w
         assert loss == pytest.approx(-(1 + w) / (1 + share), rel=1e-12)  # row means 1 and w, tokens alike
     assert grads["one"][0].tolist() == pytest.approx([-1 / 8] * 4)
     assert grads["weight"][0].tolist() == pytest.approx([-1 / (4 * (1 + w))] * 4)
     assert grads["weight"][1].tolist() == pytest.approx([-w / (4 * (1 + w))] * 4)
     own_only = make(lp[:1], gen[:1], [[1] * 4], [1.0])  # with no foreign row, the setting changes nothing
-    assert grad_of(own_only, LossConfig(variant="f-tis", foreign_rows="weight"))[0] == pytest.approx(-1.0)
+    assert grad_of(own_only, policy("f-tis", foreign_rows="weight"))[0] == pytest.approx(-1.0)
 
 
 def test_the_filter_uses_the_tokenization_invariant_divergence():
@@ -275,8 +294,8 @@ def test_the_filter_uses_the_tokenization_invariant_divergence():
     ours = [[-16.0] * 4]
     far = make_seq(ours, [[-2.0] * 4], [-1.0], [True])
     near = make_seq(ours, [[-5.0] * 4], [-1.0], [True])
-    _, g_far, m_far = grad_of(far, LossConfig(variant="f-tis", g=50.0))
-    _, g_near, m_near = grad_of(near, LossConfig(variant="f-tis", g=50.0))
+    _, g_far, m_far = grad_of(far, uncentred("f-tis", g=50.0))
+    _, g_near, m_near = grad_of(near, uncentred("f-tis", g=50.0))
     assert m_far.filtered == 1 and torch.equal(g_far, torch.zeros_like(g_far))
     assert m_near.filtered == 0 and m_near.div_sum_max == pytest.approx(44.0)
 
@@ -290,36 +309,31 @@ def test_with_an_identical_tokenizer_the_sequence_weight_reduces_to_per_token_ft
     gen = [[x - offset for x in row] for row in lp]
     mask = [[1, 1, 0], [1, 1, 1], [1, 1, 1]]
     adv = [1.0, -0.5, -0.5]
-    cfg = LossConfig(variant="f-tis")
-    seq = make(lp, gen, mask, adv, own=[False] * 3)
-    seq.sequence = torch.tensor([True] * 3)
+    seq = make(lp, gen, mask, adv, own=[False] * 3, foreign=[True] * 3)
     tok = make(lp, gen, mask, adv, own=[False] * 3)
-    loss_s, grad_s, m_s = grad_of(seq, cfg)
-    loss_t, grad_t, m_t = grad_of(tok, cfg)
+    loss_s, grad_s, m_s = grad_of(seq, uncentred("f-tis"))
+    loss_t, grad_t, m_t = grad_of(tok, uncentred("f-tis"))
     assert loss_s == pytest.approx(loss_t, abs=1e-12)
     assert torch.allclose(grad_s, grad_t, atol=1e-12)
     assert m_s.mean_weight == pytest.approx(m_t.mean_weight) == pytest.approx(math.exp(offset))
 
 
-def test_outcome_variant_learns_only_from_received_successes_at_weight_one():
+def test_success_gated_learns_only_from_received_successes_at_weight_one():
     """Success-gated transfer: received rows with A <= 0 give no gradient (whatever their divergence), received
     rows with A > 0 weigh 1 however unlikely our model finds them, own rows are plain GRPO."""
     lp = [[math.log(0.5)] * 2, [math.log(0.5)] * 2, [math.log(0.01)] * 2, [math.log(0.01)] * 2]
     gen = [[math.log(0.5)] * 2, [math.log(0.5)] * 2, [math.log(0.9)] * 2, [math.log(0.9)] * 2]
     inp = make(lp, gen, [[1, 1]] * 4, [1.0, -1.0, 1.0, -1.0], own=[True, True, False, False])
-    loss, grad, m = grad_of(inp, LossConfig(variant="outcome"))
+    loss, grad, m = grad_of(inp, policy("success-gated"))
     # rows: own +, own -, received + (weight 1, not 0.011), received - (filtered); GRPO mean over the 4 rows
     expected = torch.tensor([[-1 / 8] * 2, [1 / 8] * 2, [-1 / 8] * 2, [0.0] * 2], dtype=torch.float64)
     assert torch.allclose(grad, expected, atol=1e-12)
     assert m.filtered == 1 and m.kept == 3 and m.mean_weight == pytest.approx(1.0)
-    _, grad_ftis, _ = grad_of(make(lp, gen, [[1, 1]] * 4, [1.0, -1.0, 1.0, -1.0], own=[True, True, False, False]),
-                              LossConfig(variant="f-tis"))
+    _, grad_ftis, _ = grad_of(inp, policy("f-tis"))
     assert abs(grad_ftis[2, 0]) < abs(grad[2, 0]) / 50  # F-TIS weighs the same success pi_theta / pi_gen ~ 0.011
 
 
 def test_weighted_centering_makes_each_groups_weighted_advantages_sum_to_zero():
-    from node.rl.ftis import weighted_centering
-
     adv = torch.tensor([1.0, -1.0, -1.0, 0.5, 2.0])
     w = torch.tensor([0.1, 0.4, 0.5, 1.0, 3.0])
     group = torch.tensor([0, 0, 0, 1, 1])
@@ -334,16 +348,12 @@ def test_a_foreign_group_no_longer_pushes_down_what_all_its_completions_share():
     """Two foreign rows of one group, right (A > 0, the sender was sure of it: w small) and wrong (A < 0, w
     larger); they share their tokens but the last. Without centering the shared tokens get a net push down
     (the wrong row outweighs); with it, none."""
-    logp = torch.log(torch.tensor([[0.5, 0.5, 0.2], [0.5, 0.5, 0.1]])).requires_grad_()
-    gen = torch.log(torch.tensor([[0.9, 0.9, 0.9], [0.5, 0.5, 0.2]]))
+    lp = torch.log(torch.tensor([[0.5, 0.5, 0.2], [0.5, 0.5, 0.1]], dtype=torch.float64)).tolist()
+    gen = torch.log(torch.tensor([[0.9, 0.9, 0.9], [0.5, 0.5, 0.2]], dtype=torch.float64)).tolist()
     grads = {}
     for centering in (False, True):
-        cfg = LossConfig(variant="f-tis", foreign_centering=centering)
-        inp = LossInputs(logp=logp, logp_old=logp.detach(), logp_gen=gen, mask=torch.ones(2, 3, dtype=torch.bool),
-                         advantages=torch.tensor([1.0, -1.0]), own=torch.tensor([False, False]),
-                         group=torch.tensor([0, 0]), sequence=torch.tensor([True, True]))
-        loss, _ = ftis_objective(inp, cfg)
-        (grads[centering],) = torch.autograd.grad(loss, logp)
+        inp = make(lp, gen, [[1, 1, 1]] * 2, [1.0, -1.0], own=[False, False], group=[0, 0], foreign=[True, True])
+        _, grads[centering], _ = grad_of(inp, policy("f-tis", foreign_centering=centering))
     shared = lambda g: float(g[:, :2].sum())  # noqa: E731 (the loss's pull on the shared tokens' log-probs)
     assert shared(grads[False]) > 1e-3  # the loss rises with them: a step lowers their likelihood
     assert shared(grads[True]) == pytest.approx(0.0, abs=1e-6)
