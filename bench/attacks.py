@@ -8,8 +8,8 @@ honest peers refused (by reason) or dropped in the loss (implausible), their rew
 against the control's, their median and worst step time, and their peak memory. The summary-flood attack
 runs on tiny-count / count (where groups straggle) and reports the mean group size G instead. The made-up-work
 attacks run on the digits task (digit-add and digit-add-lora, 8 prompts and up to 8 received groups a step)
-against F-TIS-gated, whose floor lifts received right answers to weight 1; the digits verifier checks the work
-(a right answer after made-up work scores 0), the floor's cap (loss.received_floor_div) is the second line.
+against verified-imitation, whose floor lifts received right answers to weight 1; the digits verifier checks the
+work (a right answer after made-up work scores 0), the floor's cap (transfer.floor_div) is the second line.
 
     python bench/attacks.py [--steps 80] [--only poison-floor,clean] [--out bench/out/attacks]
 
@@ -39,9 +39,8 @@ from node.system.runtime import quiet_libraries
 HONEST = {"full": ("tiny-add", 0), "lora": ("tiny-add-lora", 1)}
 COUNTING = {"full": ("tiny-count", 0), "lora": ("tiny-count", 1)}
 DIGITS = {"full": ("digit-add", 0), "lora": ("digit-add-lora", 1)}  # carries experts that lack borrows
-GATED = ["loss.received_floor=1", "swarm.received_baseline=greedy"]  # F-TIS-gated (docs/RESULTS.md)
-PLAIN = ["loss.received_floor=0", "swarm.received_baseline=sender"]  # the paper's F-TIS (not the default on
-#                                                                      tasks whose verifier checks the work)
+GATED = ["transfer.policy=verified-imitation"]  # the default where the work is checked (docs/TRANSFER.md)
+PLAIN = ["transfer.policy=f-tis"]  # the paper's F-TIS (not the default on tasks whose verifier checks the work)
 PEER_ARGS = ["--set", "train.prompts_per_step=16", "--set", "swarm.received_groups=16"]
 DIGITS_ARGS = ["--set", "train.prompts_per_step=8", "--set", "swarm.received_groups=8"]  # the verdict's scale
 BEHAVE = 12  # behave-then-poison: the honest full peer's step at which the identities switch (issue 23, 4)
@@ -86,16 +85,16 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
     "poison-low": ("'=' padding within our limit, claims -30", poison("low"), {}),
     "poison-floor": ("padding, claims just inside the surprisal bound", poison("floor"), {}),
     "poison-matched": ("padding, claims = the zoo model's own", poison("matched"), {"with_model": True}),
-    "poison-floor-hardened": ("poison-floor against loss.negative_c=1", poison("floor"),
-                              {"peer_set": ["loss.negative_c=1"]}),
-    "clean-hardened": ("control for loss.negative_c=1", None, {"peer_set": ["loss.negative_c=1"]}),
-    "clean-digits-gated": ("control for made-up work (digit-add, F-TIS-gated, task digits)", None,
+    "poison-floor-hardened": ("poison-floor against transfer.negative_c=1", poison("floor"),
+                              {"peer_set": ["transfer.negative_c=1"]}),
+    "clean-hardened": ("control for transfer.negative_c=1", None, {"peer_set": ["transfer.negative_c=1"]}),
+    "clean-digits-gated": ("control for made-up work (digit-add, verified-imitation, task digits)", None,
                            {"digits": True, "peer_set": GATED}),
-    "work-random": ("right answers after random work, digits, against F-TIS-gated", made_up("random"),
+    "work-random": ("right answers after random work, digits, against verified-imitation", made_up("random"),
                     {"digits": True, "peer_set": GATED}),
-    "work-random-uncapped": ("work-random with the floor on every row (received_floor_div=1e9)", made_up("random"),
-                             {"digits": True, "peer_set": [*GATED, "loss.received_floor_div=1e9"]}),
-    "work-other": ("right answers after another problem's work, against F-TIS-gated", made_up("other"),
+    "work-random-uncapped": ("work-random with the floor on every row (transfer.floor_div=1e9)", made_up("random"),
+                             {"digits": True, "peer_set": [*GATED, "transfer.floor_div=1e9"]}),
+    "work-other": ("right answers after another problem's work, against verified-imitation", made_up("other"),
                    {"digits": True, "peer_set": GATED}),
     "work-other-ftis": ("work-other against plain F-TIS (no floor)", made_up("other"),
                         {"digits": True, "peer_set": PLAIN}),
@@ -233,7 +232,7 @@ def table(results: dict) -> str:
         counting = ATTACKS[name][2].get("counting", False)
         options = ATTACKS[name][2]
         if options.get("digits"):
-            control = digit_controls["loss.received_floor=1" in options.get("peer_set", [])]
+            control = digit_controls["transfer.policy=verified-imitation" in options.get("peer_set", [])]
         else:
             control = results.get("clean-hardened") if "hardened" in name else controls[counting]
         cells = []

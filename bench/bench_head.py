@@ -55,9 +55,8 @@ def measure(name: str, task: str, prompts: int, group_size: int, repeats: int) -
     ids = [encode_prompt(tok, item) for item in items]
     backend = TransformersBackend(model, tok, GenerationConfig(temperature=1.0, max_new_tokens=16))
     groups, _ = backend.generate(ids, group_size, seed=0)
-    batch = build_batch([Group(item, p, g) for item, p, g in zip(items, ids, groups, strict=True)],
-                        backend.pad_id, 1e-6, drop_zero_variance=False)
-    batch.advantages = torch.ones_like(batch.advantages)
+    batch = build_batch([Group(item, p, g) for item, p, g in zip(items, ids, groups, strict=True)], [],
+                        backend.pad_id, lambda rewards, _: [1.0] * len(rewards), drop_flat=False)
     whole_s, whole = timed(lambda: whole_sequence_logprobs(model, batch, 1.0), model, batch, repeats)
     kept_s, kept = timed(lambda: sequence_logprobs(model, batch, 1.0), model, batch, repeats)
     first = int((batch.positions - 1).clamp(min=0)[batch.mask].min())

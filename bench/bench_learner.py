@@ -17,35 +17,43 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import random
 import statistics
 import time
 
 import torch
 
-from node.config import GenerationConfig, LossConfig, ModelConfig, TrainConfig
-from node.generation.rollouts import Group, length_pieces, score_group
+from node.config import GenerationConfig, LossConfig, ModelConfig, TrainConfig, TransferConfig, TrustConfig
+from node.generation.rollouts import Group, Received, length_pieces, score_group
 from node.generation.transformers_backend import TransformersBackend
 from node.models.loading import encode_prompt, load_model
 from node.rl.batching import build_batch
 from node.rl.learner import Learner, sequence_logprobs
+from node.rl.transfer.base import group_advantages
+from node.rl.transfer.registry import build_policy
+from node.swarm.senders import SenderLedger
 from node.system.runtime import quiet_libraries
 from node.tasks import completion_cap, get_task
 
 
-def make_groups(name, task, items, group_size, own, seed):
+def make_groups(name, task, items, group_size, seed):
     loaded = load_model(ModelConfig(name=name))
     backend = TransformersBackend(loaded.model, loaded.tokenizer, GenerationConfig(max_new_tokens=completion_cap(task)))
     prompts = [encode_prompt(loaded.tokenizer, it) for it in items]
     outputs, _ = backend.generate(prompts, group_size, seed)
-    groups = [Group(it, p, c, own=own) for it, p, c in zip(items, prompts, outputs, strict=True)]
+    groups = [Group(it, p, c) for it, p, c in zip(items, prompts, outputs, strict=True)]
     for group in groups:
         score_group(task, group)
     return groups
 
 
-def grpo_step(model, optimizer, params, groups, pad_id, max_grad_norm):
+def grpo_advantages(rewards, _received):
+    return group_advantages(rewards, 1e-4)
+
+
+def grpo_step(model, optimizer, params, own, received, pad_id, max_grad_norm):
     """Plain GRPO (PPO-clip surrogate, sequence mean, no importance weights): the baseline."""
-    batch = build_batch(groups, pad_id, 1e-4, drop_zero_variance=False)
+    batch = build_batch(own, received, pad_id, grpo_advantages, drop_flat=False)
     logp = sequence_logprobs(model, batch, 1.0)
     ratio = (logp - logp.detach()).exp()
     adv = batch.advantages[:, None]
@@ -74,7 +82,7 @@ def main(argv=None):
     torch.set_num_threads(1)
     task = get_task(args.task)
     items = [task.item("train", i) for i in range(args.prompts)]
-    groups = make_groups(args.model, task, items[: args.prompts // 2], args.group_size, True, 0)
+    groups = make_groups(args.model, task, items[: args.prompts // 2], args.group_size, 0)
     anchors = []
     if args.no_own_signal:
         from node.peer import kept_anchors
@@ -83,46 +91,58 @@ def main(argv=None):
         for group in groups:
             for c in group.completions:
                 c.reward = 0.0
-    received = make_groups(args.other, task, items[args.prompts // 2:], args.group_size, False, 1)
-    for i, group in enumerate(received):
-        group.sender = f"sender-{i % args.senders}".encode()
-    groups += received
+    received = [Received(g, f"sender-{i % args.senders}".encode()) for i, g in
+                enumerate(make_groups(args.other, task, items[args.prompts // 2:], args.group_size, 1))]
+    senders = list(dict.fromkeys(r.sender for r in received))
     base = load_model(ModelConfig(name=args.model)).model
     train = TrainConfig(micro_batch_tokens=args.micro_batch_tokens)
     ftis_model, harm_model, grpo_model, one_model = (copy.deepcopy(base) for _ in range(4))
     lr = 1e-3  # the same rate for every step
-    learner = Learner(ftis_model, 0, train, LossConfig(variant="f-tis", harm_bound=0.0), temperature=1.0, lr=lr)
-    harmed = Learner(harm_model, 0, train, LossConfig(variant="f-tis"), temperature=1.0, lr=lr)
-    one_pass = Learner(one_model, 0, dataclasses.replace(train, length_pieces=1),
-                       LossConfig(variant="f-tis", harm_bound=0.0), temperature=1.0, lr=lr)
+    policy = build_policy(TransferConfig("f-tis"), checks_work=False)
+
+    def ledger(harm_bound: float) -> SenderLedger:
+        """The senders' ledger, as a peer's exchange keeps it (the learner reports to it)."""
+        from protocol.codec import Announcement, BundleRef, WireCard
+
+        book = SenderLedger(len(senders), random.Random(0), TrustConfig(harm_bound=harm_bound))
+        card, ref = WireCard("bench", 1, False, "fp", 1, "transformers", 1.0, 1.0, "0"), BundleRef(b"0" * 16, 1, 1)
+        for s in senders:
+            book.learn(s, Announcement(s.decode(), (), 0, 0.0, card, ref, ref), expires=float("inf"))
+        return book
+
+    plain, watching = ledger(0.0), ledger(5.0)
+    learner = Learner(ftis_model, 0, train, LossConfig(), policy, temperature=1.0, lr=lr)
+    harmed = Learner(harm_model, 0, train, LossConfig(), policy, temperature=1.0, lr=lr)
+    one_pass = Learner(one_model, 0, dataclasses.replace(train, length_pieces=1), LossConfig(), policy,
+                       temperature=1.0, lr=lr)
     grpo_params = list(grpo_model.parameters())
     grpo_opt = torch.optim.AdamW(grpo_params, lr=lr)
     times: dict[str, list[float]] = {"ftis": [], "harm": [], "grpo": [], "one": []}
     for step in range(args.steps + 1):  # step 0 warms up
         start = time.perf_counter()
-        metrics = learner.step(groups)
+        metrics = learner.step(groups, received, plain)
         t_ftis = time.perf_counter() - start
         start = time.perf_counter()
-        harm_metrics = harmed.step(groups, anchors=anchors)
+        harm_metrics = harmed.step(groups, received, watching, anchors=anchors)
         t_harm = time.perf_counter() - start
         start = time.perf_counter()
-        grpo_step(grpo_model, grpo_opt, grpo_params, groups, 0, train.max_grad_norm)
+        grpo_step(grpo_model, grpo_opt, grpo_params, groups, received, 0, train.max_grad_norm)
         t_grpo = time.perf_counter() - start
         start = time.perf_counter()
-        one_pass.step(groups)
+        one_pass.step(groups, received, plain)
         t_one = time.perf_counter() - start
         if step:
             for key, value in (("ftis", t_ftis), ("harm", t_harm), ("grpo", t_grpo), ("one", t_one)):
                 times[key].append(value)
-    rows = sum(len(g.completions) for g in groups)
-    widths = build_batch(groups, 0, 1e-4, drop_zero_variance=False).attention.sum(dim=1).tolist()
+    rows = sum(len(g.completions) for g in groups + [r.group for r in received])
+    widths = build_batch(groups, received, 0, grpo_advantages, drop_flat=False).attention.sum(dim=1).tolist()
     pieces = length_pieces(widths, train.length_pieces)
     padded = sum(len(piece) * max(widths[i] for i in piece) for piece in pieces)
     f, h, g, o = (statistics.median(times[k]) for k in ("ftis", "harm", "grpo", "one"))
     print(f"{'model':<14} {'rows':>5} {'F-TIS s (one pass)':>19} {'GRPO s':>7} {'ratio':>6} {'F-TIS s (pieces)':>17} "
           f"{'ratio':>6} {'padded tokens (one pass)':>25} {'+harm s':>8} {'ratio':>6}  anchors  filtered/rows  "
           f"alignment by sender")
-    alignment = " ".join(f"{v:+.2f}" for v in harmed.alignment.values())
+    alignment = " ".join(f"{v:+.2f}" for v in watching.verdicts.alignments.values())
     tokens = f"{padded} ({len(widths) * max(widths)})"
     print(f"{args.model:<14} {rows:>5} {o:>19.4f} {g:>7.4f} {o / g:>6.2f} {f:>17.4f} {f / o:>6.2f} {tokens:>25} "
           f"{h:>8.4f} {h / f:>6.2f}  {harm_metrics.anchors:>7}  {metrics.filtered}/{rows}  {alignment}")

@@ -52,8 +52,12 @@ def child(args) -> None:
         comps = [Completion([rng.randrange(3, vocab) for _ in range(args.completion)], [-2.0] * args.completion,
                             "length", "", float(i % 2)) for i in range(4)]
         groups.append(Group(item, prompt, comps))
+    from node.config import TransferConfig
+    from node.rl.transfer.registry import build_policy
+
     learner = Learner(loaded.model, loaded.tokenizer.pad_token_id, TrainConfig(micro_batch_tokens=args.budget),
-                      LossConfig(), temperature=1.0, lr=1e-6)
+                      LossConfig(), build_policy(TransferConfig("f-tis"), checks_work=False), temperature=1.0,
+                      lr=1e-6)
     load = rss_mb("self")
     Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM: the peak from here on
     start = time.perf_counter()

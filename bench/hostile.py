@@ -201,7 +201,7 @@ def made_up_work(v: Victim, index: int, created: float, work: str = "random", g:
     work with a wrong answer (not),
     claimed at log-prob -0.1 a token (likelier to the sender than to any honest model, as a floor-seeking
     sender claims). The group teaches 'write anything, then the answer'; what it costs a victim depends on the
-    weight its loss gives the rewarded rows (loss.received_floor lifts them unless they are implausible)."""
+    weight its loss gives the rewarded rows (verified-imitation's floor lifts them unless they are implausible)."""
     from node.tasks.digits import worked
 
     item = v.task.item("train", index)
@@ -240,7 +240,7 @@ def model_logprobs(v: Victim, prompt: list[int], completions: list[list[int]]) -
     from node.rl.learner import sequence_logprobs
 
     group = Group(v.task.item("train", 0), prompt, [Completion(c, [0.0] * len(c), "stop") for c in completions])
-    batch = build_batch([group], v.tokenizer.pad_token_id, 1e-4, drop_zero_variance=False)
+    batch = build_batch([group], [], v.tokenizer.pad_token_id, lambda rewards, _: [0.0] * len(rewards), False)
     with torch.no_grad():
         logp = sequence_logprobs(v.model, batch, temperature=1.0)
     return [logp[i, : len(c)].tolist() for i, c in enumerate(completions)]

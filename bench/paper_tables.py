@@ -2,15 +2,16 @@
 
 The page (the default sections, task `digits`: node/tasks/digits.py):
 0. The verdict: the complementary pair (digit-sub-bpe + digit-add-bpe: each lacks the other's skill) in the
-   page's cells (PAGE_CELLS: Alone, Alone-2x (the bigger-batch control), NoIS, F-TIS, outcome, F-TIS-gated) on
-   --seeds seeds; the LoRA and tokenizer pairs (Alone, F-TIS, F-TIS-gated) on 2; the fixes tried before
+   page's cells (PAGE_CELLS: Alone, Alone-2x (the bigger-batch control), NoIS, F-TIS, success-gated,
+   verified-imitation: each cell a transfer policy, node/rl/transfer) on --seeds seeds; the LoRA and tokenizer
+   pairs (Alone, F-TIS, verified-imitation) on 2; the fixes tried before
    (ABLATION_CELLS, at most ABLATION_SEEDS seeds) and the char pair on request (--verdict-cells,
    --verdict-pairs). Primary endpoint: held-out ID AUC; paired differences at equal steps and equal own time,
    with the power to see +0.05.
 4. SAGC in a real local swarm (`swarm local`: bootstrap + the pair as processes) vs fixed group sizes.
 
 The earlier testbed (task `arith`; `--sections ftis,ablation,mix,mixed`, and every section in --smoke):
-1. F-TIS table: heterogeneous pairs of zoo peers x the loss variants x seeds.
+1. F-TIS table: heterogeneous pairs of zoo peers x the F-TIS paper's variants (transfer policies) x seeds.
 2. Ablations on the expertise pair: the filter threshold g, the truncation C.
 3. SAPO's mix: own / received groups trained on per step at the same own generation.
 5. Mixed tokenizers: a swarm of two char-tokenizer zoo peers and the BPE zoo peer (and, with `--mixed smollm2`,
@@ -52,7 +53,6 @@ REAL_MODELS = ROOT / "docs" / "results" / "real-models" / "SECTION.md"  # measur
 #                                                                        on the page as written there
 sys.path.insert(0, str(ROOT))  # `python bench/paper_tables.py` from a checkout
 
-from node.config import VARIANTS  # noqa: E402
 from node.system.process import die_with_parent  # noqa: E402
 
 PAIRS = {  # name -> the two zoo models of the pair
@@ -71,12 +71,12 @@ MIXED = {  # section 5: name -> the peers of a mixed-tokenizer swarm
     "zoo": ("tiny-add", "tiny-sub", "tiny-add-bpe"),  # char addition and subtraction experts + BPE addition expert
     "smollm2": ("tiny-add", "tiny-sub", "tiny-add-bpe", "smollm2-135m"),  # + SmolLM2-135M-Instruct (49k BPE)
 }
-MIXED_POLICIES = (  # (label, variant, settings): what every peer does with groups in another tokenizer
+MIXED_POLICIES = (  # (label, transfer policy, settings): what every peer does with groups in another tokenizer
     ("skip foreign", "f-tis", (("swarm.foreign_tokenizers", "false"),)),
     ("ratio = 1", "nois", ()),
     ("cross-tokenizer F-TIS", "f-tis", ()),
-    ("F-TIS, no demotion", "f-tis", (("loss.harm_bound", "0"),)),  # (the harm detector off: node/rl/alignment.py)
-    ("F-TIS, foreign rows by weight", "f-tis", (("loss.foreign_rows", "weight"),)),  # (node/rl/ftis.py LossPlan)
+    ("F-TIS, no demotion", "f-tis", (("trust.harm_bound", "0"),)),  # (the harm detector off: node/rl/alignment.py)
+    ("F-TIS, foreign rows by weight", "f-tis", (("transfer.foreign_rows", "weight"),)),  # (counted as their weight)
 )
 SMOKE_MIXED = 3  # policies of the smoke run (the last differs from its neighbour by one setting)
 MIXED_SCALE = {  # per set: settings that keep its cost within reach of a CPU (SmolLM2 steps take ~40x a tiny one)
@@ -92,7 +92,8 @@ EARLIER_SECTIONS = ("ftis", "ablation", "mix", "mixed")  # the earlier testbed (
 RUN_SECTIONS = ("verdict", *EARLIER_SECTIONS)  # the in-process experiments (one JSON file each)
 SECTION_TITLES = {"verdict": "0. Verdict (digits)", "ftis": "1. F-TIS table", "ablation": "2. Ablations",
                   "mix": "3. SAPO's mix", "sagc": "4. SAGC", "mixed": "5. Mixed tokenizers"}
-SWARM_VARIANTS = tuple(v for v in VARIANTS if v not in ("alone", "outcome"))  # (the F-TIS paper's variants)
+VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis")  # the F-TIS paper's (transfer policies)
+SWARM_VARIANTS = VARIANTS[1:]  # those that share
 MODEL_COST = {"small-add": 4.0, "smollm2-135m": 60.0}  # relative step cost of a model (tiny models: 1)
 BASE = {  # every experiment of sections 1-3; the task needs both skills (sums and differences)
     "task": {"name": "arith"},
@@ -108,42 +109,39 @@ VERDICT_PAIRS = {  # name -> the two zoo models; the first is the primary endpoi
     "tokenizer": ("digit-sub-bpe", "digit-add"),  # BPE borrows expert + char carries expert
     "char": ("digit-sub", "digit-add"),  # the char tokenizer's pair (section 0's primary pair until 2026-12-04)
 }
-VERDICT_CELLS = (  # (label, variant, settings) of every peer of a pair; "x2": twice the base value
+VERDICT_CELLS = (  # (label, transfer policy, settings) of every peer of a pair; "x2": twice the base value
     ("Alone", "alone", ()),
     ("Alone-2x", "alone", (("train.prompts_per_step", "x2"),)),  # as many groups per update, all own
     ("NoIS", "nois", ()),
     ("F-TIS", "f-tis", ()),
-    ("outcome", "outcome", ()),  # success-gated transfer: received right answers where our greedy one fails
-    ("F-TIS-seq", "f-tis", (("loss.received_weights", "sequence"),)),  # one weight per received row (a fix tried)
-    ("F-TIS-gated", "f-tis", (("swarm.received_baseline", "greedy"), ("loss.received_floor", "1"))),  # a fix tried:
-    # received groups against our greedy answer (right-everywhere groups teach), positives weigh >= 1
-    ("F-TIS+baseline", "f-tis", (("swarm.received_baseline", "greedy"),)),  # F-TIS-gated's two parts, one each
-    ("F-TIS+floor", "f-tis", (("loss.received_floor", "1"),)),
-    ("F-TIS-gated-f2", "f-tis", (("swarm.received_baseline", "greedy"), ("loss.received_floor", "2"))),  # a fix
-    # tried: F-TIS-gated with received right answers at weight C = 2 (as much as the truncation allows)
+    ("success-gated", "success-gated", ()),  # received right answers where our greedy one fails, weight 1
+    ("F-TIS-seq", "f-tis", (("transfer.sequence_weights", "true"),)),  # one weight per received row (a fix tried)
+    ("verified-imitation", "verified-imitation", ()),  # the node's default where the verifier checks the work:
+    # received groups against our greedy answer (right-everywhere groups teach), right rows weigh >= 1
+    ("imitation, floor 0", "verified-imitation", (("transfer.floor", "0"),)),  # its baseline without its floor
+    ("imitation, floor 2", "verified-imitation", (("transfer.floor", "2"),)),  # right rows at weight C = 2
+    ("F-TIS-or", "f-tis-or", ()),  # the filter as the seed's summary reads it (every negative received row dropped)
 )
 VERDICT_LABELS = tuple(label for label, _, _ in VERDICT_CELLS)
-SECONDARY_CELLS = ("Alone", "F-TIS", "F-TIS-gated")  # the secondary pairs' cells (fewer seeds, said so; F-TIS-gated:
-#                                                     the node's default on digits)
-ABLATION_CELLS = ("outcome", "F-TIS-seq", "F-TIS+baseline", "F-TIS+floor",  # the primary pair's fixes tried and
-                  "F-TIS-gated-f2")
+SECONDARY_CELLS = ("Alone", "F-TIS", "verified-imitation")  # the secondary pairs' cells (fewer seeds, said so)
+ABLATION_CELLS = ("success-gated", "F-TIS-seq", "imitation, floor 0", "imitation, floor 2",  # the primary pair's
+                  "F-TIS-or")  # fixes tried and readings
 ABLATION_SEEDS = 3  # parts: at most this many seeds (the endpoint's comparisons, Alone, Alone-2x, NoIS, F-TIS and
-#                     F-TIS-gated, take every seed)
+#                     verified-imitation, take every seed)
 PAGE_SECTIONS = "verdict,sagc"  # docs/RESULTS.md: the digits testbed; sections 1-3 and 5 are the earlier testbed
-PAGE_CELLS = ("Alone", "Alone-2x", "NoIS", "F-TIS", "outcome", "F-TIS-gated")  # the page's cells of section 0: the
-#   controls the verdict needs and the node's default (F-TIS-gated); the fixes tried before run on request
+PAGE_CELLS = ("Alone", "Alone-2x", "NoIS", "F-TIS", "success-gated", "verified-imitation")  # the page's cells of
+#   section 0: the controls the verdict needs and the node's default (verified-imitation); the others on request
 PAGE_PAIRS = ("complementary", "lora", "tokenizer")  # the page's pairs (the char pair on request)
 DIGITS_BASE = {  # SAGC on (the default policy): G from 4, 8, 12, 16 each step
     "task": {"name": "digits"},
     "train": {"prompts_per_step": 8},
     "generation": {"max_new_tokens": 64},  # (the task's own cap, stated: the harness pins it)
-    "swarm": {"received_groups": 8, "gather_deadline": 0.0,  # at most the partner's whole step
-              "received_baseline": "sender"},  # each cell names its transfer: the paper's F-TIS unless it says
-    "loss": {"received_floor": 0.0},  # (the node's default on digits is F-TIS-gated: greedy baseline, floor 1)
+    "swarm": {"received_groups": 8, "gather_deadline": 0.0},  # at most the partner's whole step (each cell names
+    #                                                             its transfer policy)
     "eval": {"prompts": 256, "samples": 0},  # greedy pass@1 only: the endpoint (sampled pass@1 cost ~12% of a run)
 }
 EFFECT = 0.05  # the effect the verdict must be able to see (issue 22): power is printed for it
-SMOKE_CELLS = ("Alone", "Alone-2x", "F-TIS", "F-TIS-gated")  # the verdict's cells in smoke mode
+SMOKE_CELLS = ("Alone", "Alone-2x", "F-TIS", "verified-imitation")  # the verdict's cells in smoke mode
 SMOKE_VARIANTS = ("alone", "nois", "f-tis")  # section 1 in smoke mode (CI's time; the other variants are the
 #                                             same loss code with other switches, tested in tests/rl)
 FINAL_POINTS = 3  # evaluations averaged into a run's final accuracy
@@ -154,17 +152,17 @@ T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8:
 class Run:
     section: str  # ftis | ablation | mix
     models: tuple[str, ...]  # one model: alone; two: a pair sharing
-    variant: str
+    policy: str  # the peers' transfer policy (node/rl/transfer)
     seed: int
     steps: int
     eval_every: int
-    settings: tuple[tuple[str, str], ...] = ()  # ("loss.g", "5"), ...
+    settings: tuple[tuple[str, str], ...] = ()  # ("transfer.g", "5"), ...
     label: str = ""  # the setting's name in its table
 
     @property
     def key(self) -> str:
         extra = "".join(f"_{k.split('.')[-1]}={v}" for k, v in self.settings)
-        return f"{self.section}_{'+'.join(self.models)}_{self.variant}{extra}_s{self.seed}_n{self.steps}"
+        return f"{self.section}_{'+'.join(self.models)}_{self.policy}{extra}_s{self.seed}_n{self.steps}"
 
     @property
     def cost(self) -> float:
@@ -187,7 +185,7 @@ def peer_config(run: Run, model: str, scale: dict):
     from node.config import build_config, merge
 
     base = DIGITS_BASE if run.section == "verdict" else BASE
-    values = merge(base, {"model": {"name": model}, "loss": {"variant": run.variant},
+    values = merge(base, {"model": {"name": model}, "transfer": {"policy": run.policy},
                           "train": {"steps": run.steps, "seed": peer_seed(run.seed, model)},
                           "eval": {"every": run.eval_every}})
     values = merge(values, scale)
@@ -207,7 +205,7 @@ def run_peers(run: Run, scale: dict) -> tuple[list[str], list]:
     from node.peer import Peer
     from node.swarm.memory import MemorySwarm
 
-    hub = MemorySwarm() if len(run.models) > 1 and run.variant != "alone" else None
+    hub = MemorySwarm() if len(run.models) > 1 and run.policy != "alone" else None
     names = [f"{model}#{i}" for i, model in enumerate(run.models)]
     return names, [Peer(peer_config(run, model, scale), transport=hub.transport(name) if hub else None)
                    for model, name in zip(run.models, names, strict=True)]
@@ -252,7 +250,7 @@ def execute(run: Run, scale: dict) -> dict:
                 entry["straggler"].append(r.group.straggler_rate)
                 entry["gated"].append(r.swarm.gated)
                 entry["floored"].append(r.loss.floored)
-                entry["distrusted"].append(r.loss.distrusted)  # honest partners: never (node/rl/evidence.py)
+                entry["distrusted"].append(r.loss.distrusted)  # honest partners: never (node/rl/transfer/guard.py)
                 entry["evidence"].append(r.swarm.evidence)
                 entry["demoted"].append(r.swarm.demoted)  # senders demoted after the step (node/rl/alignment.py)
                 entry["harm"].append(r.swarm.harm)
@@ -285,10 +283,10 @@ def run_one(run: Run, out: str, scale: dict, provenance: dict) -> tuple[str, flo
 
 MIXES = ((8, 0), (6, 2), (4, 4), (2, 6))
 ABLATIONS = (  # (label, settings) on the expertise pair; g = 50 (sum) and C = 2 are the F-TIS table's own runs
-    *((f"g={g}", (("loss.g", g),)) for g in ("5", "10", "100")),
-    *((f"mean, g={g}", (("loss.divergence", "mean"), ("loss.g", g))) for g in ("0.5", "2")),
+    *((f"g={g}", (("transfer.g", g),)) for g in ("5", "10", "100")),
+    *((f"mean, g={g}", (("transfer.divergence", "mean"), ("transfer.g", g))) for g in ("0.5", "2")),
     ("every received group (informative_only off)", (("swarm.informative_only", "false"),)),
-    *(("C=no cap" if c == "1e9" else f"C={c}", (("loss.trunc_c", c),)) for c in ("1", "5", "1e9")),
+    *(("C=no cap" if c == "1e9" else f"C={c}", (("transfer.trunc_c", c),)) for c in ("1", "5", "1e9")),
 )
 
 
@@ -302,11 +300,11 @@ def verdict_plan(seeds: int, steps: int, eval_every: int, pairs=tuple(VERDICT_PA
     for name in pairs:
         cells = [c for c in VERDICT_CELLS if (name == primary or c[0] in SECONDARY_CELLS) and c[0] in labels]
         for seed in range(seeds if name == primary else min(seeds, secondary_seeds)):
-            for label, variant, settings in cells:
+            for label, policy, settings in cells:
                 if label in ABLATION_CELLS and seed >= ABLATION_SEEDS:
                     continue
-                for models in ([(m,) for m in VERDICT_PAIRS[name]] if variant == "alone" else [VERDICT_PAIRS[name]]):
-                    run = Run("verdict", models, variant, seed, steps, eval_every, settings, label)
+                for models in ([(m,) for m in VERDICT_PAIRS[name]] if policy == "alone" else [VERDICT_PAIRS[name]]):
+                    run = Run("verdict", models, policy, seed, steps, eval_every, settings, label)
                     runs.setdefault(run.key, run)
     return list(runs.values())
 
@@ -348,8 +346,8 @@ def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tupl
                 if name == "zoo":  # each peer alone, for reference (SmolLM2 skipping foreign groups is alone)
                     runs += [Run("mixed", (m,), "alone", seed, steps, eval_every) for m in MIXED[name]]
                 policies = MIXED_POLICIES[:SMOKE_MIXED] if smoke else MIXED_POLICIES
-                runs += [Run("mixed", MIXED[name], variant, seed, steps, eval_every, (*settings, *scale), label)
-                         for label, variant, settings in policies if label in mixed_policies]
+                runs += [Run("mixed", MIXED[name], policy, seed, steps, eval_every, (*settings, *scale), label)
+                         for label, policy, settings in policies if label in mixed_policies]
     return runs
 
 
@@ -378,7 +376,7 @@ def run_sagc(name: str, extra: tuple[str, ...], steps: int, seed: int, out: Path
     cmd = [sys.executable, str(ROOT / "swarm_cli.py"), "local", "--models", ",".join(SAGC_MODELS),
            "--peers", str(len(SAGC_MODELS)), "--task", "digits", "--steps", str(steps),
            "--prompts", "4" if smoke else "8", "--set", f"train.seed={1000 * seed}", *policy, *extra,
-           "--set", "swarm.received_baseline=sender", "--set", "loss.received_floor=0",  # F-TIS, as measured
+           "--transfer", "f-tis",  # the paper's F-TIS, as measured
            "--eval-every", str(every), "--set", "generation.max_new_tokens=64", "--set", "eval.splits=train",
            "--set", "eval.samples=0", "--set", f"eval.prompts={8 if smoke else 128}", "--out", str(folder)]
     start = time.perf_counter()
@@ -513,7 +511,7 @@ EARLIER_NOTE = (
     "did harm, and in a mixed-tokenizer swarm SmolLM2-135M-Instruct (1 seed, 20 steps) ended at 0.065 with "
     "cross-tokenizer F-TIS against 0.224 skipping foreign groups (the cause, found in issue 23 and fixed since: "
     "a foreign group's wrong completions outweighed its right ones and pushed down the end token; with "
-    "loss.foreign_centering, 1 seed, 30 steps, 4 prompts a step, SmolLM2's held-out ID went 0.109 -> 0.383 in "
+    "transfer.foreign_centering, 1 seed, 30 steps, 4 prompts a step, SmolLM2's held-out ID went 0.109 -> 0.383 in "
     "that swarm instead of to 0.000: docs/SECURITY.md, raw run in docs/results/centering/; against skipping "
     "foreign groups on 4 seeds of 30 steps, F-TIS - skip ID AUC -0.007 ± 0.088, no sender demoted: "
     "docs/results/mixed-smollm2/). Its tables and plots: `git show "
@@ -534,31 +532,70 @@ SECTION_HEAD = (
     "held-out sets of 256 prompts per split, greedy pass@1. Cells: Alone; Alone-2x (16 own prompts a step: as "
     "many groups per update as a swarm peer can have, all own, the control for 'a bigger batch'); NoIS (received "
     "groups at weight 1); F-TIS (the paper's: received groups against their own group's mean, per-token weights "
-    "truncated at C); outcome (only received right answers of prompts our greedy answer gets wrong); "
-    "F-TIS-seq (F-TIS with one weight per received completion, exp(mean log-ratio) truncated at C, instead of "
-    "per-token weights: loss.received_weights = sequence); F-TIS-gated (F-TIS, received groups scored against "
-    "our own greedy answer's reward instead of their group's mean: swarm.received_baseline = greedy, so a "
+    "truncated at C); success-gated (only received right answers of prompts our greedy answer gets wrong, at weight "
+    "1: Mutual RL's outcome rule); F-TIS-seq (F-TIS with one weight per received completion, exp(mean log-ratio) "
+    "truncated at C, instead of per-token weights: transfer.sequence_weights); verified-imitation (received groups "
+    "scored against our own greedy answer's reward instead of their group's mean, so a "
     "partner's group right everywhere teaches where we fail, groups we already solve are left out; and received "
-    "right answers weigh at least 1: loss.received_floor = 1; the node's default on tasks whose verifier checks "
-    "the work, as digits' does, since 2026-12-03); F-TIS+baseline and F-TIS+floor (each of those two changes "
-    "alone); F-TIS-gated-f2 (F-TIS-gated with received right answers at weight C = 2: loss.received_floor = 2). "
+    "right answers weigh at least 1; named F-TIS-gated until 2026-12-06; the node's default on tasks whose "
+    "verifier checks the work, as digits' does, since 2026-12-03: docs/TRANSFER.md); imitation, floor 0 and "
+    "floor 2 (verified-imitation with its right answers at F-TIS's weight, or at C = 2); F-TIS-or (the filter as "
+    "the seed's summary reads it: every received row at or below its group's mean dropped). "
     "The primary endpoint, fixed before the runs: ID AUC. Equal time compares both runs over the same span of "
     "own step seconds (the shorter run's), one experiment per core.")
 
 
 
+LEGACY_LABELS = {"outcome": "success-gated", "F-TIS-gated": "verified-imitation", "F-TIS+baseline":
+                 "imitation, floor 0", "F-TIS-gated-f2": "imitation, floor 2"}  # a cell's name before the transfer
+#                                                                                  policies had names
+LEGACY_SETTINGS = {"loss.g": "transfer.g", "loss.divergence": "transfer.divergence", "loss.trunc_c":
+                   "transfer.trunc_c", "loss.foreign_rows": "transfer.foreign_rows", "loss.harm_bound":
+                   "trust.harm_bound"}
+
+
+def current_run(run: dict) -> dict:
+    """A run recorded before the transfer policies had names (its `variant` and loss settings) as the same rule
+    is named now; a rule no policy is (received_floor without the greedy baseline: 'F-TIS+floor') keeps a
+    policy name of its own, which no cell asks for."""
+    if "variant" not in run:
+        return run
+    settings = dict(map(tuple, run["settings"]))
+    greedy = settings.pop("swarm.received_baseline", "sender") == "greedy"
+    floor = float(settings.pop("loss.received_floor", "0"))
+    policy = {"outcome": "success-gated"}.get(run["variant"], run["variant"])
+    if greedy:
+        policy = "verified-imitation"
+        if floor != 1.0:
+            settings["transfer.floor"] = run_value(floor)
+    elif floor:
+        policy = "retired:f-tis+floor"
+    if settings.pop("loss.received_weights", "token") == "sequence":
+        settings["transfer.sequence_weights"] = "true"
+    settings = {LEGACY_SETTINGS.get(k, k): v for k, v in settings.items()}
+    out = {k: v for k, v in run.items() if k != "variant"}
+    return {**out, "policy": policy, "settings": [list(kv) for kv in settings.items()],
+            "label": LEGACY_LABELS.get(run.get("label", ""), run.get("label", ""))}
+
+
+def run_value(x: float) -> str:
+    return str(int(x)) if x == int(x) else str(x)
+
+
 def load(out: Path) -> dict[str, dict]:
-    """The experiments' results (not the report's own files beside them, e.g. verdict.json)."""
+    """The experiments' results (not the report's own files beside them, e.g. verdict.json), runs recorded under
+    earlier names as they are named now."""
     found = {p.stem: json.loads(p.read_text()) for p in out.glob("*.json") if p.stem.split("_")[0] in RUN_SECTIONS}
-    return {stem: res for stem, res in found.items() if isinstance(res, dict) and "run" in res}
+    return {stem: {**res, "run": current_run(res["run"])} for stem, res in found.items()
+            if isinstance(res, dict) and "run" in res}
 
 
-def peer_runs(results: dict, section: str, models: tuple[str, ...], variant: str, settings=()) -> dict:
+def peer_runs(results: dict, section: str, models: tuple[str, ...], policy: str, settings=()) -> dict:
     """{seed: {model: peer log}} of the matching runs."""
     out: dict[int, dict] = {}
     for res in results.values():
         run = res["run"]
-        if (run["section"] == section and tuple(run["models"]) == tuple(models) and run["variant"] == variant
+        if (run["section"] == section and tuple(run["models"]) == tuple(models) and run["policy"] == policy
                 and tuple(map(tuple, run["settings"])) == tuple(settings)):
             out[run["seed"]] = {log["model"]: log for log in res["peers"].values()}
     return out
@@ -705,9 +742,9 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
                   f"pass@1 over the evaluations after step 0), final ID and OOD (mean of the last {FINAL_POINTS} "
                   "evaluations); mechanisms, mean over steps: G (SAGC's group size), straggler rate (own groups "
                   "whose longest completion passed tau x their median), received groups trained on, filtered "
-                  "share (received and own rows the F- filter zeroed), gated (outcome, F-TIS-gated: received groups "
-                  "left out because our greedy answer was right), floored (received right completions the floor "
-                  "lifted: loss.received_floor; '-' where a run predates the count), own step seconds (median).", "",
+                  "share (received and own rows the policy's filter zeroed), gated (success-gated, "
+                  "verified-imitation: groups left out because our greedy answer was right), floored (received right completions the floor "
+                  "lifted: verified-imitation; '-' where a run predates the count), own step seconds (median).", "",
                   "| peer | cell | seeds | ID AUC | final ID | final OOD | G | straggler rate | received / step | "
                   "filtered share | gated / step | floored / step | step s |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -731,11 +768,12 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
                   "of the differences; 'seeds for 80%' = how many would give 80%.", "",
                   "| peer | comparison | endpoint | difference | sd | power for +0.05 | seeds for 80% |",
                   "|---|---|---|---|---|---|---|"]
-        comparisons = [("F-TIS", "Alone"), ("F-TIS", "Alone-2x"), ("F-TIS", "NoIS"), ("outcome", "Alone"),
+        comparisons = [("F-TIS", "Alone"), ("F-TIS", "Alone-2x"), ("F-TIS", "NoIS"), ("success-gated", "Alone"),
                        ("NoIS", "Alone"), ("F-TIS-seq", "Alone"), ("F-TIS-seq", "Alone-2x"), ("F-TIS-seq", "F-TIS"),
-                       ("F-TIS-gated", "Alone"), ("F-TIS-gated", "Alone-2x"), ("F-TIS-gated", "outcome"),
-                       ("F-TIS-gated", "F-TIS"), ("F-TIS+baseline", "F-TIS"), ("F-TIS+floor", "F-TIS"),
-                       ("F-TIS-gated-f2", "Alone-2x"), ("F-TIS-gated-f2", "F-TIS-gated")]
+                       ("verified-imitation", "Alone"), ("verified-imitation", "Alone-2x"),
+                       ("verified-imitation", "success-gated"), ("verified-imitation", "F-TIS"),
+                       ("imitation, floor 0", "F-TIS"), ("imitation, floor 2", "Alone-2x"),
+                       ("imitation, floor 2", "verified-imitation"), ("F-TIS-or", "F-TIS")]
         for model in pair:
             for a, b in comparisons:
                 if a not in cells or b not in cells:
@@ -958,8 +996,8 @@ def ablation_table(results: dict) -> list[str]:
     lines = ["## 2. Ablations (expertise pair, F-TIS)", "",
              "| setting | seeds | " + " | ".join(f"{m} ID | {m} OOD" for m in pair) + " | filtered share |",
              "|---|---|" + "---|---|" * len(pair) + "---|"]
-    for label, section, variant, settings in rows:
-        runs = peer_runs(results, section, pair, variant, settings)
+    for label, section, policy, settings in rows:
+        runs = peer_runs(results, section, pair, policy, settings)
         if section == "ftis":
             runs = {s: v for s, v in runs.items() if s < 2}  # the ablations' seeds
         if not runs:
@@ -1086,7 +1124,7 @@ def mixed_tables(results: dict) -> tuple[list[str], dict]:
                       "peers train on their own groups), *ratio = 1* (NoIS: trained on as if on-policy, which is "
                       "what swarms that share text do; same-tokenizer groups too), *cross-tokenizer F-TIS* (the "
                       "text re-tokenized, one sequence-level weight per completion, the F- filter on the same "
-                      "divergence: node/rl/ftis.py). Alone: each peer without a swarm (same seed and prompts). "
+                      "divergence: node/rl/transfer). Alone: each peer without a swarm (same seed and prompts). "
                       "Differences are paired by seed, with their 95% t interval.", ""]
         seeds = sorted(set().union(*by_policy.values()))
         steps = next(res["run"]["steps"] for res in results.values()

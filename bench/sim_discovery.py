@@ -4,7 +4,7 @@
 Every honest peer, each round: pushes its own announcement to PUSH_FANOUT members of its view (NEWCOMER_PUSH_FANOUT
 while it is a newcomer, as the node does), asks PULL_FANOUT members for a sample of theirs (SAMPLE_SIZE entries,
 their own first), renews its view (Brahms-style), then
-picks up to 8 senders among its view's members with the real `Senders.choose` (established senders first,
+picks up to 8 senders among its view's members with the real `SenderLedger.choose` (established senders first,
 2 slots for newcomers) and pulls their groups; a pull answered refreshes the sender's entry (the owner's signed
 announcement rides with its bundle). The population:
 - honest peers, leaving and joining at `--churn` an hour (a leaver's address refuses connections at once);
@@ -63,7 +63,7 @@ from node.swarm import SERVES_PER_BUNDLE  # noqa: E402
 from node.swarm import membership as ms  # noqa: E402
 from node.swarm.directory import ESTIMATE_EVERY, RESCUE_STEPS, Directory, read_plan, write_level  # noqa: E402
 from node.swarm.membership import Entry, Membership  # noqa: E402
-from node.swarm.senders import Senders  # noqa: E402
+from node.swarm.senders import SenderLedger  # noqa: E402
 from protocol import SHARD_LEVELS  # noqa: E402
 from protocol.codec import Announcement, BundleRef, WireCard, announcement_shards  # noqa: E402
 
@@ -127,7 +127,7 @@ class Peer:
     kind: str  # honest, silent, sybil, bootstrap
     joined: int
     membership: Membership | None = None
-    senders: Senders | None = None
+    senders: SenderLedger | None = None
     gone: bool = False
     first_group: int | None = None  # round of the first received group (probe newcomers)
     full: int | None = None  # round it had pulled from PULL_PEERS distinct answering senders
@@ -190,7 +190,7 @@ class Sim:
             size = dict(view_size=BOOTSTRAP_VIEW, samplers=0) if kind == "bootstrap" else \
                 {} if self.args.defences else dict(samplers=0, push_limit=10**9)
             peer.membership = Membership(subkey, random.Random(self.rng.random()), **size)
-            peer.senders = Senders(4096, random.Random(self.rng.random()))
+            peer.senders = SenderLedger(4096, random.Random(self.rng.random()))
         self.peers[subkey] = peer
         return peer
 

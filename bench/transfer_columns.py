@@ -1,5 +1,5 @@
 """Where does a partner's skill transfer? Held-out greedy accuracy by operator and number of columns, after
-training in the swarm (F-TIS-gated, the node's default on digits) and alone with twice the prompts (Alone-2x).
+training in the swarm (verified-imitation, the node's default on digits) and alone with twice the prompts (Alone-2x).
 
 docs/RESULTS.md's verdict reports each peer's accuracy per operator; this says, per number of columns (one carry
 or borrow decision more with each), how far a peer that lacked an operator's skill gets with its partner's right
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-CELLS = ("Alone-2x", "F-TIS-gated")  # the bigger-batch control and the node's default transfer
+CELLS = ("Alone-2x", "verified-imitation")  # the bigger-batch control and the node's default transfer
 
 
 def by_columns(peer, prompts: int) -> dict[str, list[float]]:
@@ -53,8 +53,8 @@ def run_cell(label: str, models: tuple[str, ...], steps: int, seed: int, prompts
 
     quiet_libraries()
     torch.set_num_threads(1)
-    _, variant, settings = next(c for c in VERDICT_CELLS if c[0] == label)
-    _, peers = run_peers(Run("verdict", models, variant, seed, steps, steps, settings, label), {})
+    _, policy, settings = next(c for c in VERDICT_CELLS if c[0] == label)
+    _, peers = run_peers(Run("verdict", models, policy, seed, steps, steps, settings, label), {})
     try:
         start = {m: by_columns(p, prompts) for m, p in zip(models, peers, strict=True)}
         for step in range(steps):
@@ -95,7 +95,7 @@ def main(argv=None) -> int:
     parser.add_argument("--out", default="", help="also write the scores as JSON here")
     args = parser.parse_args(argv)
     pair = VERDICT_PAIRS[args.pair]
-    jobs = [("F-TIS-gated", pair)] + [("Alone-2x", (m,)) for m in pair]
+    jobs = [("verified-imitation", pair)] + [("Alone-2x", (m,)) for m in pair]
     print(f"{len(jobs)} runs of {args.steps} steps, {args.workers} at a time (about 3 minutes each for 150 steps "
           f"on this CPU), then {args.prompts} held-out prompts per split by columns", flush=True)
     start, results = time.perf_counter(), []

@@ -274,7 +274,7 @@ class SwarmConfig:
     #                                nothing and costs learner time (counted as `uninformative`, not trained on)
     foreign_tokenizers: bool = True  # train on groups of peers with another tokenizer (one this machine can
     #                                  build: a zoo kind or a cached hub tokenizer), re-tokenized, with one
-    #                                  sequence-level weight each (node/rl/ftis.py); off: refused ("tokenizer")
+    #                                  sequence-level weight each (node/rl/transfer); off: refused ("tokenizer")
     gather_deadline: float = 0.5  # seconds a step waits for fresh groups at most (no barrier)
     pull_peers: int = 8  # senders pulled from at most in one step (their latest groups and summaries bundles)
     explore_pulls: int = 2  # pull slots kept for newcomers (senders not yet established by informative, valid

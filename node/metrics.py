@@ -15,7 +15,7 @@ from pathlib import Path
 
 @dataclass
 class LossMetrics:
-    """The learner's step (node/rl/ftis.py); `skipped` when no row had a gradient to give."""
+    """The learner's step (node/rl/transfer); `skipped` when no row had a gradient to give."""
 
     loss: float = 0.0
     sequences: int = 0  # completions with at least one token in the loss

@@ -6,34 +6,33 @@ from node.errors import ConfigError
 
 def test_defaults_are_the_documented_ones():
     cfg = build_config()
-    assert cfg.loss.variant == "f-tis" and cfg.loss.trunc_c == 2.0 and cfg.loss.g == 50.0
-    assert cfg.loss.eps_low == 0.2 and cfg.loss.divergence == "sum" and cfg.generation.threads == 1
+    assert cfg.transfer.policy == "auto" and cfg.transfer.options == () and cfg.loss.aggregation == "grpo"
+    assert cfg.loss.eps_low == 0.2 and cfg.trust.sender_bound == 20.0 and cfg.generation.threads == 1
 
 
-def test_received_groups_teach_as_f_tis_gated_only_where_the_verifier_checks_the_work():
-    """swarm.received_baseline = auto: greedy on a task whose verifier checks the work (digits), sender on one
-    that reads only the answer (arith); an explicit choice stays; the floor's rows are only the checked ones."""
-    from node.config import with_task_defaults
-    from node.generation.rollouts import Completion, Group
+def test_received_groups_are_imitated_only_where_the_verifier_checks_the_work():
+    """transfer.policy = auto: verified-imitation on a task whose verifier checks the work (digits), f-tis on one
+    that reads only the answer (arith); the peer writes the policy it resolved into its configuration; the rows
+    the floor may lift are the checked ones."""
+    from node.generation.rollouts import Completion, Group, Received
+    from node.peer import Peer
     from node.rl.batching import build_batch
     from node.tasks import checks_work, get_task
 
     assert [checks_work(get_task(n)) for n in ("digits", "digits-add", "arith", "arith-add", "count")] == [
         True, True, False, False, False]
-    cfg = build_config()
-    assert cfg.swarm.received_baseline == "auto" and cfg.loss.received_floor == 1.0
-    assert with_task_defaults(cfg, 64, True).swarm.received_baseline == "greedy"
-    assert with_task_defaults(cfg, 8, False).swarm.received_baseline == "sender"
-    outcome = build_config({"loss": {"variant": "outcome"}})
-    assert with_task_defaults(outcome, 64, True).swarm.received_baseline == "sender"
-    plain = build_config({"swarm": {"received_baseline": "sender"}})
-    assert with_task_defaults(plain, 64, True).swarm.received_baseline == "sender"
-    with pytest.raises(ConfigError, match="auto, sender or greedy"):
-        build_config({"swarm": {"received_baseline": "mine"}})
+    for task, model, expected in (("digits", "digit-add", "verified-imitation"), ("arith", "tiny-add", "f-tis")):
+        peer = Peer(build_config({"model": {"name": model}, "task": {"name": task}}))
+        try:
+            assert peer.transfer.name == peer.cfg.transfer.policy == expected
+        finally:
+            peer.close()
     item = get_task("digits").item("train", 0)
-    groups = [Group(item, [1, 2], [Completion([3], [-0.5], "stop", "", 1.0), Completion([4], [-0.5], "stop", "", 0.0)],
-                    own=False, work_checked=checked) for checked in (True, False)]
-    assert build_batch(groups, 0, 1e-4, False).floorable.tolist() == [True, True, False, False]
+    received = [Received(Group(item, [1, 2], [Completion([3], [-0.5], "stop", "", 1.0),
+                                              Completion([4], [-0.5], "stop", "", 0.0)]), b"s", work_checked=checked)
+                for checked in (True, False)]
+    batch = build_batch([], received, 0, lambda rewards, _: [0.0] * len(rewards), False)
+    assert batch.work_checked.tolist() == [True, True, False, False]
 
 
 def test_the_completion_cap_defaults_to_the_tasks_own():
@@ -65,9 +64,11 @@ def test_the_completion_cap_defaults_to_the_tasks_own():
 
 
 @pytest.mark.parametrize("section, name, value, field", [
-    ("loss", "trunc_c", -1, "loss.trunc_c"),
-    ("loss", "variant", "bogus", "loss.variant"),
-    ("loss", "divergence", "max", "loss.divergence"),
+    ("loss", "eps_low", -1, "loss.eps_low"),
+    ("loss", "aggregation", "bogus", "loss.aggregation"),
+    ("trust", "sender_bet", 1.0, "trust.sender_bet"),
+    ("trust", "demote_steps", 0, "trust.demote_steps"),
+    ("transfer", "policy", "", "transfer.policy"),
     ("generation", "top_p", 1.5, "generation.top_p"),
     ("generation", "temperature", 0, "generation.temperature"),
     ("generation", "max_new_tokens", -1, "generation.max_new_tokens"),
@@ -83,7 +84,6 @@ def test_the_completion_cap_defaults_to_the_tasks_own():
     ("sagc", "gamma", 0.0, "sagc.gamma"),
     ("sagc", "gamma", 1.01, "sagc.gamma"),
     ("eval", "samples", -1, "eval.samples"),
-    ("loss", "foreign_rows", "half", "loss.foreign_rows"),
 ])
 def test_invalid_values_name_the_field(section, name, value, field):
     with pytest.raises(ConfigError, match=field.replace(".", r"\.")):
@@ -104,11 +104,11 @@ def test_unknown_names_are_refused():
 
 def test_precedence_file_then_env_then_flags(tmp_path):
     path = tmp_path / "peer.toml"
-    path.write_text('[loss]\ntrunc_c = 3.0\nvariant = "tis"\n[train]\nsteps = 7\n')
-    env = {"SWARM_LOSS__TRUNC_C": "4", "SWARM_TRAIN__STEPS": "9", "HOME": "/x"}
+    path.write_text('[loss]\neps_high = 0.3\n[transfer]\npolicy = "tis"\n[train]\nsteps = 7\n')
+    env = {"SWARM_LOSS__EPS_HIGH": "0.28", "SWARM_TRAIN__STEPS": "9", "HOME": "/x"}
     cfg = load_config(path, parse_assignments(["train.steps=11"]), environ=env)
-    assert (cfg.loss.variant, cfg.loss.trunc_c, cfg.train.steps) == ("tis", 4.0, 11)
-    assert env_assignments(env) == {"loss": {"trunc_c": "4"}, "train": {"steps": "9"}}
+    assert (cfg.transfer.policy, cfg.loss.eps_high, cfg.train.steps) == ("tis", 0.28, 11)
+    assert env_assignments(env) == {"loss": {"eps_high": "0.28"}, "train": {"steps": "9"}}
 
 
 def test_bad_files_and_assignments(tmp_path):
@@ -145,7 +145,8 @@ def test_every_subcommand_resolves_through_the_same_path(tmp_path, monkeypatch):
 
 def test_a_written_configuration_reads_back_equal(tmp_path):
     cfg = build_config({"sagc": {"candidates": "4,8"}, "swarm": {"initial_peers": "/ip4/1.2.3.4/tcp/1/p2p/x"},
-                        "model": {"lora": "true"}, "loss": {"trunc_c": "3"}})
+                        "model": {"lora": "true"}, "loss": {"eps_high": "0.28"},
+                        "transfer": {"policy": "f-tis", "g": "10"}})
     assert load_config(write_config(cfg, tmp_path / "cfg.toml"), environ={}) == cfg
 
 

@@ -227,8 +227,9 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
     """args: peers, models, out; cfg: every peer's configuration (resolved by the CLI, LOCAL_DEFAULTS below
     the user's); stop: SIGTERM / Ctrl-C. Each peer gets its resolved configuration as a TOML file,
     <out>/<peer>.toml."""
+    from node.rl.transfer.registry import build_policy
     from node.system.runtime import quiet_libraries
-    from node.tasks import get_task
+    from node.tasks import checks_work, get_task
 
     models = [m.strip() for m in args.models.split(",")] if args.models else list(DEFAULT_MODELS)
     for model in models:
@@ -237,7 +238,8 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
                               f"(known: {', '.join((*ZOO, *PACKAGED))})")
     if args.peers < 1:
         raise ConfigError(f"local: --peers must be >= 1, got {args.peers}")
-    get_task(cfg.task.name, cfg.task.data_files)  # an unknown task is one line here, not four peer logs
+    task = get_task(cfg.task.name, cfg.task.data_files)  # an unknown task is one line here, not four peer logs
+    build_policy(cfg.transfer, checks_work(task))  # as is an unknown transfer policy or setting
     if cfg.generation.backend == "vllm":  # so is a missing vLLM
         from node.generation.vllm_backend import import_vllm
 

@@ -30,8 +30,10 @@ def model_card(meta: dict, source: str) -> str:
     if base and "/" in base and not Path(base).expanduser().exists():  # a hub name: the hub links the base
         front.append(f"base_model: {base}")
     front.append("---")
+    transfer = meta.get("transfer") or "f-tis"  # (models saved before the policy was recorded trained with F-TIS)
     trained = (f"in the swarm `{swarm}` (each peer trains on its own groups and on groups other peers shared: "
-               "token ids and log-probabilities, weighted by F-TIS)" if swarm else "alone (no swarm)")
+               f"token ids and log-probabilities, taught by the transfer policy `{transfer}`)" if swarm
+               else "alone (no swarm)")
     lines = [*front, "", f"# {Path(source).name or 'model'}, trained with swarm-node", "",
              f"Fine-tuned from `{base}`{' through a LoRA adapter (merged here)' if meta.get('lora') else ''} by "
              f"reinforcement learning (GRPO-style groups) on the task `{task}` for {meta.get('steps', 0)} steps, "

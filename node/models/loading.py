@@ -67,14 +67,15 @@ def saved_model_folder(name: str) -> Path | None:
 
 
 def trained_on(task: TaskConfig, evaluation: EvalConfig, steps: int = 0, accuracy: dict | None = None,
-               swarm: str = "") -> dict:
+               swarm: str = "", transfer: str = "") -> dict:
     """What a model was trained on, for swarm-model.json: the task and how it was evaluated (`swarm eval` of
-    the saved model defaults to them: `eval_defaults`), its steps, its latest held-out accuracy and the swarm
-    it trained with ("" alone): what `swarm export` writes into the model card."""
+    the saved model defaults to them: `eval_defaults`), its steps, its latest held-out accuracy, the swarm
+    it trained with ("" alone) and the transfer policy that decided what received groups taught it: what
+    `swarm export` writes into the model card."""
     return {"task": {"name": task.name, "data_files": task.data_files},
             "eval": {"task": evaluation.task, "prompts": evaluation.prompts, "samples": evaluation.samples,
                      "splits": list(evaluation.splits)},
-            "steps": steps, "accuracy": dict(accuracy or {}), "swarm": swarm}
+            "steps": steps, "accuracy": dict(accuracy or {}), "swarm": swarm, "transfer": transfer}
 
 
 def eval_defaults(meta: dict) -> dict[str, dict]:

@@ -6,7 +6,7 @@
 - "bpe": a byte-pair-encoding vocabulary of `BPE_VOCAB` tokens over the same alphabet, learnt with the
   `tokenizers` library from a seeded corpus of the project's own task text (merges such as "1", "12", "+1"):
   other ids, other boundaries, the same text. A peer using it shares no token ids with the "char" peers, as a
-  SmolLM2 or Qwen peer would not: what cross-tokenizer training (node/rl/ftis.py, sequence rows) is for.
+  SmolLM2 or Qwen peer would not: what cross-tokenizer training (node/rl/transfer, sequence rows) is for.
 """
 from __future__ import annotations
 

@@ -151,7 +151,9 @@ class Checkpointer:
 def trained_with(peer: Peer, steps_done: int, accuracy: dict) -> dict:
     """swarm-model.json's record of how this peer's model was trained (node/models/loading.py trained_on)."""
     cfg = peer.cfg
-    return trained_on(cfg.task, cfg.eval, steps_done, accuracy, cfg.swarm.name if peer.exchange is not None else "")
+    swarm = peer.exchange is not None
+    return trained_on(cfg.task, cfg.eval, steps_done, accuracy, cfg.swarm.name if swarm else "",
+                      cfg.transfer.policy if swarm else "")
 
 
 def save_outputs(peer: Peer, out: Path, steps_done: int = 0, accuracy: dict | None = None) -> Path:

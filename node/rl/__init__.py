@@ -1,2 +1,3 @@
-"""Reinforcement learning: groups into training tensors with group-relative advantages (batching.py), the
-F-TIS loss as a pure function (ftis.py), and the learner that takes one optimiser step (learner.py)."""
+"""Reinforcement learning: what a group teaches (transfer/: the named transfer policies, the guard in front of
+them, a batch's plan), groups into training tensors (batching.py), the clipped objective (loss.py), the harm
+detector's head gradients (alignment.py) and the learner that takes the optimiser steps (learner.py)."""

@@ -4,7 +4,7 @@ A sender's card names where its tokenizer comes from (a zoo kind, or a hub token
 never a download on a peer's word); the receiver builds it, checks its size against the card and keeps it in a
 small bounded cache. A foreign completion is decoded to text with the sender's tokenizer and re-tokenized with
 ours; it carries the sender's total behaviour log-probability spread over our tokens and trains with one
-sequence-level weight (node/rl/ftis.py).
+sequence-level weight (node/rl/transfer).
 """
 from __future__ import annotations
 

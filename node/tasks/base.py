@@ -43,7 +43,7 @@ class Task(Protocol):
         """Verifiable reward in [0, 1] of a decoded completion; `finished` is False for a length cut-off.
 
         Where completions show their work, check the work too, not only the answer: received completions are
-        re-scored with this, and F-TIS-gated's floor (`loss.received_floor`) lifts every received completion
+        re-scored with this, and verified-imitation's floor (node/rl/transfer) lifts every received completion
         scored right, so a verifier that reads only the answer lets made-up work ride on it (docs/SECURITY.md,
         "Made-up work"; `digits` checks its steps, `work_fits`)."""
         ...
@@ -60,7 +60,7 @@ def completion_cap(task: Task) -> int:
 
 def checks_work(task: Task) -> bool:
     """Whether the task's verifier checks the work a completion shows (its `checks_work`; default False): only
-    then may a received right answer be lifted to weight 1 (loss.received_floor), since a verifier that reads
+    then may a received right answer be lifted to weight 1 (verified-imitation's floor), since a verifier that reads
     only the answer lets made-up text ride on it (docs/SECURITY.md, "Made-up work")."""
     return bool(getattr(task, "checks_work", False))
 

@@ -3,13 +3,14 @@ import pytest
 import torch
 from transformers.generation.logits_process import TopPLogitsWarper
 
-from node.config import GenerationConfig, LossConfig
+from node.config import GenerationConfig
 from node.generation.rollouts import Group, split_completion
 from node.generation.transformers_backend import TransformersBackend
 from node.models.loading import encode_prompt
 from node.rl.batching import build_batch
-from node.rl.ftis import divergence, importance_weights
 from node.rl.learner import sequence_logprobs
+from node.rl.transfer.base import clamped_weights
+from node.rl.transfer.guard import divergence
 from node.tasks import get_task
 
 
@@ -133,10 +134,10 @@ def test_the_learner_and_the_generator_agree_on_own_groups(tiny, temperature):
     prompts = [encode_prompt(tok, it) for it in items]
     outputs, _ = backend.generate(prompts, group_size=4, seed=3)
     groups = [Group(it, p, c) for it, p, c in zip(items, prompts, outputs, strict=True)]
-    batch = build_batch(groups, backend.pad_id, eps_std=1e-4, drop_zero_variance=False)
+    batch = build_batch(groups, [], backend.pad_id, lambda rewards, _: [0.0] * len(rewards), drop_flat=False)
     with torch.no_grad():
         logp = sequence_logprobs(model, batch, temperature)
-    w = importance_weights(logp, batch.logp_gen, LossConfig(variant="tis"))
+    w = clamped_weights(logp - batch.logp_gen, max_log_ratio=20.0, cap=None)
     d_sum, _ = divergence(logp, batch.logp_gen, batch.mask.float())
     assert batch.mask.sum() >= 24
     assert torch.allclose(w[batch.mask], torch.ones_like(w[batch.mask]), atol=1e-5), w[batch.mask]

@@ -31,8 +31,10 @@ def test_an_honest_record_becomes_our_group_rescored_by_our_verifier(victim):
              for ids, claimed in ((right, 0.0), (wrong, 1.0), (right, 0.0))]
     raw = encode_group(WireGroup("arith", victim.task.version, "train", 5, victim.prompt(5), comps, victim.card,
                                  3, NOW - 1))
-    group = admit(raw, receiver(victim), NOW)
-    assert group.item == item and group.prompt_ids == victim.prompt(5) and not group.own and not group.foreign
+    received = admit(raw, receiver(victim), NOW, sender=b"them")
+    group = received.group
+    assert group.item == item and group.prompt_ids == victim.prompt(5) and not received.foreign
+    assert received.sender == b"them" and not received.work_checked and received.greedy is None  # arith: answers
     assert group.rewards == [1.0, 0.0, 1.0]
     assert [c.token_ids for c in group.completions] == [right, wrong, right]
     assert group.completions[0].logprobs == pytest.approx([-0.5] * len(right), abs=1e-3)  # float16 on the wire
@@ -70,7 +72,8 @@ def test_a_stop_must_end_in_an_end_token_and_a_foreign_tokenizer_must_be_allowed
 def test_the_two_steps_are_admit(victim):
     rx, raw = receiver(victim), hostile.plain(victim, 9, created=NOW)
     wire, foreign = decode_received(raw, rx)
-    assert foreign is None and rebuild_received(wire, foreign, rx, NOW).rewards == admit(raw, rx, NOW).rewards
+    assert foreign is None
+    assert rebuild_received(wire, foreign, rx, NOW).group.rewards == admit(raw, rx, NOW).group.rewards
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -80,7 +83,7 @@ def test_whatever_the_bytes_the_answer_is_a_group_or_a_record_error(victim, data
     for _ in range(data.draw(st.integers(1, 8))):
         raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
     try:
-        group = admit(bytes(raw), receiver(victim), NOW)
+        group = admit(bytes(raw), receiver(victim), NOW).group
     except RecordError:
         return
     assert all(r in (0.0, 1.0) for r in group.rewards) and len(group.completions) >= 2

@@ -33,7 +33,7 @@ from protocol.codec import (
 IDENTITIES = itertools.count()
 
 
-def peer(hub, name, model="tiny-add", **swarm):
+def peer(hub, name, model="tiny-add", transfer="auto", **swarm):
     """A zoo peer in the in-memory swarm that reads every announcement shard each step and (unless told)
     trains on every valid group, informative or not, so that these tests count what flows. Its seed comes from
     its name: peers draw prompts of their own, as real peers do (two peers with one seed draw the same task
@@ -42,7 +42,8 @@ def peer(hub, name, model="tiny-add", **swarm):
                         "train": {"group_policy": "fixed", "group_size": 4, "prompts_per_step": 4,
                                   "seed": zlib.crc32(name.encode()) % 1000},
                         "swarm": {"gather_deadline": 0.2, "shards_per_step": ANNOUNCE_SHARDS,
-                                  "informative_only": False, **swarm}})
+                                  "informative_only": False, **swarm},
+                        "transfer": {"policy": transfer}})
     return Peer(cfg, transport=hub.transport(name))
 
 
@@ -121,10 +122,10 @@ def test_received_rewards_are_rescored_locally(hub_and_peers):
         c.reward = 1.0
     publish_bundles(hub, "liar", groups=pack_bundle([claimed.SerializeToString()], 10**6)[0])
     result = gather(a, budget=100, sender_cap=1000)
-    assert len(result.groups) == 1 and result.groups[0].item.ref.index == claimed.task.index
-    rescored = result.groups[0].completions
+    assert len(result.groups) == 1 and result.groups[0].group.item.ref.index == claimed.task.index
+    rescored = result.groups[0].group.completions
     assert [c.reward for c in rescored] == truth  # our verifier's rewards, not the claimed 1.0s
-    assert all(c.reward == score_completion(a.task, result.groups[0].item, c) for c in rescored)
+    assert all(c.reward == score_completion(a.task, result.groups[0].group.item, c) for c in rescored)
     hub.transport("liar").withdraw()
     hub.served["b"] = honest
 
@@ -247,7 +248,7 @@ def test_a_small_swarm_is_read_whole_only_now_and_then():
     gather(a, 8, 64)  # still alone: whole again
     b.step(0)
     gather(a, 8, 64)  # and there is b
-    assert [len(r) for r in reads] == [64, 64, 64] and len(a.exchange.senders.live(now[0])) == 1
+    assert [len(r) for r in reads] == [64, 64, 64] and len(a.exchange.ledger.live(now[0])) == 1
     for _ in range(8):
         now[0] += 2.0
         gather(a, 8, 64)
@@ -322,12 +323,12 @@ def test_a_restarted_peers_own_groups_again_are_duplicates_not_replays(victim):
     a.step(0)
     original = latest_records(hub, "a")
     assert b.step(0).swarm.groups_used == 4
-    sender = next(iter(b.exchange.senders.known))
+    sender = next(iter(b.exchange.ledger.known))
     publish_bundles(hub, "a", groups=pack_bundle([hostile.restamped(r, 0, hub.clock()) for r in original],
                                                  3 << 20)[0])  # "a" again, as after its restart
     again = b.step(1).swarm
     assert (again.duplicates, again.rejected, again.groups_used) == (4, {}, 0)
-    assert b.exchange.senders.known[sender].failures == 0  # not backed off, not a newcomer again for it
+    assert b.exchange.ledger.known[sender].failures == 0  # not backed off, not a newcomer again for it
     publish(hub, "m", [hostile.restamped(r, 0, hub.clock()) for r in original])  # anyone else: replays
     other = b.step(2).swarm
     assert other.rejected == {"replay": 4} and other.duplicates == 0
@@ -397,19 +398,19 @@ def test_uninformative_received_groups_are_counted_not_trained_on():
     used = gather(picky, budget=100, sender_cap=1000)
     plain = gather(everything, budget=100, sender_cap=1000)
     assert len(plain.groups) == 16 and plain.uninformative == 0
-    assert everything.cfg.swarm.received_baseline == "sender"  # auto, on a task that reads only the answer ...
-    assert not any(g.work_checked for g in plain.groups)  # ... whose rows the floor never lifts
-    mixed = [g for g in plain.groups if len(set(g.rewards)) > 1]
+    assert everything.transfer.name == "f-tis"  # auto, on a task that reads only the answer ...
+    assert not any(r.work_checked for r in plain.groups)  # ... whose rows no floor would lift
+    mixed = [r.group for r in plain.groups if len(set(r.group.rewards)) > 1]
     assert 0 < len(mixed) < 16  # both kinds were sent
-    assert sorted(g.item.ref.index for g in used.groups) == sorted(g.item.ref.index for g in mixed)
+    assert sorted(r.group.item.ref.index for r in used.groups) == sorted(g.item.ref.index for g in mixed)
     assert used.uninformative == 16 - len(mixed) and used.rejected == {}
-    # swarm.received_baseline = greedy: a group right everywhere can teach where our greedy answer fails (its
-    # baseline is ours, not its own), so only groups with nothing right are left out
-    baseline = peer(hub, "baseline", informative_only=True, received_baseline="greedy")
+    # verified-imitation: a group right everywhere can teach where our greedy answer fails (its baseline is ours,
+    # not its own), so only groups with nothing right are left out
+    baseline = peer(hub, "baseline", transfer="verified-imitation", informative_only=True)
     kept = gather(baseline, budget=100, sender_cap=1000)
-    useful = [g for g in plain.groups if max(g.rewards) > 0]
+    useful = [r.group for r in plain.groups if max(r.group.rewards) > 0]
     assert len(useful) > len(mixed)  # some groups were right everywhere
-    assert sorted(g.item.ref.index for g in kept.groups) == sorted(g.item.ref.index for g in useful)
+    assert sorted(r.group.item.ref.index for r in kept.groups) == sorted(g.item.ref.index for g in useful)
     assert kept.uninformative == 16 - len(useful)
 
 
@@ -431,8 +432,9 @@ def test_groups_flow_between_peers_with_different_tokenizers():
     raw = latest_records(hub, "char")
     sent = list(pb.Group.FromString(raw[0]).completions)
     bpe.exchange.seen = BoundedSet(10)  # forget what was handled, to rebuild the same record again
-    group = bpe.exchange._accept(GatherResult(), b"char", raw[0], WorkBudget(10, 10**9, 10.0))
-    assert group is not None and group.foreign and not group.own
+    received = bpe.exchange._accept(GatherResult(), b"char", raw[0], WorkBudget(10, 10**9, 10.0))
+    assert received is not None and received.foreign and received.sender == b"char"
+    group = received.group
     assert group.prompt_ids == bpe.loaded.tokenizer(group.item.prompt).input_ids
     for c, s in zip(group.completions, sent, strict=True):
         text = char.loaded.tokenizer.decode(np.frombuffer(s.token_ids, "<u1").tolist(), skip_special_tokens=True)
@@ -486,12 +488,12 @@ def test_hostile_foreign_tokenizer_records_are_refused(record, reason):
     publish_bundles(hub, "forger", card=bpe_card(), groups=pack_bundle([record(hub), honest], 10**6)[0])
     result = gather(victim, budget=100, sender_cap=1000)
     assert result.rejected == {reason: 1} and len(result.groups) == 1
-    assert result.groups[0].foreign and result.groups[0].item.ref.index == 905
+    assert result.groups[0].foreign and result.groups[0].group.item.ref.index == 905
     assert victim.step(1).loss.sequences > 0  # and the peer trains on
 
 
 def test_the_floor_lifts_a_partners_right_work_but_not_made_up_work():
-    """F-TIS-gated's floor (loss.received_floor) against a sender of right answers after made-up work (random
+    """verified-imitation's floor against a sender of right answers after made-up work (random
     characters, and another problem's right steps): the digits verifier checks the work, so those answers earn
     nothing, their groups carry no signal and nothing is lifted (nothing refused either: they are honest-looking
     records); an honest partner's right completions are lifted."""
@@ -502,10 +504,10 @@ def test_the_floor_lifts_a_partners_right_work_but_not_made_up_work():
                             "train": {"group_policy": "fixed", "group_size": 8, "prompts_per_step": prompts,
                                       "seed": zlib.crc32(name.encode()) % 1000},
                             "swarm": {"gather_deadline": 0.2, "shards_per_step": ANNOUNCE_SHARDS}})
-        return Peer(cfg, transport=hub.transport(name))  # (F-TIS-gated: the defaults where the work is checked)
+        return Peer(cfg, transport=hub.transport(name))  # (verified-imitation: auto where the work is checked)
 
     victim = digits_peer("victim", "digit-add", 2)
-    assert victim.cfg.swarm.received_baseline == "greedy" and victim.cfg.loss.received_floor == 1.0
+    assert victim.transfer.name == "verified-imitation" and victim.transfer.floor == 1.0
     v = hostile.victim_for("digit-add", "digits", max_new_tokens=64)
     differences = [i for i in range(100) if v.task.problem("train", i)[1] == "-"][:6]  # digit-add's greedy fails
     made_up = [hostile.made_up_work(v, i, hub.clock(), work=("random", "other")[k % 2])
@@ -562,7 +564,7 @@ def test_a_peer_that_dies_stops_being_counted_and_alone_is_said():
         said.append(presence.update(counts[-1]))
     assert counts[0] <= 1 and counts[1:] == [0] * 7
     assert any(line and line.startswith("alone:") for line in said[:7])
-    assert len(a.exchange.senders.live(hub.clock())) == 1  # still in the directory: only presence changed
+    assert len(a.exchange.ledger.live(hub.clock())) == 1  # still in the directory: only presence changed
     b.step(1)  # it comes back and announces again
     assert gather(a, budget=8, sender_cap=8).peers == 1
 

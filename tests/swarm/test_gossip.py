@@ -46,9 +46,9 @@ def test_a_sender_never_read_in_the_dht_is_found_and_pulled_through_a_view():
     assert served[0].subkey == b"b" and b"a" in {e.subkey for e in served}
     a.step(1)
     gather(c, 16, 64)  # c learns b from the DHT, pulls b's view at its next step
-    assert b"a" not in c.exchange.senders.known
+    assert b"a" not in c.exchange.ledger.known
     result = gather(c, 16, 64)
-    assert b"a" in c.exchange.senders.known, "a was learned through b's view"
+    assert b"a" in c.exchange.ledger.known, "a was learned through b's view"
     assert result.taken.get(b"a", 0) > 0, result  # and its groups pulled and used in the same step
     assert c.exchange.gossip.pulled == 1  # one view pull (b's) was all it took
 
@@ -67,11 +67,11 @@ def test_a_forged_view_entry_is_refused_and_a_real_one_passed_on_is_taken():
     gather(c, 8, 64)
     result = gather(c, 8, 64)  # c pulls m's view: the forged entry
     assert result.rejected["signature"] == 1, result.rejected
-    assert b"a" not in c.exchange.senders.known
+    assert b"a" not in c.exchange.ledger.known
     hub.transport("m").serve("view", pack_view([real]))  # a's own entry, passed on unaltered: taken
     c.step(1)
     c.step(2)
-    assert c.exchange.senders.known[b"a"].announcement.peer_id == "a"
+    assert c.exchange.ledger.known[b"a"].announcement.peer_id == "a"
     assert c.exchange.directory.read_before(real.value)
 
 
@@ -87,7 +87,7 @@ def test_a_peer_whose_view_pull_fails_leaves_the_view_and_stays_a_sender_until_i
     b.step(3)
     assert b"a" not in b.exchange.gossip.membership.view
     assert b.exchange.gossip.missed >= 1
-    assert b"a" in b.exchange.senders.known  # its groups are still pulled: a view miss says nothing of them
+    assert b"a" in b.exchange.ledger.known  # its groups are still pulled: a view miss says nothing of them
 
 
 def counted_reads(p) -> list[int]:
@@ -130,7 +130,7 @@ def test_gossip_off_is_the_directory_alone():
     b.step(0)
     a.step(1)
     assert a.exchange.gossip is None and hub.served["a"].latest("view") is None
-    assert b"b" in a.exchange.senders.known
+    assert b"b" in a.exchange.ledger.known
 
 
 def test_a_newcomers_push_makes_a_peer_that_never_read_it_learn_it_at_its_next_step():
@@ -143,9 +143,9 @@ def test_a_newcomers_push_makes_a_peer_that_never_read_it_learn_it_at_its_next_s
     n.step(0)  # reads the DHT (a and b), and at its next step pushes to them: a newcomer (no sender
     n.step(1)  # established) pushes to up to NEWCOMER_PUSH_FANOUT = 3 a step
     assert {name for name in ("a", "b") if "n" in hub.hellos[name]} == {"a", "b"}
-    assert b"n" not in a.exchange.senders.known
+    assert b"n" not in a.exchange.ledger.known
     gather(a, 16, 64)
-    assert b"n" in a.exchange.senders.known and a.exchange.gossip.heard == 1
+    assert b"n" in a.exchange.ledger.known and a.exchange.gossip.heard == 1
 
 
 def test_a_step_with_pushes_from_more_peers_than_the_limit_takes_none():
@@ -161,11 +161,11 @@ def test_a_step_with_pushes_from_more_peers_than_the_limit_takes_none():
     assert len(hub.hellos["a"]) == 4
     a.step(1)
     assert a.exchange.gossip.flooded == 1 and a.exchange.gossip.heard == 0
-    assert not a.exchange.senders.known
+    assert not a.exchange.ledger.known
     for p in pushers[:3]:  # at the limit, all are taken
         hub.transport(p.exchange.transport.peer_id).hello_async("a")
     a.step(2)
-    assert a.exchange.gossip.heard == 3 and len(a.exchange.senders.known) == 3
+    assert a.exchange.gossip.heard == 3 and len(a.exchange.ledger.known) == 3
 
 
 def test_a_push_whose_view_names_another_peer_first_is_not_taken():
@@ -182,10 +182,10 @@ def test_a_push_whose_view_names_another_peer_first_is_not_taken():
     hub.transport("m").hello_async("a")
     assert list(hub.hellos["a"]) == ["m"]
     a.step(1)
-    assert a.exchange.gossip.heard == 0 and b"m" not in a.exchange.senders.known  # (v's genuine entry may be
+    assert a.exchange.gossip.heard == 0 and b"m" not in a.exchange.ledger.known  # (v's genuine entry may be
     hub.transport("v").hello_async("a")  # v's own push: taken                     learned, as from any view)
     a.step(2)
-    assert a.exchange.gossip.heard == 1 and b"v" in a.exchange.senders.known
+    assert a.exchange.gossip.heard == 1 and b"v" in a.exchange.ledger.known
 
 
 def test_with_a_full_view_a_hung_directory_read_costs_the_step_nothing():
@@ -230,7 +230,7 @@ def test_a_newcomer_the_directory_refuses_is_still_found_and_pulled():
     n.step(1)  # it read a in the directory, and pushes to it
     assert list(hub.hellos["a"]) == ["n"]
     taken = a.step(1).swarm.pushes  # a takes the push: learns n from n's own signed entry
-    assert b"n" in a.exchange.senders.known and taken == 1  # (and its step's metrics say so)
+    assert b"n" in a.exchange.ledger.known and taken == 1  # (and its step's metrics say so)
     n.step(2)
     result = gather(a, 16, 64)
     assert result.taken.get(b"n", 0) > 0, result
@@ -277,7 +277,7 @@ def test_a_drained_view_refills_from_established_senders_without_a_directory_rea
     q = peer(hub, "q", pull_peers=2)
     steps_among(q, others, 6)
     gossip = q.exchange.gossip
-    vouched = q.exchange._vouched(hub.clock())
+    vouched = q.exchange.ledger.vouched(hub.clock())
     assert len(vouched) >= 2 and {s for s in vouched if s in gossip.held} == set(vouched), (vouched, gossip.held)
     reads, checks = counted_reads(q), []
     verify = q.exchange.transport.verify

@@ -105,14 +105,14 @@ def test_identities_that_behave_then_poison_lose_their_place_and_never_reach_the
                 result = peer.step(step)
                 rewards[i].append(result.reward)
                 distrusted_rows[i].append(result.loss.distrusted)
-                if all_distrusted_at[i] is None and hostile_ids <= set(peer.exchange.senders.distrusted):
+                if all_distrusted_at[i] is None and hostile_ids <= set(peer.exchange.ledger.distrusted):
                     all_distrusted_at[i] = step
                 if step == BEHAVE - 1:
-                    established_at_switch[i] = sum(s.established for s in peer.exchange.senders.known.values()
+                    established_at_switch[i] = sum(s.established for s in peer.exchange.ledger.known.values()
                                                    if s.announcement.peer_id in hostile_ids)
         for i, peer in enumerate(peers):
             assert established_at_switch[i] >= 2, "the attack needs established identities to mean anything"
-            assert set(peer.exchange.senders.distrusted) == hostile_ids  # all four, nobody honest
+            assert set(peer.exchange.ledger.distrusted) == hostile_ids  # all four, nobody honest
             assert all_distrusted_at[i] is not None and all_distrusted_at[i] < BEHAVE + AFTER
             assert sum(distrusted_rows[i][:BEHAVE]) == 0 and sum(distrusted_rows[i][BEHAVE:]) > 0
             # nothing of theirs is pulled once distrusted: the steps after that train on no distrusted row

@@ -71,7 +71,7 @@ def test_a_newcomer_trains_on_received_groups_within_two_steps(squatted):
         assert boot.peer_id not in asked and {d.peer_id for d in dhts[:3]} & set(asked[:2]), asked
         for p in peers:
             p.step(WARM + 2)
-        knows = [dhts[3].own_subkey in p.exchange.senders.known for p in peers]
+        knows = [dhts[3].own_subkey in p.exchange.ledger.known for p in peers]
         assert all(knows), knows
     finally:
         for p in [*peers, newcomer]:

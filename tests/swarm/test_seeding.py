@@ -143,7 +143,7 @@ def test_without_a_bootstrap_view_the_newcomer_falls_back_to_the_whole_directory
     newcomer.step(0)
     newcomer.step(1)
     assert reads[:2] == [1, ANNOUNCE_SHARDS], reads  # the seed answered nothing: the next step reads it all
-    assert newcomer.exchange.gossip.seed_failed and newcomer.exchange.senders.known
+    assert newcomer.exchange.gossip.seed_failed and newcomer.exchange.ledger.known
 
 
 def test_a_forged_entry_in_a_bootstrap_view_is_refused():

@@ -1,7 +1,7 @@
 """Who a peer pulls from: discovery memory, weighted choice with exploration, exponential back-off."""
 import random
 
-from node.swarm.senders import ESTABLISHED_AFTER, EXPLORE, Senders, backoff_steps
+from node.swarm.senders import ESTABLISHED_AFTER, EXPLORE, SenderLedger, backoff_steps
 from protocol.codec import Announcement, BundleRef, WireCard, bundle_digest
 
 CARD = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0")
@@ -18,7 +18,7 @@ def test_back_off_doubles_and_is_capped():
 
 
 def test_a_failing_sender_sits_out_and_a_good_one_is_preferred():
-    senders = Senders(capacity=10, rng=random.Random(0))
+    senders = SenderLedger(capacity=10, rng=random.Random(0))
     for name in ("good", "plain", "bad"):
         senders.learn(name.encode(), announcement(name), expires=1000.0)
         senders.known[name.encode()].informative_pulls = ESTABLISHED_AFTER  # all three established: one pool
@@ -41,7 +41,7 @@ def test_a_failing_sender_sits_out_and_a_good_one_is_preferred():
 
 
 def test_memory_is_bounded_and_follows_the_dht():
-    senders = Senders(capacity=2, rng=random.Random(0))
+    senders = SenderLedger(capacity=2, rng=random.Random(0))
     for i, name in enumerate(("a", "b", "c")):
         senders.learn(name.encode(), announcement(name), expires=10.0 + i)
     assert list(senders.known) == [b"b", b"c"]  # the oldest forgotten beyond capacity
@@ -56,7 +56,7 @@ def test_memory_is_bounded_and_follows_the_dht():
 
 
 def test_established_senders_are_pulled_first_and_newcomers_keep_their_exploration_slots():
-    senders = Senders(capacity=100, rng=random.Random(0))
+    senders = SenderLedger(capacity=100, rng=random.Random(0))
     honest = [f"honest-{i}".encode() for i in range(10)]
     for name in honest:
         senders.learn(name, announcement(name.decode()), expires=1000.0)
@@ -68,7 +68,7 @@ def test_established_senders_are_pulled_first_and_newcomers_keep_their_explorati
     for _ in range(200):  # fifty newcomers cannot crowd out established senders; exploration goes on
         chosen = senders.choose(now=0.0, step=1, k=8, busy=set(), explore=2)
         assert len(chosen) == 8 and sum(c in sybils for c in chosen) == 2
-    few = Senders(capacity=100, rng=random.Random(0))  # two established: newcomers fill what they leave
+    few = SenderLedger(capacity=100, rng=random.Random(0))  # two established: newcomers fill what they leave
     for name in honest[:2]:
         few.learn(name, announcement(name.decode()), expires=1000.0)
         for _ in range(ESTABLISHED_AFTER):
@@ -89,7 +89,7 @@ def test_established_senders_are_pulled_first_and_newcomers_keep_their_explorati
 
 
 def test_identities_naming_one_peer_id_are_pulled_as_one():
-    senders = Senders(capacity=100, rng=random.Random(0))
+    senders = SenderLedger(capacity=100, rng=random.Random(0))
     for i in range(20):  # twenty identities announcing the same peer (a victim's, say)
         senders.learn(f"alias-{i}".encode(), announcement(f"alias-{i}", peer_id="the-peer"), expires=1000.0)
     senders.learn(b"other", announcement("other"), expires=1000.0)
@@ -100,7 +100,7 @@ def test_identities_naming_one_peer_id_are_pulled_as_one():
 
 
 def test_establishment_is_lost_to_refused_records_and_for_good_to_evidence():
-    senders = Senders(capacity=10, rng=random.Random(0))
+    senders = SenderLedger(capacity=10, rng=random.Random(0))
     for name, peer in (("a", "A"), ("b", "B"), ("b2", "B")):  # b2: a second identity naming b's peer id
         senders.learn(name.encode(), announcement(name, peer_id=peer), expires=1000.0)
         senders.known[name.encode()].informative_pulls = ESTABLISHED_AFTER
@@ -120,7 +120,7 @@ def test_establishment_is_lost_to_refused_records_and_for_good_to_evidence():
 
 
 def test_a_harmful_sender_is_demoted_for_a_while_then_tried_afresh():
-    senders = Senders(capacity=10, rng=random.Random(0))
+    senders = SenderLedger(capacity=10, rng=random.Random(0))
     for name, peer in (("a", "A"), ("b", "B"), ("b2", "B")):  # b2: a second identity naming b's peer id
         senders.learn(name.encode(), announcement(name, peer_id=peer), expires=1000.0)
         senders.known[name.encode()].informative_pulls = ESTABLISHED_AFTER
@@ -138,7 +138,7 @@ def test_a_harmful_sender_is_demoted_for_a_while_then_tried_afresh():
 
 
 def test_a_sender_is_present_until_a_pull_fails_and_again_when_it_announces_or_answers():
-    senders = Senders(capacity=10, rng=random.Random(0))
+    senders = SenderLedger(capacity=10, rng=random.Random(0))
     for name in ("alive", "dead", "rude"):
         senders.learn(name.encode(), announcement(name), expires=1000.0)
     senders.failed(b"dead", step=3)  # did not answer: its announcement is still live, but it is not counted
@@ -159,3 +159,47 @@ def test_a_sender_is_present_until_a_pull_fails_and_again_when_it_announces_or_a
     senders.succeeded(b"dead", informative_share=1.0)  # a pull that worked: back too
     assert b"dead" in senders.present(now=0.0)
     assert senders.present(now=2000.0) == []  # expired announcements are forgotten
+
+
+def test_the_ledger_keeps_each_senders_evidence_and_answers_whose_rows_are_cut_this_step():
+    """What the learner reports once a plan is made (node/rl/transfer/guard.py): each sender's log-evidence of
+    the step. The ledger adds it to the sender's CUSUM (a negative past counts as 0) and answers the senders whose
+    rows give no gradient: the one whose statistic reached the bound now, and any identity of a peer id
+    distrusted before."""
+    from node.config import TrustConfig
+
+    ledger = SenderLedger(capacity=10, rng=random.Random(0), trust=TrustConfig(sender_bound=20.0))
+    for name, peer in (("a", "A"), ("b", "B"), ("b2", "B"), ("c", "C")):
+        ledger.learn(name.encode(), announcement(name, peer_id=peer), expires=1000.0)
+    ledger.known[b"a"].evidence = -7.0
+    ledger.known[b"b"].evidence = 15.0
+    ledger.begin_step(4)
+    assert ledger.judge_evidence({b"a": 3.0, b"b": 5.5, b"c": -0.5}) == {b"b"}
+    assert [ledger.known[s].evidence for s in (b"a", b"b", b"c")] == [3.0, 20.5, -0.5]
+    assert ledger.verdicts.distrusted == 1 and ledger.verdicts.evidence == 20.5 and list(ledger.distrusted) == ["B"]
+    assert ledger.judge_evidence({b"b2": -1.0}) == {b"b2"}  # peer B's other identity: cut, not told twice
+    assert ledger.verdicts.distrusted == 1
+    assert ledger.judge_evidence({b"gone": 25.0}) == {b"gone"}  # forgotten meanwhile: this step's evidence alone
+    assert ledger.judge_evidence({b"gone": 19.0}) == set()
+    ledger.begin_step(5)
+    assert ledger.verdicts.distrusted == 0 and ledger.verdicts.evidence == 0.0
+
+
+def test_the_ledger_demotes_a_sender_whose_groups_keep_pulling_against_ours():
+    """What the learner reports after an update, with the harm detector on: each sender's cosine with our own
+    groups' head gradient. The ledger bets on it (log(1 - 0.5 clip(2 cos)), a CUSUM) and demotes at the bound."""
+    import math
+
+    from node.config import TrustConfig
+
+    ledger = SenderLedger(capacity=10, rng=random.Random(0), trust=TrustConfig(harm_bound=5.0, demote_steps=50))
+    for name in ("with", "against"):
+        ledger.learn(name.encode(), announcement(name), expires=1000.0)
+    assert ledger.watches_alignment
+    ledger.begin_step(3)
+    ledger.known[b"against"].harm = 4.8
+    ledger.judge_alignment({b"with": 0.5, b"against": -0.25})
+    assert ledger.known[b"with"].harm == math.log(0.5)
+    assert ledger.demoted == {"against": 54} and ledger.known[b"against"].harm == 0.0  # 4.8 + log 1.25 >= 5
+    assert ledger.verdicts.demoted == 1 and ledger.verdicts.alignments == {"with": 0.5, "against": -0.25}
+    assert not SenderLedger(1, random.Random(0), TrustConfig(harm_bound=0.0)).watches_alignment
