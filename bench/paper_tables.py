@@ -743,8 +743,9 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
                   "evaluations); mechanisms, mean over steps: G (SAGC's group size), straggler rate (own groups "
                   "whose longest completion passed tau x their median), received groups trained on, filtered "
                   "share (received and own rows the policy's filter zeroed), gated (success-gated, "
-                  "verified-imitation: groups left out because our greedy answer was right), floored (received right completions the floor "
-                  "lifted: verified-imitation; '-' where a run predates the count), own step seconds (median).", "",
+                  "verified-imitation: groups left out because our greedy answer was right), floored (received "
+                  "right completions the floor lifted: verified-imitation; '-' where a run predates the count), own "
+                  "step seconds (median).", "",
                   "| peer | cell | seeds | ID AUC | final ID | final OOD | G | straggler rate | received / step | "
                   "filtered share | gated / step | floored / step | step s |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -32,7 +32,7 @@ def test_paired_interval_and_equal_time_interpolation():
 
 def test_plan_shares_alone_runs_across_pairs():
     runs = paper_tables.plan(3, 10, 5, {"ftis"})
-    alone = [r for r in runs if r.variant == "alone"]
+    alone = [r for r in runs if r.policy == "alone"]
     assert len(alone) == 3 * 5  # five zoo models in the four pairs, three seeds
     assert len(runs) - len(alone) == 3 * 4 * 6
     only = paper_tables.plan(3, 10, 5, {"ftis"}, ("tokenizer",), ("alone", "nois", "f-tis"))
@@ -46,10 +46,10 @@ def test_verdict_plan_has_every_control_and_shares_alone_runs():
     primary = paper_tables.VERDICT_PAIRS["complementary"]
     cells = {(r.models, r.label) for r in runs if r.seed == 0 and set(r.models) <= set(primary)}
     assert cells == {((m,), "Alone") for m in primary} | {((m,), "Alone-2x") for m in primary} | {
-        (primary, label) for label in ("NoIS", "F-TIS", "outcome", "F-TIS-seq", "F-TIS-gated", "F-TIS+baseline",
-                                        "F-TIS+floor", "F-TIS-gated-f2")}
+        (primary, label) for label in ("NoIS", "F-TIS", "success-gated", "F-TIS-seq", "verified-imitation",
+                                        "imitation, floor 0", "imitation, floor 2", "F-TIS-or")}
     assert {r.seed for r in runs if r.models == primary} == set(range(8))  # the primary pair: every seed
-    for label in ("NoIS", "F-TIS", "F-TIS-gated"):  # the endpoint's comparisons: every seed
+    for label in ("NoIS", "F-TIS", "verified-imitation"):  # the endpoint's comparisons: every seed
         assert {r.seed for r in runs if r.label == label} == set(range(8)), label
     for label in paper_tables.ABLATION_CELLS:  # the fixes tried and their parts: 3
         assert {r.seed for r in runs if r.label == label} == {0, 1, 2}, label
@@ -59,13 +59,13 @@ def test_verdict_plan_has_every_control_and_shares_alone_runs():
     assert sum(r.models == ("digit-add",) and r.label == "Alone" for r in runs) == 2  # the secondary pairs only
     page = paper_tables.plan(8, 150, 25, {"verdict"}, verdict_pairs=paper_tables.PAGE_PAIRS,
                              verdict_cells=paper_tables.PAGE_CELLS)  # the page's default: no char pair, no fixes
-    assert not {r.label for r in page} & set(paper_tables.ABLATION_CELLS) - {"outcome"}
+    assert not {r.label for r in page} & set(paper_tables.ABLATION_CELLS) - {"success-gated"}
     assert not any(r.models == paper_tables.VERDICT_PAIRS["char"] for r in page)
-    assert {r.seed for r in page if r.label == "outcome"} == {0, 1, 2}  # the cheap baseline: ABLATION_SEEDS
+    assert {r.seed for r in page if r.label == "success-gated"} == {0, 1, 2}  # the cheap baseline: ABLATION_SEEDS
     assert {r.seed for r in page if r.label == "Alone-2x"} == set(range(8))
     few = paper_tables.plan(5, 150, 25, {"verdict"}, verdict_pairs=("complementary",),
-                            verdict_cells=("Alone", "F-TIS-gated"))
-    assert sorted({r.label for r in few}) == ["Alone", "F-TIS-gated"] and len(few) == 5 * 3
+                            verdict_cells=("Alone", "verified-imitation"))
+    assert sorted({r.label for r in few}) == ["Alone", "verified-imitation"] and len(few) == 5 * 3
     double = next(r for r in runs if r.label == "Alone-2x")
     single = next(r for r in runs if r.label == "Alone" and r.models == double.models and r.seed == double.seed)
     assert double.cost == 2 * single.cost
@@ -106,21 +106,43 @@ def test_sagc_time_to_reach_target():
     assert paper_tables.swarm_curve(peers) == [(0.0, pytest.approx(0.1)), (12.0, pytest.approx(0.5))]
 
 
+def test_runs_recorded_under_the_old_names_read_as_the_policies_they_are():
+    """A run recorded before the transfer policies had names (loss.variant and loss settings) is read as the same
+    rule under its current name, so the page's committed runs still fill its cells."""
+    old = {"section": "verdict", "models": ["a", "b"], "variant": "f-tis", "seed": 0, "steps": 5, "eval_every": 5,
+           "settings": [["swarm.received_baseline", "greedy"], ["loss.received_floor", "1"]], "label": "F-TIS-gated"}
+    now = paper_tables.current_run(old)
+    assert (now["policy"], now["settings"], now["label"]) == ("verified-imitation", [], "verified-imitation")
+    f2 = paper_tables.current_run({**old, "settings": [["swarm.received_baseline", "greedy"],
+                                                       ["loss.received_floor", "2"]], "label": "F-TIS-gated-f2"})
+    assert (f2["policy"], f2["settings"], f2["label"]) == ("verified-imitation", [["transfer.floor", "2"]],
+                                                            "imitation, floor 2")
+    seq = paper_tables.current_run({**old, "settings": [["loss.received_weights", "sequence"]], "label": "F-TIS-seq"})
+    assert (seq["policy"], seq["settings"]) == ("f-tis", [["transfer.sequence_weights", "true"]])
+    outcome = paper_tables.current_run({**old, "variant": "outcome", "settings": [], "label": "outcome"})
+    assert (outcome["policy"], outcome["label"]) == ("success-gated", "success-gated")
+    floor_only = paper_tables.current_run({**old, "settings": [["loss.received_floor", "1"]], "label": "F-TIS+floor"})
+    assert floor_only["policy"] not in paper_tables.VERDICT_CELLS  # a rule no policy is: no cell asks for it
+    assert paper_tables.current_run(now) == now
+    cell = dict((label, (policy, settings)) for label, policy, settings in paper_tables.VERDICT_CELLS)
+    assert cell[now["label"]] == (now["policy"], ()) and cell[f2["label"]] == (f2["policy"], (("transfer.floor", "2"),))
+
+
 def test_mixed_tokenizer_plan_and_drawdown():
     runs = paper_tables.plan(3, 10, 5, {"mixed"})
     zoo = paper_tables.MIXED["zoo"]
     assert len(runs) == 3 * (3 + 5) and len({r.key for r in runs}) == len(runs)
     swarm = [r for r in runs if r.models == zoo]
-    assert sorted({(r.label, r.variant) for r in swarm}) == [
+    assert sorted({(r.label, r.policy) for r in swarm}) == [
         ("F-TIS, foreign rows by weight", "f-tis"), ("F-TIS, no demotion", "f-tis"),
         ("cross-tokenizer F-TIS", "f-tis"), ("ratio = 1", "nois"), ("skip foreign", "f-tis")]
     skip = next(r for r in swarm if r.label == "skip foreign")
     assert ("swarm.foreign_tokenizers", "false") in skip.settings and "foreign_tokenizers=false" in skip.key
     off = next(r for r in swarm if r.label == "F-TIS, no demotion")
-    assert ("loss.harm_bound", "0") in off.settings and "harm_bound=0" in off.key
+    assert ("trust.harm_bound", "0") in off.settings and "harm_bound=0" in off.key
     by_weight = next(r for r in swarm if r.label == "F-TIS, foreign rows by weight")
-    assert ("loss.foreign_rows", "weight") in by_weight.settings and "foreign_rows=weight" in by_weight.key
-    assert {r.models for r in runs if r.variant == "alone"} == {(m,) for m in zoo}
+    assert ("transfer.foreign_rows", "weight") in by_weight.settings and "foreign_rows=weight" in by_weight.key
+    assert {r.models for r in runs if r.policy == "alone"} == {(m,) for m in zoo}
     smoke = paper_tables.plan(1, 3, 2, {"mixed"}, smoke=True)  # the smoke run: the first three policies
     assert {r.label for r in smoke if r.models == zoo} == {"skip foreign", "ratio = 1", "cross-tokenizer F-TIS"}
     smol = paper_tables.plan(1, 10, 5, {"mixed"}, mixed=("smollm2",),
@@ -178,15 +200,15 @@ def test_transfer_columns_table_reads_scores_by_operator_and_columns():
 
     results = [{"m": {"cell": "Alone-2x", "start": {"+1": [1.0, 0.0], "-2": [1.0]},
                       "end": {"+1": [1.0, 1.0], "-2": [0.0], "+3": [0.0, 0.0, 1.0]}}},
-               {"m": {"cell": "F-TIS-gated", "start": {"+1": [1.0, 0.0]}, "end": {"+1": [0.0, 1.0], "-2": [1.0]}}}]
+               {"m": {"cell": "verified-imitation", "start": {"+1": [1.0, 0.0]}, "end": {"+1": [0.0, 1.0], "-2": [1.0]}}}]
     assert transfer_columns.table(results, ("m",)) == [
         "| model | operator | cell | 1 col | 2 col | 3 col |", "|---|---|---|---|---|---|",
         "| m | sum | step 0 | 0.50 (2) | - | - |",
         "| m | sum | Alone-2x | 1.00 (2) | - | 0.33 (3) |",
-        "| m | sum | F-TIS-gated | 0.50 (2) | - | - |",
+        "| m | sum | verified-imitation | 0.50 (2) | - | - |",
         "| m | difference | step 0 | - | 1.00 (1) | - |",
         "| m | difference | Alone-2x | - | 0.00 (1) | - |",
-        "| m | difference | F-TIS-gated | - | 1.00 (1) | - |"]
+        "| m | difference | verified-imitation | - | 1.00 (1) | - |"]
 
 
 POOL_SCRIPT = """
