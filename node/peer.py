@@ -86,7 +86,7 @@ class Peer:
     def transfer_line(self) -> str:
         """What a received group teaches this peer, in plain words (the start-up line)."""
         if self.exchange is None and self.transfer.shares:
-            return f"transfer {self.transfer.name}: no swarm, our own groups only"
+            return f"transfer {self.transfer.describe().split(':')[0]}: no swarm, our own groups only"
         line = f"transfer {self.transfer.describe()}"
         if getattr(self.transfer, "floor", 0) and not checks_work(self.task):
             line += f" (task {self.task.name}'s verifier reads only the answer: no received row is lifted)"
