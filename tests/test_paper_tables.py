@@ -200,7 +200,8 @@ def test_transfer_columns_table_reads_scores_by_operator_and_columns():
 
     results = [{"m": {"cell": "Alone-2x", "start": {"+1": [1.0, 0.0], "-2": [1.0]},
                       "end": {"+1": [1.0, 1.0], "-2": [0.0], "+3": [0.0, 0.0, 1.0]}}},
-               {"m": {"cell": "verified-imitation", "start": {"+1": [1.0, 0.0]}, "end": {"+1": [0.0, 1.0], "-2": [1.0]}}}]
+               {"m": {"cell": "verified-imitation", "start": {"+1": [1.0, 0.0]},
+                      "end": {"+1": [0.0, 1.0], "-2": [1.0]}}}]
     assert transfer_columns.table(results, ("m",)) == [
         "| model | operator | cell | 1 col | 2 col | 3 col |", "|---|---|---|---|---|---|",
         "| m | sum | step 0 | 0.50 (2) | - | - |",

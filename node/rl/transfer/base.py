@@ -47,6 +47,8 @@ class Rows:
     group: torch.Tensor  # [N] long: the row's group in the batch
     foreign: torch.Tensor  # [N] bool: a received row re-tokenized from another tokenizer, with tokens left
     work_checked: torch.Tensor  # [N] bool: scored by a verifier that checks the work (node/tasks checks_work)
+    sender: torch.Tensor  # [N] long: the row's index in `senders` (-1: our own rows)
+    senders: tuple[bytes, ...]  # the batch's distinct senders (for a policy that tracks them)
     d_sum: torch.Tensor  # [N] sum over the row of log pi_gen - log pi_theta (D; an estimate of KL(gen || theta))
     d_mean: torch.Tensor  # [N] the same per token
     max_log_ratio: float  # log-ratios are clamped to +-this before exp (loss.max_log_ratio)

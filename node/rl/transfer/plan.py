@@ -51,7 +51,7 @@ def plan_loss(batch, logp_ref: torch.Tensor, policy: TransferPolicy, trust: Trus
         log_ratio = torch.where(foreign[:, None], -kept.d_mean[:, None].expand_as(log_ratio), log_ratio)
     rows = Rows(log_ratio, mask, batch.advantages, own, kept.received, batch.group,
                 foreign & kept.received & mask.any(dim=1),
-                batch.work_checked.bool(), kept.d_sum, kept.d_mean, max_log_ratio)
+                batch.work_checked.bool(), batch.sender, tuple(senders), kept.d_sum, kept.d_mean, max_log_ratio)
     decision = policy.weigh(rows)
     return LossPlan(mask, decision.weight, decision.advantages, plan_metrics(rows, kept, decision), decision.share)
 
