@@ -35,8 +35,8 @@ class FNoIS(FTIS):
     name: ClassVar[str] = "f-nois"
     ignores: ClassVar[tuple[str, ...]] = ("trunc_c", "negative_c", "sequence_weights", "foreign_centering",
                                           "foreign_rows")
-    summary: ClassVar[str] = ("received completions weigh 1; a received row that did worse than its group's mean "
-                              "and diverges by g nats or more teaches nothing")
+    summary: ClassVar[str] = ("received completions weigh 1; a row at or below its group's mean that diverges by g "
+                              "nats or more teaches nothing")
     weighted: ClassVar[bool] = False
 
 
@@ -46,6 +46,6 @@ class FVIS(FTIS):
 
     name: ClassVar[str] = "f-vis"
     ignores: ClassVar[tuple[str, ...]] = ("trunc_c",)
-    summary: ClassVar[str] = ("received completions weigh pi_ours / pi_sender, uncapped; a received row that did "
-                              "worse than its group's mean and diverges by g nats or more teaches nothing")
+    summary: ClassVar[str] = ("received completions weigh pi_ours / pi_sender, uncapped; a row at or below its "
+                              "group's mean that diverges by g nats or more teaches nothing")
     truncated: ClassVar[bool] = False

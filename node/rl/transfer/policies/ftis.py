@@ -22,8 +22,8 @@ class FTIS(TransferPolicy):
     under those weights."""
 
     name: ClassVar[str] = "f-tis"
-    summary: ClassVar[str] = ("received completions weigh pi_ours / pi_sender, at most C; a received row that did "
-                              "worse than its group's mean and diverges by g nats or more teaches nothing")
+    summary: ClassVar[str] = ("received completions weigh pi_ours / pi_sender, at most C; a row at or below its "
+                              "group's mean that diverges by g nats or more teaches nothing")
     weighted: ClassVar[bool] = True  # False: w = 1 on every token (NoIS and F-NoIS)
     truncated: ClassVar[bool] = True  # False: w is not truncated at C (VIS and F-VIS)
     rule: ClassVar[str] = "and"  # the filter: "and" (the paper's), "or" (the seed summary's), "" (none)
