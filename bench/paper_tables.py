@@ -1321,7 +1321,7 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
         "SmolLM2 swarm is scaled down, as it says). Held-out sets (node/evaluation.py): "
         f"{BASE['eval']['prompts']} prompts of each split at item indices training never draws; accuracy is greedy "
         "pass@1 (evaluated as the table above says). The paper's MATH-500 table has the same shape: "
-        "Alone vs F-TIS for each peer of a pair (docs: ../shared ALGORITHMS.md, section 1).", ""]
+        "Alone vs F-TIS for each peer of a pair (the policies: docs/TRANSFER.md).", ""]
     earlier = ran & set(EARLIER_SECTIONS)
     lines = [
         "# Results: does joining the swarm pay?", "",

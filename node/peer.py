@@ -1,6 +1,6 @@
 """One peer's training step: group size -> task -> generate -> reward -> share -> learn -> control.
 
-The loop reads top to bottom like DESIGN.md's list. Sharing (publish ours, gather others') happens only with
+The loop reads top to bottom in that order. Sharing (publish ours, gather others') happens only with
 a transport; received groups arrive already validated and re-scored by node/swarm/exchange.py.
 """
 from __future__ import annotations

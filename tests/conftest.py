@@ -44,7 +44,8 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture(autouse=True)
 def _one_thread():
-    """Tests share 2 cores with other processes: one torch thread each (see FIELD-NOTES)."""
+    """Tests share 2 cores with other processes: one torch thread each (two threads on two busy cores run many
+    times slower)."""
     torch.set_num_threads(1)
 
 

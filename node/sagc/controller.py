@@ -1,4 +1,4 @@
-"""SAGC: straggler-aware group control (ALGORITHMS.md section 2), a small pure controller.
+"""SAGC: straggler-aware group control (docs/SAGC.md), a small pure controller.
 
 It picks each step's group size G from a candidate list to maximise the long-run mean of log2(G) subject to
 a straggler rate <= delta, where a group straggles when max(lengths) / median(lengths) > tau.
