@@ -24,9 +24,9 @@ class VerifiedImitation(FTIS):
     are F-TIS's, which this class extends)."""
 
     name: ClassVar[str] = "verified-imitation"
-    summary: ClassVar[str] = ("a partner's right answers on prompts our greedy answer gets wrong are learned at "
-                              "weight >= floor (its advantage r - b, b our greedy reward); its wrong ones teach "
-                              "nothing; our own groups as f-tis")
+    summary: ClassVar[str] = ("a partner's right answers on prompts our greedy answer gets wrong are imitated at "
+                              "weight 1 or more (advantage r - b, b our greedy answer's reward); its wrong ones "
+                              "teach nothing; our own groups as f-tis")
     asks_greedy: ClassVar[bool] = True
 
     floor: float = 1.0  # a received right row weighs at least this (at most trunc_c)
