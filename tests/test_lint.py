@@ -52,12 +52,12 @@ def test_the_import_contracts_hold():
     out = subprocess.run([*LINT_IMPORTS, "--no-cache"], capture_output=True, text=True, timeout=300, cwd=ROOT,
                          check=False)
     assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
-    assert "5 kept, 0 broken" in out.stdout
+    assert "6 kept, 0 broken" in out.stdout
 
 
 def test_an_import_against_the_layers_fails_with_the_contracts_name(tmp_path):
-    """The contracts can fail: the node with the trust boundary's reader importing the peer, or its group
-    boundary the network, breaks them."""
+    """The contracts can fail: the node with the trust boundary's reader importing the peer, its group boundary
+    the network, or the transfer room the sender ledger, breaks them."""
     import shutil
 
     for part in ("node", "protocol"):
@@ -67,6 +67,8 @@ def test_an_import_against_the_layers_fails_with_the_contracts_name(tmp_path):
         handle.write("\nimport node.peer  # noqa: E402,F401\n")
     with open(tmp_path / "node" / "swarm" / "boundary.py", "a") as handle:  # and the group boundary the network
         handle.write("\nimport node.swarm.dht  # noqa: E402,F401\n")
+    with open(tmp_path / "node" / "rl" / "transfer" / "guard.py", "a") as handle:  # and the room the swarm
+        handle.write("\nimport node.swarm.senders  # noqa: E402,F401\n")
     out = subprocess.run([*LINT_IMPORTS, "--no-cache"], capture_output=True, text=True, timeout=300, cwd=tmp_path,
                          env={**os.environ, "PYTHONPATH": str(tmp_path)}, check=False)
     assert out.returncode != 0
@@ -74,3 +76,5 @@ def test_an_import_against_the_layers_fails_with_the_contracts_name(tmp_path):
     assert "node.swarm.intake -> node.peer" in out.stdout
     assert "the trust boundary (boundary: bytes in" in out.stdout
     assert "node.swarm.boundary -> node.swarm.dht" in out.stdout
+    assert "the transfer room (what a received group teaches) sits below the learner" in out.stdout.replace("\n", " ")
+    assert "node.rl.transfer.guard -> node.swarm.senders" in out.stdout
