@@ -87,10 +87,8 @@ class Peer:
         """What a received group teaches this peer, in plain words (the start-up line)."""
         if self.exchange is None and self.transfer.shares:
             return f"transfer {self.transfer.describe().split(':')[0]}: no swarm, our own groups only"
-        line = f"transfer {self.transfer.describe()}"
-        if getattr(self.transfer, "floor", 0) and not checks_work(self.task):
-            line += f" (task {self.task.name}'s verifier reads only the answer: no received row is lifted)"
-        return line
+        caveat = self.transfer.caveat(checks_work(self.task))
+        return f"transfer {self.transfer.describe()}" + (f" ({caveat})" if caveat else "")
 
     def learning_rate(self) -> float:
         """The configured rate, else the one a saved model was trained with, else the model's recommended."""

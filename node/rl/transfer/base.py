@@ -109,6 +109,10 @@ class TransferPolicy:
         defaults = type(self)()
         return {k: v for k, v in self.settings().items() if getattr(defaults, k) != v}
 
+    def caveat(self, checks_work: bool) -> str:
+        """What this policy cannot do on a task whose verifier does or does not check the work ("": nothing)."""
+        return ""
+
     def describe(self) -> str:
         """One line: the policy, the settings changed from its defaults, what it does."""
         changed = ", ".join(f"{k} = {v!r}" for k, v in self.changed().items())

@@ -60,3 +60,28 @@ def test_a_setting_that_moved_says_where_it_is_now(key, where):
     section, name = key.split(".")
     with pytest.raises(ConfigError, match=f"{key} has moved: use {where}"):
         build_config({section: {name: "1"}})
+
+
+def test_a_peer_says_what_its_policy_does_and_what_it_cannot_do_on_its_task():
+    from node.config import build_config
+    from node.peer import Peer
+    from node.swarm.memory import MemorySwarm
+
+    hub = MemorySwarm()
+    lines = {}
+    for task, model in (("digits", "digit-add"), ("arith", "tiny-add")):
+        cfg = build_config({"model": {"name": model}, "task": {"name": task},
+                            "transfer": {"policy": "verified-imitation", "floor": 2}})
+        peer = Peer(cfg, transport=hub.transport(task))
+        try:
+            lines[task] = peer.transfer_line()
+        finally:
+            peer.close()
+    assert lines["digits"].startswith("transfer verified-imitation (floor = 2.0): a partner's right answers")
+    assert "no received row is lifted" not in lines["digits"]
+    assert lines["arith"].endswith("(this task's verifier reads only the answer: no received row is lifted)")
+    alone = Peer(build_config({"model": {"name": "tiny-add"}, "task": {"name": "arith"}}))
+    try:
+        assert alone.transfer_line() == "transfer f-tis: no swarm, our own groups only"
+    finally:
+        alone.close()

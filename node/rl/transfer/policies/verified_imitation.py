@@ -38,6 +38,9 @@ class VerifiedImitation(FTIS):
         if self.floor < 0 or self.floor_div <= 0:
             raise ConfigError("transfer.floor must be >= 0 and transfer.floor_div > 0")
 
+    def caveat(self, checks_work: bool) -> str:
+        return "" if checks_work else "this task's verifier reads only the answer: no received row is lifted"
+
     def informative(self, rewards: list[float]) -> bool:
         """A group right everywhere (zero advantage to its sender) can still teach where we fail."""
         return max(rewards) > min(rewards) or max(rewards) > 0
