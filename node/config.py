@@ -449,7 +449,7 @@ MOVED = {  # keys of earlier releases -> where the setting lives now (a clear er
                                                       "sender_bound", "sender_bet", "harm_bound", "harm_bet")},
     "swarm.demote_steps": "trust.demote_steps",
 }
-OPEN_SECTIONS = {"transfer": "policy"}  # sections whose other fields are their policy's own settings
+OPEN_SECTIONS = ("transfer",)  # sections whose fields beyond their own are their policy's settings
 
 
 def _field_sections(name: str) -> list[str]:

@@ -86,7 +86,7 @@ class Peer:
     def transfer_line(self) -> str:
         """What a received group teaches this peer, in plain words (the start-up line)."""
         if self.exchange is None and self.transfer.shares:
-            return f"transfer {self.transfer.describe().split(':')[0]}: no swarm, our own groups only"
+            return f"transfer {self.transfer.label()}: no swarm, our own groups only"
         caveat = self.transfer.caveat(checks_work(self.task))
         return f"transfer {self.transfer.describe()}" + (f" ({caveat})" if caveat else "")
 

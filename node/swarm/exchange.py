@@ -192,7 +192,11 @@ class GroupExchange:
         self._heard = 0  # pushes taken before this step (gossip.heard then)
         self._refused: dict[str, int] = {}  # streams our pull handler refused before this step, by reason
         self.maddrs = tuple(transport.visible_maddrs()[:MAX_MADDRS])
-        self.step = 0
+
+    @property
+    def step(self) -> int:
+        """The step under way (the one we last published at; the sender ledger keeps it)."""
+        return self.ledger.step
 
     def unusable_tokenizer(self, card: WireCard) -> str:
         """Why a card's tokenizer cannot be used here ("" when it is ours, or foreign and usable)."""
@@ -221,7 +225,6 @@ class GroupExchange:
         sums = [encode_summary(s) for s in summaries]
         sum_bundle, _ = pack_bundle(sums, SUMMARY_BUNDLE_BYTES)
         ok = True
-        self.step = step
         self.ledger.begin_step(step)
         try:  # do not wait: training goes on meanwhile
             refs = {kind: BundleRef(self.transport.serve(kind, value), len(value), n)

@@ -113,10 +113,14 @@ class TransferPolicy:
         """What this policy cannot do on a task whose verifier does or does not check the work ("": nothing)."""
         return ""
 
+    def label(self) -> str:
+        """The policy's name and the settings changed from its defaults."""
+        changed = ", ".join(f"{k} = {v!r}" for k, v in self.changed().items())
+        return f"{self.name}{f' ({changed})' if changed else ''}"
+
     def describe(self) -> str:
         """One line: the policy, the settings changed from its defaults, what it does."""
-        changed = ", ".join(f"{k} = {v!r}" for k, v in self.changed().items())
-        return f"{self.name}{f' ({changed})' if changed else ''}: {self.summary}"
+        return f"{self.label()}: {self.summary}"
 
 
 def clamped_weights(log_ratio: torch.Tensor, max_log_ratio: float, cap: float | None) -> torch.Tensor:

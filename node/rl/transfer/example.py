@@ -32,12 +32,11 @@ ROWS = ("right, skill token w = 0.01", "right, a token at w = 3", "wrong", "wron
 def example_groups(greedy: float | None) -> tuple[list[Group], list[Received], torch.Tensor]:
     """Our own group, the received group (with our greedy reward where the policy asks for it) and our log-probs
     of the batch's tokens ([8, 3]: our rows first)."""
-    def completions(rewards, ratios):
-        return [Completion([5, 6, 7], [GEN] * 3, "stop", reward=r) for r, _ in zip(rewards, ratios, strict=True)]
+    def completions(rewards):
+        return [Completion([5, 6, 7], [GEN] * 3, "stop", reward=r) for r in rewards]
 
-    own = Group(None, [1, 2], completions(OWN_REWARDS, [[0.0] * 3] * 4))
-    received = Received(Group(None, [1, 2], completions(REWARDS, LOG_RATIOS)), b"partner", work_checked=True,
-                        greedy=greedy)
+    own = Group(None, [1, 2], completions(OWN_REWARDS))
+    received = Received(Group(None, [1, 2], completions(REWARDS)), b"partner", work_checked=True, greedy=greedy)
     logp = torch.tensor([[GEN] * 3] * 4 + [[GEN + x for x in row] for row in LOG_RATIOS])
     return [own], [received], logp
 

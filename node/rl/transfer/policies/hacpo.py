@@ -68,20 +68,21 @@ class HACPO(TransferPolicy):
 
     def advantages(self, rewards: list[float], received: Received | None, eps_std: float) -> list[float]:
         n = len(rewards)
-        baseline = sum(rewards) / n
+        mean = baseline = sum(rewards) / n
         if received is not None and max(rewards) > min(rewards):
             weight = 1.0 / self.capability_ratio(received.sender)
             weighted = sum(r * weight for r in rewards) / n
-            baseline = weighted if weighted <= 1.0 else baseline
-        sd = math.sqrt(sum((r - sum(rewards) / n) ** 2 for r in rewards) / (n - 1)) + self.epsilon if n > 1 else 1.0
+            baseline = weighted if weighted <= 1.0 else mean
+        sd = math.sqrt(sum((r - mean) ** 2 for r in rewards) / (n - 1)) + self.epsilon if n > 1 else 1.0
         return [(r - baseline) / sd for r in rewards]
 
     def weigh(self, rows: Rows) -> Decision:
         log_s = (-rows.d_mean).clamp(-self.max_abs_log_ratio, self.max_abs_log_ratio)
         s = log_s.exp()
         clipped = s.clamp(1.0 - self.delta, 1.0)
-        kappa = torch.tensor([self.capability_ratio(rows.senders[i]) if i >= 0 else 1.0 for i in rows.sender.tolist()],
-                             dtype=s.dtype, device=s.device)
+        ratios = torch.tensor([self.capability_ratio(sender) for sender in rows.senders] + [1.0], dtype=s.dtype,
+                              device=s.device)
+        kappa = ratios[rows.sender]  # (index -1, our own rows, reads the appended 1)
         row_weight = torch.where(rows.received, clipped ** (1.0 + self.alpha) * kappa, torch.ones_like(s))
         filtered = rows.received & rows.has_tokens & ((s < 1.0 - self.delta) | (s > 1.0))
         advantages = torch.where(filtered, torch.zeros_like(rows.advantages), rows.advantages)
