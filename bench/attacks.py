@@ -66,6 +66,12 @@ def replays(v, dht, step):
     return "groups", raw + [hostile.restamped(r, 10**6 + step, dht.now()) for r in raw]
 
 
+def front_run(v, dht, step):
+    """Every honest peer's latest groups, served as the attacker's own and stamped now (issue 54, 1: credit
+    theft; before groups were bound to their generator, the partners' own copies were then refused as replays)."""
+    return "groups", [hostile.restamped(r, step, float(int(dht.now()))) for r in dht.honest_records()]
+
+
 ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
     # name: (what it is, builder(victim, dht, step) -> (kind, records) or None for a raw store, options)
     "clean": ("no attacker (control)", None, {}),
@@ -119,6 +125,7 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
                                                          for i in range(8)]),
                              {"identities": 4}),
     "replay": ("honest bundles replayed and re-stamped", replays, {}),
+    "front-run": ("honest peers' latest groups served as its own, stamped now", front_run, {}),
     "future": ("groups stamped an hour ahead", lambda v, d, s: (
         "groups", [hostile.plain(v, s * 8 + i, created=d.now() + 3600) for i in range(8)]), {}),
     "summary-flood": ("256 'never straggles at 16' summaries a step", lambda v, d, s: (
@@ -130,7 +137,9 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
 
 def attacker_loop(build, victim, dht, stop: threading.Event, sent: list[int], behaving=None,
                   identity: int = 0) -> None:
-    """Publishes the attack every half second; behaving() True: sampled groups instead (honest behaviour)."""
+    """Publishes the attack every half second; behaving() True: sampled groups instead (honest behaviour). Its
+    groups are of items its own identity drew (what any attacker can do), except where the attack is copying."""
+    victim = victim.signed_by(dht.own_subkey)
     step = 0
     while not stop.wait(0.5):
         if build == "raw":

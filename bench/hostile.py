@@ -9,6 +9,7 @@ them).
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 import time
@@ -22,6 +23,7 @@ from protocol import ANNOUNCE_SHARDS
 from protocol import swarm_pb2 as pb
 from protocol.bundle2 import unpack_groups
 from protocol.codec import (
+    DRAW_SLOTS,
     MAX_MADDRS,
     Announcement,
     BundleRef,
@@ -32,6 +34,7 @@ from protocol.codec import (
     WireGroup,
     bundle_chunks,
     decode_announcement,
+    drawn_index,
     encode_announcement,
     encode_group,
     encode_summary,
@@ -56,6 +59,20 @@ class Victim:
     task: Task
     max_new_tokens: int
     model: object = None  # the victims' zoo model, for claims that match it
+    subkey: bytes = b""  # the attacker's own identity (its DHT subkey): groups built for it use items it drew
+
+    def signed_by(self, subkey: bytes) -> Victim:
+        """The same targets, for records an attacker under identity `subkey` publishes as its own."""
+        return dataclasses.replace(self, subkey=subkey)
+
+    def bind(self, label: int, created: float) -> tuple[int, float]:
+        """(item index, stamp) of the group an attacker labels `label` (0..255 for distinct items within a
+        second): an item it drew itself at second `created` (node/swarm/draws.py; anyone can draw for its own
+        key), so that whatever stops the attack is the check under test, not the draw check. Without an
+        identity, the label itself and `created` unchanged."""
+        if not self.subkey:
+            return label, created
+        return drawn_index(self.subkey, int(created), label % DRAW_SLOTS), float(int(created))
 
     def prompt(self, index: int) -> list[int]:
         return encode_prompt(self.tokenizer, self.task.item("train", index))
@@ -77,7 +94,8 @@ def victim_for(model_name: str, task_name: str, max_new_tokens: int = 8, with_mo
 
 def group_record(v: Victim, index: int, completions: list[list[int]], logprobs: list[list[float]],
                  created: float, task: str | None = None, step: int = 0) -> bytes:
-    """An encoded group for the victims' task item `index` (prompt ids exactly as the victims encode them)."""
+    """An encoded group for the victims' task item `index` (prompt ids exactly as the victims encode them):
+    builders pass the index `Victim.bind` gives them."""
     comps = [WireCompletion(ids, lps, "stop" if ids and ids[-1] == v.eos_id else "length")
              for ids, lps in zip(completions, logprobs, strict=True)]
     ref_task = task or v.task.name
@@ -99,6 +117,7 @@ def get_version(task: str) -> str:
 
 def plain(v: Victim, index: int, g: int = 8, created: float = 0.0, **kw) -> bytes:
     """An unremarkable group: the right answer and wrong ones, each claimed at -0.5 per token."""
+    index, created = v.bind(index, created)
     answer = v.task.item("train", index).answer
     texts = [answer if i % 2 else str(int(answer) + 1) for i in range(g)]
     completions = [v.ids(t) + [v.eos_id] for t in texts]
@@ -108,6 +127,7 @@ def plain(v: Victim, index: int, g: int = 8, created: float = 0.0, **kw) -> byte
 def uninformative(v: Victim, index: int, g: int = 8, created: float = 0.0) -> bytes:
     """A valid group that teaches nothing: every completion the same wrong answer (one reward under any
     verifier, so no advantage). The cheapest thing that passes every check, what a crowd-out attack sends."""
+    index, created = v.bind(index, created)
     wrong = v.ids(str(int(v.task.item("train", index).answer) + 1)) + [v.eos_id]
     return group_record(v, index, [wrong] * g, [[-0.5] * len(wrong)] * g, created)
 
@@ -120,6 +140,7 @@ def task_references(v: Victim, names, created: float) -> list[bytes]:
 
 def long_completions(v: Victim, created: float, tokens: int = 1000, index: int = 11) -> list[bytes]:
     """A 6 KB group whose two completions run to `tokens` tokens (the victims generate max_new_tokens)."""
+    index, created = v.bind(index, created)
     digits = v.ids("1" * (tokens - 1)) + [v.eos_id]
     return [group_record(v, index, [digits, digits[:-1] + [v.eos_id]], [[-0.1] * tokens] * 2, created)]
 
@@ -128,7 +149,6 @@ def foreign_groups(v: Victim, created: float, index: int) -> list[bytes]:
     """Groups claiming another tokenizer that the victims can build (the zoo's BPE) whose completions decode to
     text far longer than the victims generate (16 and 120 characters from 8 and 60 BPE tokens), and the same
     under a tokenizer fingerprint that nothing builds."""
-    import dataclasses
 
     from node.models.tokenizer import build_tokenizer, tokenizer_fingerprint
 
@@ -139,9 +159,10 @@ def foreign_groups(v: Victim, created: float, index: int) -> list[bytes]:
     comps = [WireCompletion([twelve] * n, [-0.5] * n, "length") for n in (8, 60)]
     records = []
     for i, claimed in enumerate((card, dataclasses.replace(card, tokenizer="0" * 16))):
-        item = v.task.item("train", index + i)
-        records.append(encode_group(WireGroup(v.task.name, v.task.version, "train", index + i,
-                                              encode_prompt(tok, item), comps, claimed, 0, created)))
+        drawn, stamp = v.bind(index + i, created)
+        item = v.task.item("train", drawn)
+        records.append(encode_group(WireGroup(v.task.name, v.task.version, "train", drawn,
+                                              encode_prompt(tok, item), comps, claimed, 0, stamp)))
     return records
 
 
@@ -154,6 +175,7 @@ def padding_poison(v: Victim, index: int, created: float, claims: str = "low", p
     """Right answers behind '=' padding the verifier ignores (rewarded), plain wrong answers (not): the group
     teaches 'pad', and claimed log-probs set the weight it is taught with. pad=0: as much as fits the
     victims' length limit (the published attack used 30)."""
+    index, created = v.bind(index, created)
     answer = v.task.item("train", index).answer
     pad = pad or max(v.max_new_tokens - len(answer) - 1, 1)
     padded = v.ids("=" * pad + answer) + [v.eos_id]
@@ -172,7 +194,8 @@ def sampled_groups(v: Victim, indices: list[int], created: float, g: int = 8, se
 
     records = []
     torch.manual_seed(seed)
-    for index in indices:
+    for label in indices:
+        index, stamp = v.bind(label, created)
         prompt = v.prompt(index)
         with torch.no_grad():
             out = v.model.generate(torch.tensor([prompt]), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
@@ -187,7 +210,7 @@ def sampled_groups(v: Victim, indices: list[int], created: float, g: int = 8, se
                                   v.tokenizer.decode(c, skip_special_tokens=True)) for c in completions])
         score_group(v.task, group)
         if has_variance(group.rewards):
-            records.append(group_record(v, index, completions, model_logprobs(v, prompt, completions), created))
+            records.append(group_record(v, index, completions, model_logprobs(v, prompt, completions), stamp))
     return records
 
 
@@ -204,6 +227,7 @@ def made_up_work(v: Victim, index: int, created: float, work: str = "random", g:
     weight its loss gives the rewarded rows (verified-imitation's floor lifts them unless they are implausible)."""
     from node.tasks.digits import worked
 
+    index, created = v.bind(index, created)
     item = v.task.item("train", index)
     a, op, b = v.task.problem("train", index)
     rng = random.Random(seed * 1_000_003 + index)
@@ -384,8 +408,8 @@ def unsigned_stores(dht: HostileDHT, n: int = 8) -> list[bool]:
 
 
 def random_indices(seed: int, n: int) -> list[int]:
-    rng = random.Random(seed)
-    return [rng.randrange(2**31) for _ in range(n)]
+    """n distinct labels for `Victim.bind` (item indices of their own without an identity)."""
+    return random.Random(seed).sample(range(DRAW_SLOTS), n)
 
 
 class EmptyChunkDHT(HostileDHT):

@@ -97,6 +97,10 @@ class Peer:
         return chosen or self.loaded.trained_lr or recommended_lr(self.loaded.base, lora)
 
     def next_items(self, n: int):
+        """This step's n training items: in a swarm drawn from our identity (node/swarm/draws.py: what binds our
+        groups to us), alone from the seeded generator."""
+        if self.exchange is not None:
+            return self.exchange.draw_items(self.task, self.cfg.task.split, n)
         return [self.task.item(self.cfg.task.split, self.rng.randrange(2**31)) for _ in range(n)]
 
     def step(self, step: int) -> StepResult:

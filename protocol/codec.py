@@ -276,6 +276,35 @@ def group_identity(group: WireGroup) -> bytes:
     return digest.digest()
 
 
+DRAW_SLOTS = 256  # prompts one identity draws in one second of the swarm's clock (a drawn index's low 8 bits)
+_DRAW_BITS = 23  # the rest of a training index (< 2^31): the identity's hash of the second
+
+
+def _draw_hash(subkey: bytes, stamp: int) -> int:
+    digest = hashlib.blake2b(b"swarm-draw/v%d|%d|" % (PROTOCOL_VERSION, stamp) + subkey, digest_size=8).digest()
+    return int.from_bytes(digest, "little") & ((1 << _DRAW_BITS) - 1)
+
+
+def drawn_index(subkey: bytes, stamp: int, slot: int) -> int:
+    """The training item index of the `slot`-th prompt the identity `subkey` draws at second `stamp`: what
+    binds a group to the peer that generated it. A receiver checks it (`is_drawn`) against the identity whose
+    signature the group's bundle carries, so a group re-published by anyone but its generator is refused,
+    and a copy kept whole stays its generator's (docs/SECURITY.md, "Front-running")."""
+    if not 0 <= slot < DRAW_SLOTS:
+        raise ValueError(f"slot {slot} outside 0..{DRAW_SLOTS - 1}")
+    return _draw_hash(subkey, stamp) << 8 | slot
+
+
+def is_drawn(subkey: bytes, stamp: float, index: int) -> bool:
+    """Whether item `index`, in a group stamped `stamp` (its `created`: the second its prompts were drawn), is
+    one the identity `subkey` draws then. A copier that re-signs another's group must find a second within the
+    receiver's max age whose hash matches 23 bits of the index: about 180 tries at 2^-23 each, 2e-5 a group."""
+    if not (isinstance(stamp, (int, float)) and math.isfinite(stamp) and stamp == int(stamp)):
+        return False
+    stamp = int(stamp)
+    return 0 <= stamp < 1 << 62 and 0 <= index < 1 << 31 and index >> 8 == _draw_hash(subkey, stamp)
+
+
 @dataclass(frozen=True)
 class LengthSummary:
     """What SAGC needs to know about a finished group, small enough to gossip: the node's and the wire's type."""

@@ -23,7 +23,7 @@ def test_progress_line_of_an_unbounded_run_and_of_a_sharing_peer():
     alone = format_step(result(4), 10, 1.0, [0.5])
     assert "peers" not in alone
     shared = format_step(result(4, peers=3, polls=1, published=4, groups_received=16, groups_used=12,
-                                rejected={"replay": 2, "logprob": 1}), 10, 1.0, [0.5])
+                                rejected={"drawn": 2, "logprob": 1}), 10, 1.0, [0.5])
     assert "peers 3 out 4 in 16 used 12 rej 3 given 0 " in shared and "distrusted" not in shared
     warned = format_step(result(4, peers=3, polls=1, distrusted=1, demoted=2), 10, 1.0, [0.5])
     assert "rej 0 given 0 distrusted 1 demoted 2 " in warned
@@ -68,12 +68,12 @@ def test_run_log_state_continues_the_curve_after_a_resume():
 
 def test_summary_of_a_sharing_peer_counts_groups_and_rejections():
     log = RunLog(total=2)
-    log.add(result(0, peers=2, polls=1, published=4, groups_received=8, groups_used=6, rejected={"replay": 1}))
+    log.add(result(0, peers=2, polls=1, published=4, groups_received=8, groups_used=6, rejected={"drawn": 1}))
     log.add(result(1, peers=1, polls=1, published=4, groups_received=4, groups_used=4, distrusted=1, demoted=2))
     text = summary(log, 1.0, 2)
     assert "at most 2 at once, 1 at the last step" in text
     assert "distrusted for good 1 (false log-probs), demoted 2" in text
-    assert "sent 8, received 12, trained on 10, uninformative 0" in text and "replay 1" in text
+    assert "sent 8, received 12, trained on 10, uninformative 0" in text and "drawn 1" in text
 
 
 def test_prometheus_endpoint_counts_by_reason():
@@ -88,10 +88,10 @@ def test_prometheus_endpoint_counts_by_reason():
     exporter.watch(log.totals)  # the counters read the run's one running total, as `swarm run` / `join` wire it
     try:
         first = result(0, 0.25, peers=2, polls=1, published=4, groups_received=8, groups_used=6, bytes_in=1000,
-                       bytes_out=300, rejected={"replay": 2, "logprob": 1})
+                       bytes_out=300, rejected={"drawn": 2, "logprob": 1})
         first.eval = {"train/greedy": 0.5, "test/sampled": 0.125}
         second = result(1, 0.75, peers=1, polls=1, published=4, groups_received=2, bytes_in=10,
-                        rejected={"replay": 1}, distrusted=1, demoted=1, alignment=-0.25,
+                        rejected={"drawn": 1}, distrusted=1, demoted=1, alignment=-0.25,
                         streams_refused={"rate": 2})
         for r in (first, second):
             log.add(r)
@@ -102,13 +102,13 @@ def test_prometheus_endpoint_counts_by_reason():
     finally:
         exporter.close()
     # the summary, the control API and Prometheus read the same totals
-    assert "sent 8, received 10, trained on 6" in summary_text and "replay 3" in summary_text
+    assert "sent 8, received 10, trained on 6" in summary_text and "drawn 3" in summary_text
     assert re.search(r"streams refused +rate 2 \(pulls of our bundles turned away", summary_text)
     assert got["swarm_streams_refused_total,reason=rate"] == 2
     assert (reply.groups_out, reply.groups_in, dict(reply.rejected), reply.distrusted, reply.demoted) == (
-        8, 6, {"replay": 3, "logprob": 1}, 1, 1)
+        8, 6, {"drawn": 3, "logprob": 1}, 1, 1)
     assert got["swarm_steps_total"] == 2 and got["swarm_reward"] == 0.75 and got["swarm_peers"] == 1
-    assert got["swarm_groups_rejected_total,reason=replay"] == 3
+    assert got["swarm_groups_rejected_total,reason=drawn"] == 3
     assert got["swarm_groups_rejected_total,reason=logprob"] == 1
     assert got["swarm_groups_rejected_total,reason=signature"] == 0  # every reason is there before it happens
     assert (got["swarm_groups_sent_total"], got["swarm_groups_received_total"], got["swarm_groups_used_total"]) == (
@@ -216,7 +216,7 @@ def test_tensorboard_scalars_name_every_figure_of_a_step():
     from node.observability.tensorboard import accuracy_scalars, scalars
 
     r = result(4, 0.25, peers=2, polls=1, published=4, groups_received=8, groups_used=6,
-               rejected={"replay": 2, "logprob": 1}, credited=9)
+               rejected={"drawn": 2, "logprob": 1}, credited=9)
     r.eval = {"train/greedy": 0.5, "test/greedy": 0.125}
     tags = scalars(r)
     assert (tags["reward"], tags["swarm/peers"], tags["swarm/groups_used"], tags["swarm/rejected"]) == (0.25, 2, 6, 3)

@@ -55,6 +55,7 @@ from protocol.codec import (
     encode_announcement,
     encode_summary,
     group_identity,
+    is_drawn,
     pack_bundle,
     unpack_bundle,
 )
@@ -64,6 +65,7 @@ from .boundary import Receiver, decode_received, rebuild_received
 from .bounded import BoundedSet, remember
 from .directory import RESCUE_STEPS, Directory
 from .display import safe_text
+from .draws import Draws
 from .gossip import Gossip
 from .membership import NEWCOMER_PUSH_FANOUT, PUSH_FANOUT
 from .pulls import Pulls
@@ -93,7 +95,7 @@ class GatherResult:
     pull_failures: int = 0  # pulls that found the sender gone or unreachable (not counted as rejections)
     taken: dict[bytes, int] = field(default_factory=dict)  # sender -> completions accepted this step
     uninformative: int = 0  # valid received groups left out: equal rewards everywhere (informative_only)
-    duplicates: int = 0  # a sender's own earlier groups sent again (a restarted peer): not used, not refused
+    duplicates: int = 0  # groups seen before (a restarted peer's, or a copy): not used, held against no one
     view: int = 0  # peers in our peer-sampling view after this step (0: gossip off)
     pushes: int = 0  # pushes taken this step
     streams_refused: dict[str, int] = field(default_factory=dict)  # reason -> streams our pull handler refused
@@ -148,6 +150,7 @@ CREDIT_MEMORY = 4096  # peers remembered for the credit they gave us, and for th
 
 
 def to_wire(group: Group, card: WireCard, step: int, created: float) -> WireGroup:
+    """A group as it travels; created: the second its prompt was drawn (draws.py), which binds it to us."""
     ref = group.item.ref
     comps = [WireCompletion(c.token_ids, c.logprobs, c.finish_reason, c.reward) for c in group.completions]
     return WireGroup(ref.task, ref.version, ref.split, ref.index, group.prompt_ids, comps, card, step, created)
@@ -177,7 +180,7 @@ class GroupExchange:
                                  ForeignTokenizers(card.tokenizer, max_new_tokens, cfg.foreign_tokenizers))
         self.rng = random.Random(seed)
         self.seen = BoundedSet(MEMORY)  # digests of records and group identities already handled
-        self.sent_by = BoundedSet(MEMORY)  # (sender, group identity) of the groups first received from each
+        self.draws = Draws(transport.own_subkey)  # the prompts we answer, bound to our identity
         self.done_bundles = BoundedSet(MEMORY)  # digests of bundles whose every record was handled
         self.summary_steps = BoundedSet(MEMORY)  # (sender, step) pairs whose summaries were counted
         self.logged = BoundedSet(4096)  # (sender, reason) already logged once
@@ -215,10 +218,16 @@ class GroupExchange:
                 for s in sorted(live, key=lambda s: -s.seen)]
 
     # ---- publishing -------------------------------------------------------------------------------------
+    def draw_items(self, task: Task, split: str, n: int) -> list:
+        """n training items of `task` for this step, drawn from our identity and the swarm's clock (draws.py):
+        groups of other items are refused by every receiver as not ours."""
+        return self.draws.items(task, split, n, self.transport.now())
+
     def publish(self, groups: list[Group], summaries: list[LengthSummary], step: int) -> PublishResult:
-        """Publishes this step's groups and summaries; never raises for network trouble."""
+        """Publishes this step's groups (of items we drew: draw_items) and summaries; never raises for network
+        trouble."""
         now = self.transport.now()
-        wires = [to_wire(g, self.card, step, now) for g in groups]
+        wires = [to_wire(g, self.card, step, self.draws.stamp_of(g.item.ref.index)) for g in groups]
         for wire in wires:  # our own groups, echoed back by anyone, are replays
             self.seen.add(group_identity(wire))
         bundle, unsent = pack_groups(wires, self.limits.max_bytes)
@@ -531,14 +540,13 @@ class GroupExchange:
         except RecordError as err:
             self._reject(result, sender, err.reason, str(err))
             return None
-        identity = group_identity(wire)
-        if not self.seen.add(identity):
-            if (sender, identity) in self.sent_by:  # its own earlier group again (a restarted peer regenerates
-                result.duplicates += 1  #             the steps after its checkpoint): benign, not used twice
-                return None
-            self._reject(result, sender, "replay", f"group {wire.task}/{wire.split}/{wire.index} seen before")
+        if not is_drawn(sender, wire.created, wire.index):  # (before the memory: a copy marks nothing seen)
+            self._reject(result, sender, "drawn", f"group {wire.task}/{wire.split}/{wire.index} is not one its "
+                                                  f"sender drew: another peer's, re-published (draws.py)")
             return None
-        self.sent_by.add((sender, identity))
+        if not self.seen.add(group_identity(wire)):  # its generator's group again (a restarted peer, or a copy
+            result.duplicates += 1  #                  relayed whole): used once, held against no one
+            return None
         result.received += 1
         try:
             return rebuild_received(wire, foreign, self.receiver, self.transport.now(), sender)

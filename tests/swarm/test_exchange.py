@@ -11,6 +11,8 @@ import pytest
 
 from node.config import build_config
 from node.generation.rollouts import score_completion
+from node.models.loading import encode_prompt
+from node.models.tokenizer import build_tokenizer
 from node.peer import Peer
 from node.swarm.exchange import BoundedSet, GatherResult, WorkBudget
 from node.swarm.memory import MemorySwarm
@@ -25,12 +27,14 @@ from protocol.codec import (
     WireCard,
     WireCompletion,
     WireGroup,
+    drawn_index,
     encode_announcement,
     encode_group,
     pack_bundle,
 )
 
 IDENTITIES = itertools.count()
+CHAR = build_tokenizer()  # the zoo's character tokenizer (tiny-add's, tiny-sub's)
 
 
 def peer(hub, name, model="tiny-add", transfer="auto", **swarm):
@@ -113,29 +117,33 @@ def test_groups_flow_between_heterogeneous_peers(hub_and_peers):
 def test_received_rewards_are_rescored_locally(hub_and_peers):
     hub, a, b = hub_and_peers
     b.step(10)
-    honest = hub.served.pop("b")  # only the liar's copy can reach `a`
+    honest = hub.served.pop("b")  # b turns liar: only its lying bundle can reach `a`
     groups = [pb.Group.FromString(raw) for raw in unpack_groups(honest.latest("groups")[1], Limits())]
     # a group in which b found a right and a wrong answer (so it is informative under our own verifier too)
     claimed = next(g for g in groups if {c.reward for c in g.completions} == {0.0, 1.0})
     truth = [c.reward for c in claimed.completions]
     for c in claimed.completions:  # the liar claims every completion is right
         c.reward = 1.0
-    publish_bundles(hub, "liar", groups=pack_bundle([claimed.SerializeToString()], 10**6)[0])
+    publish_bundles(hub, "b", groups=pack_bundle([claimed.SerializeToString()], 10**6)[0])
     result = gather(a, budget=100, sender_cap=1000)
     assert len(result.groups) == 1 and result.groups[0].group.item.ref.index == claimed.task.index
     rescored = result.groups[0].group.completions
     assert [c.reward for c in rescored] == truth  # our verifier's rewards, not the claimed 1.0s
     assert all(c.reward == score_completion(a.task, result.groups[0].group.item, c) for c in rescored)
-    hub.transport("liar").withdraw()
     hub.served["b"] = honest
 
 
-def tamper(hub, mutate):
-    """A copy of b's latest record, changed by `mutate`, published by 'mallory'."""
-    raw = latest_records(hub, "b")[0]
-    msg = pb.Group.FromString(raw)
-    msg.completions.add().CopyFrom(msg.completions[0])  # new content: not a replay of b's group
+def tamper(hub, mutate, signer: str):
+    """b's latest record, changed by `mutate`, as `signer` publishes it: of an item `signer` drew (a copy of
+    b's own would be refused as not drawn by it before the check under test), stamped now unless `mutate`
+    stamps it otherwise."""
+    msg = pb.Group.FromString(latest_records(hub, "b")[0])
+    msg.created = float(int(hub.clock()))
+    original = msg.prompt_ids
     mutate(msg)
+    msg.task.index = drawn_index(signer.encode(), int(msg.created), 0)
+    if msg.prompt_ids == original:  # the prompt of the item drawn (unless the mutation is of the prompt)
+        msg.prompt_ids = bytes(encode_prompt(CHAR, get_task("arith").item("train", msg.task.index)))
     return msg.SerializeToString()
 
 
@@ -149,7 +157,7 @@ def tamper(hub, mutate):
     (lambda m: setattr(m.card, "tokenizer", "other-tokenizer"), "tokenizer"),
     (lambda m: setattr(m.task, "task", "no-such-task"), "task"),
     (lambda m: setattr(m, "prompt_ids", bytes([20, 21, 22])), "prompt"),
-    (lambda m: setattr(m, "created", 1.0), "stale"),
+    (lambda m: setattr(m, "created", 1000.0), "stale"),
     # "stop" claims the completion ended with EOS: one that does not is malformed
     (lambda m: (setattr(m.completions[0], "finish", pb.FINISH_STOP),
                 setattr(m.completions[0], "token_ids", bytes([40]) * len(m.completions[0].token_ids))), "shape"),
@@ -157,8 +165,8 @@ def tamper(hub, mutate):
 def test_hostile_records_are_rejected_counted_and_the_peer_keeps_training(hub_and_peers, mutate, reason):
     hub, a, b = hub_and_peers
     b.step(20)
-    bad = tamper(hub, mutate)
     mallory = f"mallory-{next(IDENTITIES)}"  # a new identity each time: a sender of bad records is backed off
+    bad = tamper(hub, mutate, mallory)
     publish_bundles(hub, mallory, groups=pack_bundle([bad], 10**6)[0])
     result = a.step(21)
     assert result.swarm.rejected.get(reason, 0) >= 1, result.swarm.rejected
@@ -294,12 +302,16 @@ def publish(hub, sender: str, records, kind="groups"):
 def test_each_record_counts_once_however_often_it_is_polled(victim):
     hub = MemorySwarm()
     a = lone_peer(hub)
-    publish(hub, "m", [hostile.padding_poison(victim, i, hub.clock(), claims="low") for i in range(5)])
+    publish(hub, "m", [hostile.padding_poison(victim.signed_by(b"m"), i, hub.clock(), claims="low")
+                       for i in range(5)])
     totals = [a.step(s).swarm.rejected.get("logprob", 0) for s in range(6)]
     assert sum(totals) == 5 and totals[0] == 5
 
 
-def test_replays_restamps_echoes_and_the_future_are_refused(victim):
+def test_copies_restamps_echoes_and_the_future_are_refused(victim):
+    """Another peer's groups served as one's own (as published, or re-stamped: front-running) are not of items
+    the server drew, and are refused as such ("drawn"), whoever used them first; a group of one's own draw
+    stamped in the future is refused as from the future."""
     hub = MemorySwarm()
     a, b = lone_peer(hub, "a"), lone_peer(hub, "b", model="tiny-sub")
     a.step(0)
@@ -307,37 +319,45 @@ def test_replays_restamps_echoes_and_the_future_are_refused(victim):
     assert b.step(0).swarm.groups_used == 4
     now = hub.clock()
     publish(hub, "m", [hostile.restamped(r, 10**6, now) for r in original]  # b used these already
-            + [hostile.plain(victim, 77, created=now + 3600)])
+            + [hostile.plain(victim.signed_by(b"m"), 77, created=now + 3600)])
     publish(hub, "echo", original)  # a's own groups, back to a
     m_b, m_a = b.step(1).swarm, a.step(1).swarm
-    assert m_b.rejected == {"replay": 4, "future": 1}
-    assert m_a.rejected["replay"] >= 4 and m_a.rejected["future"] == 1
+    assert m_b.rejected == {"drawn": 4, "future": 1}  # (echo's records b handled already, as a's: not again)
+    assert m_a.rejected == {"drawn": 8, "future": 1}
 
 
-def test_a_restarted_peers_own_groups_again_are_duplicates_not_replays(victim):
-    """After a resume a peer regenerates the steps after its checkpoint: the same groups, stamped anew. From
-    their first sender they are benign duplicates (not used twice, not counted as refused, not held against
-    it); the same groups from anyone else are replays."""
+def test_a_generators_group_seen_again_is_a_duplicate_and_a_copy_before_it_costs_it_nothing(victim):
+    """A group its generator serves again (in a new bundle, under another step number: a restarted peer, or a
+    relay's copy of the same record) is a benign duplicate: not used twice, not refused, not held against it.
+    A copier that serves the generator's groups first (front-running) has them refused as not drawn by it,
+    and the generator's own copies are then used as if the copier were not there, and credited to it."""
     hub = MemorySwarm()
     a, b = lone_peer(hub, "a"), lone_peer(hub, "b", model="tiny-sub")
     a.step(0)
     original = latest_records(hub, "a")
     assert b.step(0).swarm.groups_used == 4
     sender = next(iter(b.exchange.ledger.known))
-    publish_bundles(hub, "a", groups=pack_bundle([hostile.restamped(r, 0, hub.clock()) for r in original],
-                                                 3 << 20)[0])  # "a" again, as after its restart
+    restep = [hostile.restamped(r, 7, pb.Group.FromString(r).created) for r in original]
+    publish_bundles(hub, "a", groups=pack_bundle(restep, 3 << 20)[0])  # "a" again, as after its restart
     again = b.step(1).swarm
     assert (again.duplicates, again.rejected, again.groups_used) == (4, {}, 0)
     assert b.exchange.ledger.known[sender].failures == 0  # not backed off, not a newcomer again for it
-    publish(hub, "m", [hostile.restamped(r, 0, hub.clock()) for r in original])  # anyone else: replays
-    other = b.step(2).swarm
-    assert other.rejected == {"replay": 4} and other.duplicates == 0
+    a.step(1)
+    fresh = latest_records(hub, "a")
+    publish(hub, "thief", [hostile.restamped(r, 0, pb.Group.FromString(r).created) for r in fresh])
+    served = hub.served.pop("a")  # the thief's copies reach b first
+    first = b.step(2).swarm
+    assert first.rejected == {"drawn": 4} and first.groups_used == 0
+    hub.served["a"] = served
+    then = b.step(3).swarm
+    assert then.groups_used == 4 and then.rejected == {} and then.duplicates == 0
+    assert b.exchange.given == {"a": 8} and "thief" not in b.exchange.given  # credit: the generator's
 
 
 def test_one_sender_cannot_fill_a_step(victim):
     hub = MemorySwarm()
     a = lone_peer(hub, received_groups=64)
-    publish(hub, "m", [hostile.plain(victim, 3000 + i, created=hub.clock()) for i in range(64)])
+    publish(hub, "m", [hostile.plain(victim.signed_by(b"m"), 3000 + i, created=hub.clock()) for i in range(64)])
     result = gather(a, budget=64, sender_cap=16)  # 16 completions: our own 4 groups of 4
     assert len(result.groups) == 2 and result.senders == 1  # groups of 8: 8 + 8 reaches the cap
 
@@ -363,14 +383,16 @@ def test_task_references_resolve_only_to_our_task_or_offline_ones(victim, monkey
 
     hub = MemorySwarm()
     a = lone_peer(hub)
-    publish(hub, "m", hostile.task_references(victim, ("gsm8k", "math500", "gym:chain_sum"), hub.clock())
-            + hostile.task_references(victim, ("count", "digits"), hub.clock()))  # offline, but not this prompt
+    m = victim.signed_by(b"m")
+    publish(hub, "m", hostile.task_references(m, ("gsm8k", "math500", "gym:chain_sum"), hub.clock())
+            + hostile.task_references(m, ("count", "digits"), hub.clock()))  # offline, but not this prompt
     before = set(sys.modules)
     result = gather(a, budget=8, sender_cap=10**6)
     assert result.rejected == {"task": 3, "prompt": 2}
     assert not {"datasets", "reasoning_gym"} & (set(sys.modules) - before)  # nothing was loaded to check
     monkeypatch.setattr(a.task, "score", lambda *args: 1 / 0)  # whatever the task's own code raises ...
-    publish(hub, "m2", [hostile.plain(victim, 5, created=hub.clock())])  # (m sent only bad records: backed off)
+    m2 = victim.signed_by(b"m2")  # (m sent only bad records: backed off)
+    publish(hub, "m2", [hostile.plain(m2, 5, created=hub.clock())])
     assert gather(a, budget=8, sender_cap=10**6).rejected == {"task": 1}  # ... is a rejection
 
 
@@ -388,8 +410,9 @@ def test_summaries_count_once_per_sender_and_step():
 
 def test_uninformative_received_groups_are_counted_not_trained_on():
     """A group whose completions all score the same under our verifier has zero advantage: with
-    swarm.informative_only (the default) it is left out of the batch and counted; without, it is used."""
-    hub = MemorySwarm()
+    swarm.informative_only (the default) it is left out of the batch and counted; without, it is used. (A
+    fixed clock: the sender's items, drawn from its identity and the second, are the same at every run.)"""
+    hub = MemorySwarm(clock=lambda: 1_800_000_000.0)
     cfg = build_config({"model": {"name": "tiny-add"}, "task": {"name": "arith"},
                         "train": {"group_policy": "fixed", "group_size": 2, "prompts_per_step": 16}})
     sender = Peer(cfg, transport=hub.transport("sender"))
@@ -458,25 +481,28 @@ def bpe_card(source="zoo:bpe", fingerprint=None) -> WireCard:
                     1.0, "test", source)
 
 
-def bpe_group(hub, index: int, completion_tokens: list[str], source="zoo:bpe", fingerprint=None,
-              prompt_shift=0) -> bytes:
-    """A group as a BPE peer would send it (or a forgery of one): completions given as BPE tokens."""
+def bpe_group(hub, slot: int, completion_tokens: list[str], source="zoo:bpe", fingerprint=None,
+              prompt_shift=0, signer: bytes = b"forger") -> bytes:
+    """A group as a BPE peer would send it (or a forgery of one): completions given as BPE tokens, the item
+    the slot-th `signer` draws now."""
     from node.models.tokenizer import build_tokenizer
 
     tok = build_tokenizer("bpe")
     card = bpe_card(source, fingerprint)
+    stamp = int(hub.clock())
+    index = drawn_index(signer, stamp, slot)
     item = get_task("arith").item("train", index)
     prompt = [i + prompt_shift for i in tok(item.prompt).input_ids]
     ids = tok.convert_tokens_to_ids(completion_tokens)
     comps = [WireCompletion(ids, [-0.5] * len(ids), "length", 0.0), WireCompletion(ids[:1], [-0.5], "length", 0.0)]
-    return encode_group(WireGroup("arith", "1", "train", index, prompt, comps, card, 0, hub.clock()))
+    return encode_group(WireGroup("arith", "1", "train", index, prompt, comps, card, 0, float(stamp)))
 
 
 @pytest.mark.parametrize("record, reason", [
-    (lambda hub: bpe_group(hub, 901, ["12"] * 8), "length"),  # 16 characters: more than our 8 tokens
-    (lambda hub: bpe_group(hub, 902, ["1"], prompt_shift=1), "prompt"),  # not the item's prompt in BPE ids
-    (lambda hub: bpe_group(hub, 903, ["1"], fingerprint="0" * 16), "tokenizer"),  # not what zoo:bpe builds
-    (lambda hub: bpe_group(hub, 904, ["1"], source="hub:swarm-node-tests/no-such-tokenizer"), "tokenizer"),
+    (lambda hub: bpe_group(hub, 1, ["12"] * 8), "length"),  # 16 characters: more than our 8 tokens
+    (lambda hub: bpe_group(hub, 2, ["1"], prompt_shift=1), "prompt"),  # not the item's prompt in BPE ids
+    (lambda hub: bpe_group(hub, 3, ["1"], fingerprint="0" * 16), "tokenizer"),  # not what zoo:bpe builds
+    (lambda hub: bpe_group(hub, 4, ["1"], source="hub:swarm-node-tests/no-such-tokenizer"), "tokenizer"),
 ])
 def test_hostile_foreign_tokenizer_records_are_refused(record, reason):
     """The foreign path keeps the same strictness: a text that re-tokenizes to more than we would generate,
@@ -484,11 +510,12 @@ def test_hostile_foreign_tokenizer_records_are_refused(record, reason):
     cannot build (nothing is downloaded) are refused by reason; an honest one in the same bundle is used."""
     hub = MemorySwarm()
     victim = peer(hub, "victim")
-    honest = bpe_group(hub, 905, ["1", "2"])
+    honest = bpe_group(hub, 5, ["1", "2"])
     publish_bundles(hub, "forger", card=bpe_card(), groups=pack_bundle([record(hub), honest], 10**6)[0])
     result = gather(victim, budget=100, sender_cap=1000)
     assert result.rejected == {reason: 1} and len(result.groups) == 1
-    assert result.groups[0].foreign and result.groups[0].group.item.ref.index == 905
+    assert result.groups[0].foreign and result.groups[0].group.item.ref.index == drawn_index(
+        b"forger", int(hub.clock()), 5)
     assert victim.step(1).loss.sequences > 0  # and the peer trains on
 
 
@@ -509,8 +536,10 @@ def test_the_floor_lifts_a_partners_right_work_but_not_made_up_work():
     victim = digits_peer("victim", "digit-add", 2)
     assert victim.transfer.name == "verified-imitation" and victim.transfer.floor == 1.0
     v = hostile.victim_for("digit-add", "digits", max_new_tokens=64)
-    differences = [i for i in range(100) if v.task.problem("train", i)[1] == "-"][:6]  # digit-add's greedy fails
-    made_up = [hostile.made_up_work(v, i, hub.clock(), work=("random", "other")[k % 2])
+    mallory, now = v.signed_by(b"mallory"), hub.clock()
+    differences = [i for i in range(256)  # items mallory draws that digit-add's greedy answer fails
+                   if v.task.problem("train", mallory.bind(i, now)[0])[1] == "-"][:6]
+    made_up = [hostile.made_up_work(mallory, i, now, work=("random", "other")[k % 2])
                for k, i in enumerate(differences)]
     publish_bundles(hub, "mallory", groups=pack_bundle(made_up, 10**6)[0])
     try:

@@ -42,7 +42,7 @@ def run_swarm(attack: bool, steps: int = STEPS) -> dict:
     try:
         for step in range(steps):
             if attacker is not None:
-                records = poison_records(victim, step, attacker.now())
+                records = poison_records(victim.signed_by(attacker.own_subkey), step, attacker.now())
                 assert attacker.publish_records("groups", records)
                 out["sent"] += len(records)
             for i, peer in enumerate(peers):
@@ -94,11 +94,11 @@ def test_identities_that_behave_then_poison_lose_their_place_and_never_reach_the
     try:
         for step in range(BEHAVE + 8):
             for j, h in enumerate(attackers):
-                seed = 7919 * j + step
+                seed, own = 7919 * j + step, victim.signed_by(h.own_subkey)
                 if step < BEHAVE:
-                    records = hostile.sampled_groups(victim, hostile.random_indices(seed, 4), h.now(), seed=seed)
+                    records = hostile.sampled_groups(own, hostile.random_indices(seed, 4), h.now(), seed=seed)
                 else:
-                    records = [hostile.padding_poison(victim, i, h.now(), claims="floor")
+                    records = [hostile.padding_poison(own, i, h.now(), claims="floor")
                                for i in hostile.random_indices(10_000 + seed, 8)]
                 assert h.publish_records("groups", records)
             for i, peer in enumerate(peers):

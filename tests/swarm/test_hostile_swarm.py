@@ -44,11 +44,12 @@ def honest_swarm(tmp_path_factory, wait_steps):
 @pytest.fixture
 def swarm(honest_swarm):
     """The honest swarm and a new attacker identity for each test (the honest peers back off a sender of
-    refused records, which would hide one test's attack behind the previous one's)."""
+    refused records, which would hide one test's attack behind the previous one's). Its groups are of items it
+    drew itself (anyone can), so that what stops each attack is the check under test."""
     sp, victim = honest_swarm
     attacker = hostile.HostileDHT(SwarmConfig(initial_peers=(sp.address,)), card=victim.card)
     try:
-        yield sp, attacker, victim
+        yield sp, attacker, victim.signed_by(attacker.own_subkey)
     finally:
         attacker.shutdown()
 
@@ -146,8 +147,9 @@ def test_unsigned_and_far_future_stores_are_refused_and_the_swarm_goes_on(swarm)
 
 
 def test_replays_restamps_and_future_records_are_refused_once_each(swarm):
-    """Point 6: an honest bundle replayed, re-stamped copies and a group from the future. A group is what it
-    contains, not when it says it was made, so none of them is trained on a second time."""
+    """Point 6: an honest bundle replayed, re-stamped copies (front-running, issue 54) and a group from the
+    future. A group is bound to the identity that drew its item (node/swarm/draws.py): another's, served as the
+    attacker's own, is refused as not drawn by it, and none is trained on a second time."""
     sp, attacker, v = swarm
 
     honest = attacker.honest_records()
@@ -155,11 +157,11 @@ def test_replays_restamps_and_future_records_are_refused_once_each(swarm):
     run_steps(sp, 3)  # both honest peers have now used (or published) every one of these groups
     now = attacker.now()
     copies = honest + [hostile.restamped(raw, 10**6 + i, now) for i, raw in enumerate(honest)]
-    future = [hostile.plain(v, 500 + i, created=now + 3600) for i in range(3)]
+    future = [hostile.plain(v, 50 + i, created=now + 3600) for i in range(3)]
     assert attacker.publish_records("groups", future + copies)
     out = run_steps(sp, 8)
     for rows in out.values():  # every record looked at is refused (a sender of nothing else is backed off
-        assert 0 < rejected(rows, "replay") <= len(copies)  # before all of them need be looked at)
+        assert 0 < rejected(rows, "drawn") <= len(copies)  # before all of them need be looked at)
         assert rejected(rows, "future") == len(future)
         assert sum(r.swarm.groups_used for r in rows) > 0  # honest groups still arrive
 

@@ -50,7 +50,8 @@ def test_fifty_identities_cannot_exceed_the_newcomer_slots_the_caps_or_the_deadl
             if step >= SYBIL_FROM:
                 now = sybil.nodes[0].now()
                 stored = sybil.publish(lambda i, step=step, now=now: [hostile.uninformative(
-                    victim, index, created=now) for index in hostile.random_indices(1000 * step + i, 8)])
+                    victim.signed_by(sybil.nodes[i].own_subkey), index, created=now)
+                    for index in hostile.random_indices(1000 * step + i, 8)])
                 assert stored == IDENTITIES
             for i, peer in enumerate(peers):
                 result = peer.step(step)
