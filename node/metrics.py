@@ -125,6 +125,7 @@ REJECTION_REASONS = {  # every reason a received record is counted as rejected (
     "drawn": "a group of an item its sender did not draw: another peer's, served as its own",
     "fetch": "reading the announcements failed this step",
     "future": "stamped in the future",
+    "identity": "an announcement naming a peer id its signing key does not own",
     "length": "a completion longer than we generate",
     "logprob": "log-probabilities that no sampler could have produced",
     "malformed": "bytes that do not parse as a record",

@@ -106,6 +106,11 @@ class SwarmTransport(Protocol):
         """This peer's id on the peer-to-peer layer (what others pull from)."""
         ...
 
+    def owns(self, subkey: bytes, peer_id: str) -> bool:
+        """Whether the identity of DHT subkey `subkey` is the peer `peer_id` (what an announcement must say of
+        itself: a key names only its own peer id, so no announcement aims others' dials at a third peer)."""
+        ...
+
     def visible_maddrs(self) -> list[str]:
         """Addresses others can reach this peer at."""
         ...

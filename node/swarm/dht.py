@@ -28,10 +28,13 @@ import asyncio
 import collections
 import contextlib
 import functools
+import hashlib
 import logging
 import math
 import random
 import re
+import shutil
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -251,27 +254,55 @@ def check_identity_file(path: str) -> None:
                               f"it, or remove it to start as a new peer id") from None
 
 
-def _load_or_create_signing_key(path: str):
-    """An RSA key for record signatures, kept beside the libp2p identity so the subkey survives restarts."""
+def _identity_key(path: str):
+    """(the RSA key of our libp2p identity, whether it was made just now): read from the identity file at `path`,
+    or made (and written there, mode 0600, where a path is given). The same key signs our DHT records and
+    bundles, so our subkey proves our peer id (`peer_id_of`): an announcement cannot name a peer id its key
+    does not own. (Before issue 54 records were signed with a second key kept in `<identity>.rsa`: a peer that
+    has one signs with its identity's key from now on, and is a new sender to the others once.)"""
     from cryptography.hazmat.primitives import serialization
+    from hivemind.proto import crypto_pb2
     from hivemind.utils.crypto import RSAPrivateKey
 
-    if not path:
-        return RSAPrivateKey()
-    key_file = Path(path + ".rsa")
-    if key_file.exists():
+    if path and Path(path).is_file():  # (check_identity_file has read it as a key)
+        stored = crypto_pb2.PrivateKey.FromString(Path(path).read_bytes())
+        if stored.key_type != crypto_pb2.KeyType.RSA:
+            raise IdentityCorrupt(f"identity file {path} holds a {crypto_pb2.KeyType.Name(stored.key_type)} key; "
+                                  f"this node's identities are RSA keys: remove it to start as a new peer id")
         key = RSAPrivateKey.__new__(RSAPrivateKey)
-        try:
-            key._private_key = serialization.load_der_private_key(key_file.read_bytes(), password=None)
-        except (ValueError, TypeError, OSError) as err:
-            raise IdentityCorrupt(f"record-signing key {key_file} is not a readable private key "
-                                  f"({first_line(err)}): restore it, or remove it to sign under a new key") from None
-        return key
+        key._private_key = serialization.load_der_private_key(stored.data, password=None)
+        return key, False
     key = RSAPrivateKey()
-    key_file.parent.mkdir(parents=True, exist_ok=True)
-    key_file.write_bytes(key.to_bytes())
-    key_file.chmod(0o600)
-    return key
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_bytes(identity_bytes(key))
+        Path(path).chmod(0o600)
+    return key, True
+
+
+def identity_bytes(key) -> bytes:
+    """An RSA key (hivemind's RSAPrivateKey) as a libp2p identity file holds it."""
+    from hivemind.proto import crypto_pb2
+
+    return crypto_pb2.PrivateKey(key_type=crypto_pb2.KeyType.RSA, data=key.to_bytes()).SerializeToString()
+
+
+@functools.lru_cache(maxsize=4096)
+def peer_id_of(subkey: bytes) -> str:
+    """The libp2p peer id of the key a DHT subkey names ("" for a subkey that names no RSA key): an
+    announcement's peer id must be this (exchange.py), since each node's identity key signs its records."""
+    from cryptography.hazmat.primitives import serialization
+    from hivemind.p2p import PeerID
+    from hivemind.proto import crypto_pb2
+
+    match = OWNER_SUBKEY.fullmatch(subkey)
+    try:
+        public = serialization.load_ssh_public_key(match.group(1))
+        der = public.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+    except Exception:  # noqa: BLE001 (a subkey that names no key owns no peer id)
+        return ""
+    encoded = crypto_pb2.PublicKey(key_type=crypto_pb2.RSA, data=der).SerializeToString()
+    return PeerID(b"\x12\x20" + hashlib.sha256(encoded).digest()).to_base58()  # (multihash: sha2-256, 32 bytes)
 
 
 class SwarmDHT:
@@ -292,7 +323,12 @@ class SwarmDHT:
         ensure_port_free(settings.host, settings.port, "DHT")
         check_identity_file(settings.identity)  # before the lock: a corrupt file holds nothing
         self._lock = IdentityLock(settings.identity) if settings.identity else None
-        signing_key = _load_or_create_signing_key(settings.identity)
+        signing_key, self._new_identity = _identity_key(settings.identity)
+        self._identity_dir = None if settings.identity else tempfile.mkdtemp(prefix="swarm-identity-")
+        self._identity_path = settings.identity or str(Path(self._identity_dir) / "identity.key")
+        if self._identity_dir:  # an identity for this process only: the daemon needs it as a file
+            Path(self._identity_path).write_bytes(identity_bytes(signing_key))
+            Path(self._identity_path).chmod(0o600)
         self.validator = RSASignatureValidator(signing_key)
         self.record_validator = CompositeValidator(self._validators())
         self._loop = asyncio.new_event_loop()
@@ -382,9 +418,9 @@ class SwarmDHT:
                   **self.dht_copying}
         if s.announce:
             kwargs["announce_maddrs"] = list(s.announce)
-        if s.identity:
-            Path(s.identity).parent.mkdir(parents=True, exist_ok=True)
-            kwargs["identity_path"] = s.identity
+        kwargs["identity_path"] = self._identity_path  # the key our records are signed with (_identity_key)
+        if self._new_identity:  # made just now: no one else can hold it (hivemind would start a daemon to ask)
+            kwargs["check_if_identity_free"] = False
         if s.client_mode:  # no inbound connections: serve no DHT requests; others pull through relays
             kwargs.update(client_mode=True, force_reachability="private")
         node = await DHTNode.create(initial_peers=list(s.initial_peers), record_validator=self.record_validator,
@@ -437,6 +473,9 @@ class SwarmDHT:
     @property
     def own_subkey(self) -> bytes:
         return self.validator.local_public_key
+
+    def owns(self, subkey: bytes, peer_id: str) -> bool:
+        return bool(peer_id) and peer_id_of(subkey) == peer_id
 
     @property
     def peer_id(self) -> str:
@@ -769,6 +808,8 @@ class SwarmDHT:
     def _release(self) -> None:
         if self._lock is not None:
             self._lock.release()
+        if self._identity_dir is not None:
+            shutil.rmtree(self._identity_dir, ignore_errors=True)
 
     def _stop_loop(self, close: bool = True) -> None:
         try:

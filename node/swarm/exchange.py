@@ -417,6 +417,10 @@ class GroupExchange:
         if isinstance(checked, tuple):
             self._reject(result, sender, *checked)
             return None
+        if not self.transport.owns(sender, checked.peer_id):  # (else anyone could aim pulls at anyone)
+            self._reject(result, sender, "identity", f"an announcement naming peer id {checked.peer_id[:16]!r}, "
+                                                     f"which its signing key does not own")
+            return None
         return checked
 
     def _check_gossiped(self, sender: bytes, value: bytes, result: GatherResult) -> Announcement | None:

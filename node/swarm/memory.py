@@ -70,6 +70,10 @@ class MemoryTransport:
     def visible_maddrs(self) -> list[str]:
         return [f"/memory/{self.peer_id}"]
 
+    def owns(self, subkey: bytes, peer_id: str) -> bool:
+        """In memory an identity's subkey is its name, and its peer id the same name."""
+        return subkey == peer_id.encode()
+
     def announce_async(self, value: bytes, ttl: float, levels=(0,)) -> Future[bool]:
         for shard in chosen_shards(self.own_subkey, levels):  # (as the DHT's)
             self.hub.announcements[shard][self.own_subkey] = (value, self.now() + ttl)

@@ -6,13 +6,12 @@ import sys
 import threading
 from pathlib import Path
 
-from cryptography.hazmat.primitives import serialization
 from hivemind.dht.crypto import RSASignatureValidator
 from hivemind.utils.crypto import RSAPrivateKey
 from hostile import HostileDHT
 
 from node.config import SwarmConfig
-from node.swarm.dht import SwarmDHT
+from node.swarm.dht import SwarmDHT, identity_bytes
 from protocol import CLOCK_SKEW, MAX_RECORD_TTL
 from protocol.codec import Announcement, BundleRef, WireCard, announcement_shard, bundle_digest, encode_announcement
 
@@ -32,8 +31,8 @@ def two_keys_in_one_shard() -> tuple[int, list]:
 
 
 def identity(path: Path, key) -> str:
-    path.with_suffix(".rsa").write_bytes(key._private_key.private_bytes(
-        serialization.Encoding.DER, serialization.PrivateFormat.TraditionalOpenSSL, serialization.NoEncryption()))
+    """An identity file holding `key` (which then signs the node's records: its subkey is this key's)."""
+    path.write_bytes(identity_bytes(key))
     return str(path)
 
 

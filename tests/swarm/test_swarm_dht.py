@@ -263,11 +263,11 @@ def test_no_shard_key_grows_past_its_cap_however_many_identities_grind_into_it(m
     nodes, so only honest nodes hold the key): past MAX_SHARD_ANNOUNCEMENTS (2 here) every honest holder refuses
     a new identity in that shard, so no key's value can be driven towards hivemind's 4 MiB message limit (whose
     oversize path leaks memory on the holder)."""
-    from cryptography.hazmat.primitives import serialization
     from hivemind.dht.crypto import RSASignatureValidator
     from hivemind.utils.crypto import RSAPrivateKey
 
     import node.swarm.dht as dht_module
+    from node.swarm.dht import identity_bytes
     from protocol.codec import announcement_shard
 
     monkeypatch.setattr(dht_module, "MAX_SHARD_ANNOUNCEMENTS", 2)
@@ -282,9 +282,7 @@ def test_no_shard_key_grows_past_its_cap_however_many_identities_grind_into_it(m
     sybils = []
     try:
         for i, key in enumerate(keys[:3]):
-            (tmp_path / f"sybil{i}.rsa").write_bytes(key._private_key.private_bytes(
-                serialization.Encoding.DER, serialization.PrivateFormat.TraditionalOpenSSL,
-                serialization.NoEncryption()))
+            (tmp_path / f"sybil{i}").write_bytes(identity_bytes(key))  # the key its records are signed with
             sybils.append(HostileDHT(SwarmConfig(name="t", initial_peers=tuple(a.visible_maddrs()),
                                                  identity=str(tmp_path / f"sybil{i}"), client_mode=True), card=card))
         assert {sybil.shard for sybil in sybils} == {shard}
