@@ -394,7 +394,7 @@ def reflection(victim: Victim) -> dict:
     try:
         attacked = pulls(per_pull_identity=False)
         identities = pulls(per_pull_identity=True)
-        s._may_dial = lambda target: True  # the control: a dial per pull, as before issue 23
+        s._remember_dial = lambda *args: None  # the control: a dial per pull, as before issue 23
         control = pulls(per_pull_identity=False)
         return {"attack": f"{attacked} connection(s) for 20 pulls", "control": f"{control} without our dial limit",
                 "detail": f"one identity dialled once per {dht_module.DIAL_AGAIN_AFTER:.0f} s, each dial bound to the "

@@ -340,7 +340,8 @@ class SwarmDHT:
         self._relays = asyncio.Semaphore(RELAY_STREAMS)
         self._relaying: collections.Counter = collections.Counter()  # requester -> relay slots it holds now
         self._relayed: collections.Counter = collections.Counter()  # owner -> relay slots its pulls hold now
-        self._dialled: dict[tuple, float] = {}  # (peer id, addresses) -> when we last dialled them
+        self._dialled: dict[tuple[str, str], tuple[float, bool]] = {}  # (peer id, address) -> (when we last
+        #                                                                 dialled it, whether that reached it)
         self._hellos: collections.deque[str] = collections.deque(maxlen=HELLOS)  # peers that pushed to us
         self.intake = StreamLimits()  # open streams and request rate per remote peer (node/swarm/intake.py)
         self.pacer = Pacer()  # our own requests to each peer, spaced under what its intake admits
@@ -735,18 +736,12 @@ class SwarmDHT:
     async def _pull(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, maddrs: tuple[str, ...],
                     signer: bytes, via: str) -> bytes:
         from hivemind.p2p import PeerID
-        from hivemind.utils.multiaddr import Multiaddr
 
         target = PeerID.from_base58(via or peer_id)
         wait = self.pacer.delay(str(target))  # (no bound: never None)
         if wait:  # counted in the pull's timeout, like any slow answer
             await asyncio.sleep(wait)
-        addresses = dialable(maddrs, str(target))
-        if addresses and self._may_dial((str(target), *addresses)):  # a peer we may not be connected to yet
-            try:
-                await self._node.p2p._client.connect(target, [Multiaddr(m) for m in addresses])
-            except Exception as err:  # noqa: BLE001 (the daemon may still reach it another way)
-                log.debug("connecting to %s: %s", target, first_line(err))
+        await self._reach(target, dialable(maddrs, str(target)))
         request = pb.BundleRequest(version=PROTOCOL_VERSION, kind=kind, digest=digest, owner=peer_id if via else "")
         assembler = BundleAssembler(digest, max_bytes, signature_check(kind, signer) if signer else None)
         stream = await self._node.p2p.iterate_protobuf_handler(
@@ -761,18 +756,36 @@ class SwarmDHT:
             raise ConnectionError(f"the stream ended after {assembler.size} of {assembler.total} bytes")
         return assembler.bundle()
 
-    def _may_dial(self, target: tuple) -> bool:
-        """Whether to dial (peer id, its addresses) now: once per DIAL_AGAIN_AFTER seconds at most (a peer
-        that moves announces new addresses, dialled at once), so an announcement naming someone else's
-        listener draws one connection attempt, not one per pull."""
-        now = time.monotonic()
-        if now - self._dialled.get(target, -math.inf) < DIAL_AGAIN_AFTER:
-            return False
-        if len(self._dialled) >= 4096:  # bounded: the oldest entries go first
-            for old in sorted(self._dialled, key=self._dialled.get)[:1024]:
+    async def _reach(self, target, addresses: list[str]) -> None:
+        """Dials `target` at those of its announced addresses not dialled within DIAL_AGAIN_AFTER seconds; raises
+        ConnectionError, opening no stream, when each of them failed then and we hold no connection to it. A
+        stream opened to a peer we cannot reach makes p2pd dial it again by itself, so an announcement aiming
+        our dials at another's listener (its own peer id, that listener's address) draws one dial a listener
+        per DIAL_AGAIN_AFTER, however often it is re-announced or pulled (issue 54, 4)."""
+        from hivemind.utils.multiaddr import Multiaddr
+
+        peer, now = str(target), time.monotonic()
+        fresh = [a for a in addresses if now - self._dialled.get((peer, a), (-math.inf, False))[0] >= DIAL_AGAIN_AFTER]
+        if fresh:
+            try:
+                await self._node.p2p._client.connect(target, [Multiaddr(m) for m in fresh])
+                reached = True
+            except Exception as err:  # noqa: BLE001 (an unreachable address is remembered, not raised)
+                log.debug("connecting to %s: %s", target, first_line(err))
+                reached = False
+            for address in fresh:
+                self._remember_dial((peer, address), now, reached)
+        unreached = addresses and not any(self._dialled.get((peer, a), (0.0, False))[1] for a in addresses)
+        if unreached and not any(info.peer_id == target for info in await self._node.p2p.list_peers()):
+            raise ConnectionError(f"{peer} did not answer at its announced addresses (tried again after "
+                                  f"{DIAL_AGAIN_AFTER:g} s)")
+
+    def _remember_dial(self, key: tuple[str, str], when: float, reached: bool) -> None:
+        """Notes a dial of (peer id, address); bounded: the oldest entries go first."""
+        if len(self._dialled) >= 4096:
+            for old in sorted(self._dialled, key=lambda k: self._dialled[k][0])[:1024]:
                 del self._dialled[old]
-        self._dialled[target] = now
-        return True
+        self._dialled[key] = (when, reached)
 
     def withdraw(self, timeout: float = 5.0) -> None:
         """Replaces each of our records with an empty tombstone (a later expiration wins in hivemind); waits at

@@ -635,3 +635,18 @@ def test_the_credit_a_peer_gives_survives_its_restart(tmp_path):
     point = save_checkpoint(b, tmp_path, 2, keep=1, history={})
     again = resume_peer(b.cfg, point, transport=hub.transport("taker"))
     assert dict(again.exchange.given) == given  # announced on from there, not from 0
+
+
+def test_an_announcement_naming_a_peer_id_its_key_does_not_own_is_refused_and_never_pulled():
+    """Issue 54, 4: an identity announcing another peer's id (its addresses, or a ghost's) would aim every
+    reader's pulls, and so its dials, wherever it likes. A key names only its own peer id: such an announcement
+    is refused once ("identity") and its sender never learned."""
+    hub = MemorySwarm()
+    a, b = lone_peer(hub, "a"), lone_peer(hub, "b", model="tiny-sub")
+    b.step(0)
+    t = hub.transport("ghost")
+    refs = {kind: BundleRef(t.serve(kind, msgpack.packb([])), 1, 1) for kind in ("groups", "summaries")}
+    t.announce_async(encode_announcement(Announcement("b", (), 0, hub.clock(), zoo_card(), **refs)), 60)
+    result = gather(a, budget=8, sender_cap=64)
+    assert result.rejected == {"identity": 1} and b"ghost" not in a.exchange.ledger.known
+    assert len(result.groups) == 4  # b's own announcement is its own: b's groups arrive

@@ -381,11 +381,28 @@ def test_announced_addresses_are_dialled_bound_to_the_announced_peer_and_not_onc
     me = "QmAnnounced"
     assert dialable(["/ip4/10.0.0.1/tcp/80", f"/ip4/10.0.0.2/tcp/81/p2p/{me}", "/ip4/10.0.0.3/tcp/82/p2p/QmOther"],
                     me) == ["/ip4/10.0.0.1/tcp/80", "/ip4/10.0.0.2/tcp/81"]  # dialled as connect(me, addresses)
+    from hivemind.p2p import PeerID
+
     node = SwarmDHT(SwarmConfig(name="t"), bundles=False)
+    stranger = SwarmDHT(SwarmConfig(name="t"), bundles=False)  # a peer id nobody here is connected to
+    absent = PeerID.from_base58(stranger.peer_id)
+    stranger.shutdown()
+    dials = []
+
+    async def unreachable(peer, addresses):
+        dials.append([str(a) for a in addresses])
+        raise ConnectionError("no answer")
+
+    node._node.p2p._client.connect = unreachable
     try:
-        target = (me, "/ip4/10.0.0.1/tcp/80")
-        assert node._may_dial(target) and not node._may_dial(target)  # a second pull: no second dial
-        assert node._may_dial((me, "/ip4/10.0.0.9/tcp/80"))  # new addresses: dialled at once
+        for _ in range(3):  # pulls within DIAL_AGAIN_AFTER: one dial; the others open no stream (p2pd would dial)
+            with pytest.raises(ConnectionError, match="did not answer at its announced addresses"):
+                node._call(node._reach(absent, ["/ip4/10.0.0.1/tcp/80"]), 30)
+        assert dials == [["/ip4/10.0.0.1/tcp/80"]]
+        with pytest.raises(ConnectionError):  # a new address: dialled at once, and only it
+            node._call(node._reach(absent, ["/ip4/10.0.0.1/tcp/80", "/ip4/10.0.0.9/tcp/80"]), 30)
+        assert dials[1:] == [["/ip4/10.0.0.9/tcp/80"]]
+        node._call(node._reach(absent, []), 30)  # no address (a relay we know no address of): the daemon's way
     finally:
         node.shutdown()
 

@@ -354,3 +354,28 @@ def test_a_directory_read_finds_announcements_older_than_the_fresh_bound_and_tim
     with pytest.raises(TimeoutError):
         b.fetch_shards_async(list(range(ANNOUNCE_SHARDS))).result(30)
     assert time.monotonic() - started < 10
+
+
+def test_a_nodes_subkey_proves_its_peer_id(tmp_path):
+    """The identity key signs our records (issue 54, 4): the peer id a subkey owns is the node's, whether its
+    identity is a file or made for the process; a subkey of another key, or of none, owns another id or none."""
+    from node.swarm.dht import peer_id_of
+
+    kept = SwarmDHT(SwarmConfig(name="t", identity=str(tmp_path / "peer.id")))
+    passing = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(kept.visible_maddrs())))
+    try:
+        assert peer_id_of(kept.own_subkey) == kept.peer_id and peer_id_of(passing.own_subkey) == passing.peer_id
+        assert kept.owns(kept.own_subkey, kept.peer_id) and not kept.owns(passing.own_subkey, kept.peer_id)
+        assert peer_id_of(b"[owner:not a key]") == "" and not kept.owns(b"garbage", "")
+        temporary = passing._identity_dir
+        assert temporary is not None and (tmp_path / "peer.id").is_file()
+    finally:
+        kept.shutdown()
+        passing.shutdown()
+    restarted = SwarmDHT(SwarmConfig(name="t", identity=str(tmp_path / "peer.id")))
+    try:
+        assert restarted.own_subkey == kept.own_subkey and restarted.peer_id == kept.peer_id
+    finally:
+        restarted.shutdown()
+    import os
+    assert not os.path.exists(temporary)  # a process's own identity goes with it
