@@ -8,9 +8,9 @@ strangers are `SwarmDHT` nodes of this process speaking the wire directly.
 
 Rows: header-flood (a 16 GiB length header, then up to 768 MiB of body, stream after stream), idle-streams (500
 streams that send 3 bytes and stop), pull-loop (one stranger pulling as fast as it can), store-flood (one stranger
-storing into the victim's DHT as fast as it can), relay (probes relayed through a peer while 8 requesters hold 16
-relayed pulls for an owner that never answers), reflection (20 pulls of a peer whose announcement names a bare
-address of someone else's). Writes <out>/results.json and <out>/table.md.
+storing into the victim's DHT as fast as it can), relay (probes relayed through a peer while 8 requesters keep 2
+relayed pulls each in flight for each of 8 owners that send one byte and stall), reflection (20 pulls of a peer
+whose announcement names a bare address of someone else's). Writes <out>/results.json and <out>/table.md.
 """
 from __future__ import annotations
 
@@ -32,8 +32,9 @@ sys.path.insert(0, str(ROOT))
 from node.config import SwarmConfig  # noqa: E402
 from node.swarm import dht as dht_module  # noqa: E402
 from node.swarm.dht import SwarmDHT, bundle_handler  # noqa: E402
+from node.swarm.intake import frame  # noqa: E402
 from node.system.process import child_pids, rss_mb  # noqa: E402
-from protocol.codec import pack_bundle  # noqa: E402
+from protocol.codec import bundle_chunks, pack_bundle  # noqa: E402
 
 SWARM = "net"
 BUNDLE = pack_bundle([bytes(1 << 10)] * 1000, 2 << 20)[0]  # ~1 MiB
@@ -312,20 +313,35 @@ def store_flood(victim: Victim) -> dict:
             "target": "a stranger cannot saturate a node (well under 1 core)", "holds": sum(attacked) < 0.5}
 
 
-def relay(_victim: Victim) -> dict:
+def relay_run(owners: int, requesters: int, bounded: bool) -> tuple[int, int, dict]:
+    """(probes served of 40, of 20 before the attack, what the relay refused): probes of an honest client-mode
+    owner relayed through one peer while `requesters` identities each keep 2 relayed pulls in flight for each of
+    `owners` identities that send a first chunk of 1 byte (of 1000 declared) and stall (issue 54, 2). Unbounded:
+    the relay's limits before issue 54 (RELAY_TIMEOUT for every chunk after the first, any owner in any slot)."""
+    saved = dht_module.RELAY_CHUNK, dht_module.RELAY_STRANGER_SLOTS, dht_module.RELAY_MIN_RATE
+    if not bounded:
+        dht_module.RELAY_CHUNK, dht_module.RELAY_STRANGER_SLOTS = dht_module.RELAY_TIMEOUT, dht_module.RELAY_STREAMS
+        dht_module.RELAY_MIN_RATE = 0
     r = SwarmDHT(SwarmConfig(name=SWARM))
     maddrs = tuple(r.visible_maddrs())
-    silent_owner, probe = stranger(maddrs), stranger(maddrs)
+    probe = stranger(maddrs)
     honest = SwarmDHT(SwarmConfig(name=SWARM, initial_peers=maddrs, client_mode=True))
-    attackers = [stranger(maddrs) for _ in range(8)]
+    stallers = [stranger(maddrs, client_mode=True) for _ in range(owners)]
+    attackers = [stranger(maddrs) for _ in range(requesters)]
     honest_digest = honest.serve("groups", BUNDLE)
+    first = bundle_chunks(b"x" * 1000)[0]
+    first.data = b"x"
 
-    async def never(stream_info, reader, writer):
+    async def stall(stream_info, reader, writer):
+        writer.write(frame(first.SerializeToString()))
+        await writer.drain()
         await asyncio.sleep(3600)
 
+    stop = threading.Event()
     try:
-        silent_owner._call(silent_owner._node.p2p.add_binary_stream_handler(bundle_handler(SWARM), never), 30)
-        r.relay_owners = frozenset({silent_owner.peer_id, honest.peer_id})
+        for owner in stallers:
+            owner._call(owner._node.p2p.add_binary_stream_handler(bundle_handler(SWARM), stall), 30)
+        r.relay_owners = {honest.peer_id: len(BUNDLE), **{o.peer_id: 1000 for o in stallers}}
 
         def probes(n: int) -> int:
             served = 0
@@ -337,29 +353,37 @@ def relay(_victim: Victim) -> dict:
                 time.sleep(0.25)
             return served
 
-        control = probes(20)
-        stop = threading.Event()
+        before = probes(20)
 
-        def hold(node):
+        def hold(node, owner):
             while not stop.is_set():
-                futures = [node.pull_async(silent_owner.peer_id, "groups", b"", 4 << 20, timeout=60, maddrs=maddrs,
+                futures = [node.pull_async(owner.peer_id, "groups", b"", 4 << 20, timeout=60, maddrs=maddrs,
                                            via=r.peer_id) for _ in range(2)]
                 for f in futures:
                     with contextlib.suppress(Exception):
                         f.result(70)
 
         for node in attackers:
-            threading.Thread(target=hold, args=(node,), daemon=True).start()
+            for owner in stallers:
+                threading.Thread(target=hold, args=(node, owner), daemon=True).start()
         time.sleep(2)
         attacked = probes(40)
-        stop.set()
-        return {"attack": f"{attacked}/40 probes served", "control": f"{control}/20 served",
-                "detail": "8 requesters x 2 relayed pulls for an owner that never answers, re-issued as they end: "
-                          f"relayed {dict(r.intake.refused)}",
-                "target": ">= 95% served", "holds": attacked >= 38}
+        return attacked, before, dict(r.intake.refused)
     finally:
-        for node in (*attackers, honest, probe, silent_owner, r):
+        stop.set()
+        dht_module.RELAY_CHUNK, dht_module.RELAY_STRANGER_SLOTS, dht_module.RELAY_MIN_RATE = saved
+        for node in (*attackers, *stallers, honest, probe, r):
             node.shutdown()
+
+
+def relay(_victim: Victim) -> dict:
+    attacked, before, refused = relay_run(8, 8, bounded=True)
+    control, _, _ = relay_run(8, 8, bounded=False)
+    return {"attack": f"{attacked}/40 probes served", "control": f"{control}/40 with the limits before issue 54 "
+                                                                  f"({before}/20 before the attack)",
+            "detail": "8 requesters x 2 relayed pulls for each of 8 owners that send 1 byte of a declared 1000 and "
+                      f"stall, re-issued as they end: relay refused {refused}",
+            "target": ">= 95% served", "holds": attacked >= 38}
 
 
 def reflection(victim: Victim) -> dict:
@@ -400,7 +424,8 @@ def reflection(victim: Victim) -> dict:
                 "detail": f"one identity dialled once per {dht_module.DIAL_AGAIN_AFTER:.0f} s, each dial bound to the "
                           f"announced id (the listener cannot pass its handshake); 20 identities naming the same "
                           f"listener: {identities} connections (one each)",
-                "target": "at most one dial per identity and address set per 300 s", "holds": attacked <= 1}
+                "target": "at most one dial per identity and listener per 300 s (ghost ids: refused at the "
+                          "announcement)", "holds": attacked <= 1}
     finally:
         s.shutdown()
         listener.close()

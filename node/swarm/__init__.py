@@ -94,7 +94,8 @@ class SwarmTransport(Protocol):
     """The seam between the exchange and the network: small signed announcements in sharded DHT keys, and
     bundles served and pulled peer to peer (docs/PROTOCOL.md); asynchronous."""
 
-    relay_owners: frozenset[str] | None  # the peers whose pulls this node relays (None: any); the exchange sets it
+    relay_owners: dict[str, int] | None  # the peers whose pulls this node relays, each with the largest bundle it
+    #                                      announced (None: any); the exchange sets it
 
     @property
     def own_subkey(self) -> bytes:

@@ -83,6 +83,14 @@ RELAY_PER_REQUESTER = 2  # relay slots one requester may hold at once (a client-
 RELAY_PER_OWNER = 2  # relay slots the pulls of one owner may hold at once (an owner that never answers cannot
 #                      fill the relay, whoever asks for it)
 RELAY_FIRST_CHUNK = 5.0  # seconds an owner has to start answering a relayed pull (honest owners: milliseconds)
+RELAY_CHUNK = 5.0  # seconds an owner has for each next chunk of a relayed pull (issue 54, 2: after its first chunk
+#                    a staller held a slot for RELAY_TIMEOUT, 8 identities every slot)
+RELAY_MIN_RATE = 32 << 10  # bytes a second an owner's relayed chunks must average once RELAY_CHUNK has passed
+#                            (a trickle of a byte a chunk holds no slot; a 3 MiB bundle needs 2 MB/s on loopback)
+RELAY_STRANGER_SLOTS = 4  # of RELAY_STREAMS, the most the pulls of owners we have not yet seen serve a bundle whole
+#                           through us may hold: the rest stay for owners that have (RELAY_PROVEN remembered)
+RELAY_PROVEN = 1024
+RELAY_SLACK = 64 << 10  # bytes a relayed pull may carry beyond twice the largest bundle its owner announced
 STORE_RATE, STORE_BURST = 10.0, 30.0  # DHT store requests a remote peer may make a second, and at once (an
 #                                       honest peer stores its announcement to a few nodes once a step)
 MAX_REQUEST_BYTES = 512  # a BundleRequest: version, kind, 16-byte digest, a peer id (~60 bytes in practice)
@@ -347,7 +355,11 @@ class SwarmDHT:
         self.pacer = Pacer()  # our own requests to each peer, spaced under what its intake admits
         self.stores = StreamLimits(per_peer=1 << 30, total=1 << 30, rate=STORE_RATE, burst=STORE_BURST)  # DHT
         #             stores per remote peer (install_store_limit); its `refused["rate"]` counts refused requests
-        self.relay_owners: frozenset[str] | None = None  # peer ids we relay for (None: any; the exchange sets it)
+        self.relay_owners: dict[str, int] | None = None  # peer ids we relay for, each with the largest bundle
+        #                                                  it announced (None: any; the exchange sets it)
+        self._proven: collections.OrderedDict[str, None] = collections.OrderedDict()  # owners whose bundles we
+        #                                                  relayed whole, latest last (RELAY_STRANGER_SLOTS)
+        self._strangers = 0  # relay slots held now by the pulls of owners not proven
         self._seeds: list[tuple[str, tuple[str, ...]]] | None = None  # initial peers, parsed (seeds())
         self._neighbours: list[str] = []  # routing-table peers drawn as seeds (seeds())
         self._node = self._start(stop)
@@ -658,15 +670,15 @@ class SwarmDHT:
 
     async def _relay(self, request, requester: str = ""):
         """Passes a pull on to `request.owner`, a peer that cannot accept connections but opened one to us
-        (libp2p streams go both ways on it); at most RELAY_STREAMS at once, RELAY_PER_REQUESTER for one
-        requester and RELAY_PER_OWNER for one owner; RELAY_BYTES and RELAY_TIMEOUT each, the time counted whether
-        chunks come or not, and RELAY_FIRST_CHUNK for the owner to start answering; paced per owner by our own
-        pacer (a pull whose turn is more than RELAY_FIRST_CHUNK away is refused, relay-rate). We check
-        nothing: the receiver checks the owner's signature and the digest, so we cannot alter it. With
-        `relay_owners` set (a peer's exchange sets it each step), only for owners whose live announcement names
-        us as their relay."""
-        from hivemind.p2p import PeerID
-
+        (libp2p streams go both ways on it). Bounded so that stalling owners cannot hold the relay (issue 54, 2):
+        at most RELAY_STREAMS pulls at once, RELAY_PER_REQUESTER for one requester, RELAY_PER_OWNER for one owner
+        and RELAY_STRANGER_SLOTS for owners not yet proven (seen serving a bundle whole through us); each pull
+        RELAY_TIMEOUT as a whole, RELAY_FIRST_CHUNK for the owner's first chunk and RELAY_CHUNK for each next one,
+        RELAY_MIN_RATE on average once RELAY_CHUNK has passed, and no more bytes than the owner's first chunk
+        declares nor than twice the largest bundle it announced (+ RELAY_SLACK); paced per owner by our own pacer
+        (a pull whose turn is more than RELAY_FIRST_CHUNK away is refused, relay-rate). We check nothing else:
+        the receiver checks the owner's signature and the digest, so we cannot alter it. With `relay_owners` set
+        (a peer's exchange sets it each step), only for owners whose live announcement names us as their relay."""
         owner = request.owner
         if self.relay_owners is not None and owner not in self.relay_owners:
             self.intake.refused["relay-owner"] += 1  # not an owner whose live announcement names us
@@ -675,16 +687,17 @@ class SwarmDHT:
         if self.settings.client_mode:
             yield NOT_SERVED
             return
+        stranger = owner not in self._proven
         if (self._relays.locked() or self._relaying[requester] >= RELAY_PER_REQUESTER
-                or self._relayed[owner] >= RELAY_PER_OWNER):
-            self.intake.refused["relay-full"] += 1  # every slot, or this requester's or this owner's share, taken
+                or self._relayed[owner] >= RELAY_PER_OWNER or (stranger and self._strangers >= RELAY_STRANGER_SLOTS)):
+            self.intake.refused["relay-full"] += 1  # every slot, or this requester's, owner's or strangers' share
             yield NOT_SERVED
             return
         self._relaying[requester] += 1
         self._relayed[owner] += 1
+        self._strangers += stranger
         try:
             async with self._relays:
-                deadline = time.monotonic() + RELAY_TIMEOUT
                 # the owner sees every pull we relay as ours: spaced under its intake's rate like our own pulls
                 # of it (one bucket for both), and refused here when the wait would outlast its first chunk
                 wait = self.pacer.delay(owner, most=RELAY_FIRST_CHUNK)
@@ -694,34 +707,70 @@ class SwarmDHT:
                     return
                 if wait > 0:
                     await asyncio.sleep(wait)
-                forwarded = pb.BundleRequest(version=PROTOCOL_VERSION, kind=request.kind, digest=request.digest)
-                try:
-                    stream = await asyncio.wait_for(self._node.p2p.iterate_protobuf_handler(
-                        PeerID.from_base58(request.owner), bundle_handler(self.settings.name), forwarded,
-                        pb.BundleChunk), RELAY_TIMEOUT)
-                except Exception as err:  # noqa: BLE001 (an owner we cannot reach: nothing to relay)
-                    log.debug("relaying to %s: %s", request.owner, first_line(err))
-                    yield NOT_SERVED
-                    return
-                sent, first = 0, True
-                try:
-                    while (left := deadline - time.monotonic()) > 0:
-                        try:
-                            chunk = await asyncio.wait_for(anext(stream), min(left, RELAY_FIRST_CHUNK) if first
-                                                           else left)
-                        except (StopAsyncIteration, TimeoutError):
-                            break
-                        sent, first = sent + len(chunk.data), False
-                        if sent > RELAY_BYTES:
-                            break
-                        yield chunk
-                finally:
-                    await stream.aclose()
+                announced = (self.relay_owners or {}).get(owner, RELAY_BYTES)
+                async for chunk in self._relayed_chunks(request, min(RELAY_BYTES, 2 * announced + RELAY_SLACK)):
+                    yield chunk
         finally:
             self._relaying[requester] -= 1
             self._relayed[owner] -= 1
+            self._strangers -= stranger
             self._relaying += collections.Counter()  # (drops the zero counts: the maps hold only pulls in flight)
             self._relayed += collections.Counter()
+
+    async def _relayed_chunks(self, request, limit: int):
+        """The owner's answer to a pull we relay, chunk by chunk, cut (counted: relay-slow, relay-bytes) at the
+        first bound it breaks (see _relay); an owner whose bundle came whole is proven, one cut for its pace
+        is not any more."""
+        from hivemind.p2p import PeerID
+
+        owner, start = request.owner, time.monotonic()
+        forwarded = pb.BundleRequest(version=PROTOCOL_VERSION, kind=request.kind, digest=request.digest)
+        try:
+            stream = await asyncio.wait_for(self._node.p2p.iterate_protobuf_handler(
+                PeerID.from_base58(owner), bundle_handler(self.settings.name), forwarded, pb.BundleChunk),
+                RELAY_FIRST_CHUNK)
+        except Exception as err:  # noqa: BLE001 (an owner we cannot reach: nothing to relay)
+            log.debug("relaying to %s: %s", owner, first_line(err))
+            yield NOT_SERVED
+            return
+        sent, total, waited, cut = 0, None, 0.0, ""
+        try:
+            while True:
+                left = start + RELAY_TIMEOUT - time.monotonic()
+                if left <= 0:
+                    cut = "relay-slow"
+                    break
+                before = time.monotonic()
+                try:
+                    chunk = await asyncio.wait_for(anext(stream), min(left, RELAY_FIRST_CHUNK if total is None
+                                                                      else RELAY_CHUNK))
+                except StopAsyncIteration:
+                    break
+                except TimeoutError:
+                    cut = "relay-slow"
+                    break
+                waited += time.monotonic() - before  # (the owner's time, not the requester's reading)
+                total = chunk.total if total is None else total
+                sent += len(chunk.data)
+                if total > limit or sent > total:
+                    cut = "relay-bytes"
+                    break
+                if waited > RELAY_CHUNK and sent < RELAY_MIN_RATE * waited:
+                    cut = "relay-slow"
+                    break
+                yield chunk
+                if total == 0 or sent == total:
+                    break
+        finally:
+            await stream.aclose()
+        if cut:
+            self.intake.refused[cut] += 1
+            self._proven.pop(owner, None)
+        elif total and sent == total:
+            self._proven[owner] = None
+            self._proven.move_to_end(owner)
+            while len(self._proven) > RELAY_PROVEN:
+                self._proven.popitem(last=False)
 
     def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float,
                    maddrs: tuple[str, ...] = (), signer: bytes = b"", via: str = ""):

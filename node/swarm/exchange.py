@@ -372,11 +372,12 @@ class GroupExchange:
         come from whoever watches for newcomers)."""
         self.gossip.end_round(take_pushes=len(self.ledger.vouched(self.transport.now())) >= 2)
 
-    def relay_owners(self) -> frozenset[str]:
-        """Peer ids whose live announcement names us as a relay: the only owners our node relays pulls for."""
+    def relay_owners(self) -> dict[str, int]:
+        """The peers whose live announcement names us as a relay (the only owners our node relays pulls for),
+        each with the largest bundle it announced (what a relayed pull of it may carry, dht.py)."""
         me, now = self.transport.peer_id, self.transport.now()
-        return frozenset(s.announcement.peer_id for s in self.ledger.known.values()
-                         if me in s.announcement.relays and s.expires > now)
+        return {s.announcement.peer_id: max(s.announcement.groups.size, s.announcement.summaries.size)
+                for s in self.ledger.known.values() if me in s.announcement.relays and s.expires > now}
 
     def _announcements(self, result: GatherResult, wait: float) -> dict | None:
         """The announcements read this step (None: no read finished), waiting at most `wait` seconds: a read

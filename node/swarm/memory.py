@@ -56,7 +56,7 @@ class MemorySwarm:
 class MemoryTransport:
     def __init__(self, hub: MemorySwarm, name: str):
         self.hub, self.peer_id, self.own_subkey = hub, name, name.encode()
-        self.relay_owners: frozenset[str] | None = None  # (nothing is relayed in memory)
+        self.relay_owners: dict[str, int] | None = None  # (nothing is relayed in memory)
         self.initial: list[tuple[str, tuple[str, ...]]] = []  # initial peers (seeds), as the DHT's
         self.neighbours: list[tuple[str, tuple[str, ...]]] = []  # routing-table peers (seeds before the initial)
 

@@ -274,11 +274,11 @@ def test_a_relayed_pull_to_an_owner_that_never_answers_ends_and_frees_its_slot(m
             return by.pull_async(of.peer_id, "groups", b"", 1 << 20, timeout=60,
                                  maddrs=tuple(relay.visible_maddrs()), via=relay.peer_id)
 
-        relay.relay_owners = frozenset()  # a relay relays only for owners whose live announcement names it
+        relay.relay_owners = {}  # a relay relays only for owners whose live announcement names it
         with pytest.raises(RecordError) as unnamed:
             pull().result(30)
         assert unnamed.value.reason == "missing" and relay.intake.refused["relay-owner"] == 1
-        relay.relay_owners = frozenset({owner.peer_id, honest.peer_id})
+        relay.relay_owners = {owner.peer_id: len(bundle), honest.peer_id: len(bundle)}
         start = time.monotonic()
         held = [pull(), pull()]
         time.sleep(0.5)  # both relayed pulls are in the relay now
@@ -312,7 +312,7 @@ def test_a_relay_paces_the_pulls_it_forwards_to_one_owner_under_the_owners_intak
     requesters = [SwarmDHT(SwarmConfig(name="t", initial_peers=boot), bundles=False) for _ in range(3)]
     bundle = pack_bundle([b"honest"], 1 << 20)[0]
     owner.serve("groups", bundle)
-    relay.relay_owners = frozenset({owner.peer_id})
+    relay.relay_owners = {owner.peer_id: len(bundle)}
 
     def storm(pulls_each: int) -> int:
         served = [0] * len(requesters)
@@ -478,4 +478,68 @@ def test_a_stranger_cannot_store_faster_than_the_per_peer_rate():
         assert victim.stores.open_streams() == 0
     finally:
         for node in (other, stranger, victim):
+            node.shutdown()
+
+
+def test_owners_that_send_a_chunk_and_stall_cannot_hold_a_relay(monkeypatch):
+    """Issue 54, 2: owners whose first chunk is one byte and who then stall held a relayed pull for RELAY_TIMEOUT
+    (30 s): 4 requesters x 2 pulls of 4 such owners kept all 8 slots and no honest pull went through. Now each
+    next chunk has RELAY_CHUNK, the pace RELAY_MIN_RATE, the bytes what the owner declared and announced, and
+    owners not yet proven hold RELAY_STRANGER_SLOTS at most: an owner whose bundles came whole through this
+    relay is served while the stallers try, and a staller's slot is free again within RELAY_CHUNK."""
+    import threading
+
+    monkeypatch.setattr(dht_module, "RELAY_CHUNK", 1.0)
+    relay = SwarmDHT(SwarmConfig(name="t"))
+    boot = tuple(relay.visible_maddrs())
+    honest = SwarmDHT(SwarmConfig(name="t", initial_peers=boot, client_mode=True))
+    stallers = [SwarmDHT(SwarmConfig(name="t", initial_peers=boot, client_mode=True), bundles=False)
+                for _ in range(4)]
+    requesters = [SwarmDHT(SwarmConfig(name="t", initial_peers=boot), bundles=False) for _ in range(4)]
+    probe = SwarmDHT(SwarmConfig(name="t", initial_peers=boot), bundles=False)
+    bundle = pack_bundle([b"honest"], 1 << 20)[0]
+    honest.serve("groups", bundle)
+    first = bundle_chunks(b"x" * 1000)[0]
+    first.data = b"x"  # one byte of the thousand it declares, then nothing
+
+    async def stall(stream_info, reader, writer):
+        writer.write(frame(first.SerializeToString()))
+        await writer.drain()
+        await asyncio.sleep(3600)
+
+    relay.relay_owners = {honest.peer_id: len(bundle), **{s.peer_id: 1000 for s in stallers}}
+    stop, held = threading.Event(), []
+
+    def hold(requester, owner):
+        while not stop.is_set():
+            start = time.monotonic()
+            with contextlib.suppress(Exception):
+                requester.pull_async(owner.peer_id, "groups", b"", 1 << 20, timeout=60, maddrs=boot,
+                                     via=relay.peer_id).result(70)
+            held.append(time.monotonic() - start)
+
+    def probe_pull():
+        return probe.pull_async(honest.peer_id, "groups", b"", 1 << 20, timeout=60, maddrs=boot,
+                                via=relay.peer_id).result(70)
+
+    try:
+        for owner in stallers:
+            owner._call(owner._node.p2p.add_binary_stream_handler(bundle_handler("t"), stall), timeout=30)
+        assert probe_pull() == bundle and honest.peer_id in relay._proven  # served whole once: proven
+        threads = [threading.Thread(target=hold, args=(r, o), daemon=True) for r in requesters for o in stallers]
+        for t in threads:
+            t.start()
+        time.sleep(2.0)
+        served = 0
+        for _ in range(20):
+            with contextlib.suppress(Exception):
+                served += probe_pull() == bundle
+            time.sleep(0.1)
+        stop.set()
+        assert served >= 19, (served, dict(relay.intake.refused))
+        assert relay.intake.refused["relay-slow"] > 0 and max(held) < 1.0 + 5.0 + 5.0  # (was RELAY_TIMEOUT)
+        assert all(s.peer_id not in relay._proven for s in stallers)
+    finally:
+        stop.set()
+        for node in (probe, *requesters, *stallers, honest, relay):
             node.shutdown()
