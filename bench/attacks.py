@@ -53,6 +53,10 @@ def poison(claims: str, pad: int = 0):
     return build
 
 
+def stealth(v, dht, step):
+    return "groups", [hostile.stealth_poison(v, i, dht.now()) for i in hostile.random_indices(step, 16)]
+
+
 def made_up(work: str):
     def build(v, dht, step):
         return "groups", [hostile.made_up_work(v, i, dht.now(), work=work, seed=step)
@@ -110,6 +114,10 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
         f"{k} identit{'y' if k == 1 else 'ies'} serve sampled groups (honest) until step {BEHAVE}, then "
         f"poison-{claims}", poison(claims), {"behave": BEHAVE, "identities": k, "with_model": True})
        for claims in ("floor", "matched") for k in (1, 4, 8)},
+    **{f"stealth-k{k}": (f"{k} identities honest until step {BEHAVE}, then wrong rows at the weight cap padded "
+                         f"with rows claimed near-certain", stealth, {"behave": BEHAVE, "identities": k,
+                                                                       "with_model": True})
+       for k in (4, 8)},
     "behave-low-k4": (f"4 identities honest until step {BEHAVE}, then poison-low", poison("low"),
                       {"behave": BEHAVE, "identities": 4, "with_model": True}),
     "behave-published-k4": (f"4 identities honest until step {BEHAVE}, then poison-published",

@@ -245,6 +245,22 @@ def made_up_work(v: Victim, index: int, created: float, work: str = "random", g:
     return group_record(v, index, completions, [[-0.1] * len(c) for c in completions], created)
 
 
+def stealth_poison(v: Victim, index: int, created: float, g: int = 8, wrong_rows: int = 2) -> bytes:
+    """Issue 54, 3: `wrong_rows` wrong answers claimed ln 2 + 0.05 a token below the victims' model's own
+    log-probs (every token's weight just above the cap C = 2), the other rows right answers claimed near-certain
+    (-0.001 a token): rows our model finds less likely than claimed, each of which lowered the one bet of the
+    e-detector of old by log 2, so that the step's evidence stayed negative (-0.94 a group was measured)."""
+    index, created = v.bind(index, created)
+    answer = v.task.item("train", index).answer
+    wrong = v.ids(str(int(answer) + 1)) + [v.eos_id]
+    right = v.ids(answer) + [v.eos_id]
+    completions = [wrong if i < wrong_rows else right for i in range(g)]
+    own = model_logprobs(v, v.prompt(index), completions)
+    claims = [[x - math.log(2.0) - 0.05 for x in lp] if i < wrong_rows else [-0.001] * len(lp)
+              for i, lp in enumerate(own)]
+    return group_record(v, index, completions, claims, created)
+
+
 def claimed_logprobs(v: Victim, index: int, completions: list[list[int]], claims: str) -> list[list[float]]:
     if claims == "low":
         return [[-30.0] * len(c) for c in completions]

@@ -36,6 +36,7 @@ neutral to us loses nothing that helped).
 from __future__ import annotations
 
 import logging
+import math
 import random
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -60,7 +61,9 @@ class SenderState:
     score: float = 0.5  # moving average of the informative share of its accepted groups
     informative_pulls: int = 0  # pulls whose accepted groups included informative ones
     seen: float = 0.0  # our clock when we first read its newest announcement (what `swarm status` orders by)
-    evidence: float = 0.0  # e-detector statistic against its claims (node/rl/transfer/guard.py), fed by the learner
+    evidence: float = 0.0  # e-detector statistic against its claims (node/rl/transfer/guard.py), fed by the learner:
+    #                        combined_evidence of `bets`
+    bets: tuple[float, ...] = ()  # the CUSUM of each bet size (guard.sender_bets); () before its first rows
     harm: float = 0.0  # harm statistic of its groups against ours (node/rl/alignment.py), fed by the learner
     unreachable: bool = False  # a pull failed since its newest announcement (it may be dead: not counted present)
     failed_step: int = -1  # the step of its last failure (its groups and summaries pulls fail together: once)
@@ -73,6 +76,12 @@ class SenderState:
 def cusum(statistic: float, step_log_bet: float) -> float:
     """A CUSUM after one more step: max(statistic, 0) + this step's log-bet."""
     return max(statistic, 0.0) + step_log_bet
+
+
+def combined_evidence(bets: tuple[float, ...]) -> float:
+    """One statistic from the CUSUMs of several bet sizes: the largest, less the log of their number (a union
+    bound: an honest sender reaches a bound b as rarely as with one bet at b)."""
+    return max(bets) - math.log(len(bets)) if bets else 0.0
 
 
 @dataclass
@@ -109,19 +118,23 @@ class SenderLedger:
     def watches_alignment(self) -> bool:
         return self.trust.harm_bound > 0
 
-    def judge_evidence(self, evidence: dict[bytes, float]) -> set[bytes]:
-        """Adds each sender's log-evidence of this step to its statistic; returns the senders whose rows give no
-        gradient: their statistic reached trust.sender_bound (now: their peer id is distrusted from now on and
-        logged), or their peer id was distrusted before."""
+    def judge_evidence(self, evidence: dict[bytes, tuple[float, ...]]) -> set[bytes]:
+        """Adds each sender's log-evidence of this step, one figure a bet size, to its CUSUMs; returns the
+        senders whose rows give no gradient: their combined statistic (combined_evidence) reached
+        trust.sender_bound (now: their peer id is distrusted from now on and logged), or their peer id was
+        distrusted before."""
         cut = set()
-        for i, (sender, step_log_bet) in enumerate(evidence.items()):
+        for i, (sender, step_log_bets) in enumerate(evidence.items()):
             state = self.known.get(sender)
-            value = cusum(state.evidence if state is not None else 0.0, step_log_bet)
+            before = state.bets if state is not None and state.bets else (0.0,) * len(step_log_bets)
+            bets = tuple(cusum(b, x) for b, x in zip(before, step_log_bets, strict=True))
+            value = combined_evidence(bets)
             self.verdicts.evidence = value if i == 0 else max(self.verdicts.evidence, value)
             if state is None:  # forgotten since its groups came (its announcement expired): this step's alone
                 if self.trust.sender_bound and value >= self.trust.sender_bound:
                     cut.add(sender)
                 continue
+            state.bets = bets
             if self.observe(sender, value, self.trust.sender_bound):
                 self.verdicts.distrusted += 1
                 log.warning("distrusting peer %s for good: the log-probs it claims make our importance weights "

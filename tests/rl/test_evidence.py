@@ -9,9 +9,9 @@ import torch
 
 from node.config import TrustConfig
 from node.rl.batching import Batch
-from node.rl.transfer.guard import evidence_by_sender, row_log_evidence
+from node.rl.transfer.guard import SENDER_BETS, evidence_by_sender, row_log_evidence, sender_bets
 from node.rl.transfer.plan import plan_loss
-from node.swarm.senders import cusum
+from node.swarm.senders import combined_evidence, cusum
 
 
 def test_a_row_bets_its_likelihood_ratio_after_the_numerical_allowance():
@@ -29,9 +29,13 @@ def test_each_sender_restarts_from_zero_and_adds_its_own_rows_only():
     d_sum = -torch.tensor([0.0, math.log(3.0), math.log(3.0), 0.0, math.log(3.0)], dtype=torch.float64)
     step = evidence_by_sender(d_sum, torch.zeros(5), torch.tensor([False, True, True, True, True]),
                               torch.tensor([-1, 0, 1, 0, 1]), 2, TrustConfig(ratio_bound_per_token=0.0))
-    assert step.tolist() == pytest.approx([math.log(2.0), 2 * math.log(2.0)])
+    bets = sender_bets(TrustConfig())
+    assert bets == (0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625) and step.shape == (2, SENDER_BETS)
+    assert step[0].tolist() == pytest.approx([math.log(1 + 2 * b) for b in bets])  # one row at r = 3
+    assert step[1].tolist() == pytest.approx([2 * math.log(1 + 2 * b) for b in bets])
     # a negative past counts as 0: a long honest record buys nothing
     assert cusum(-5.0, 6.0) == 6.0 and cusum(3.0, -4.0) == -1.0
+    assert combined_evidence((1.0, 25.0, -3.0)) == pytest.approx(25.0 - math.log(3)) and combined_evidence(()) == 0
 
 
 def categorical_logp(rng: random.Random, v: int) -> list[float]:
@@ -47,36 +51,63 @@ def run_detector(claim_offset: float, steps: int, rows: int, seed: int) -> list[
     v = 12
     gen = [categorical_logp(rng, v) for _ in range(3)]
     ours = [categorical_logp(rng, v) for _ in range(3)]
-    stat, history = 0.0, []
+    history = []
     for _ in range(steps):
         log_ratio = []
         for _ in range(rows):
             tokens = [rng.choices(range(v), [math.exp(x) for x in gen[t]])[0] for t in range(3)]
             log_ratio.append(sum(ours[t][a] - (gen[t][a] - claim_offset) for t, a in enumerate(tokens)))
-        row_e = row_log_evidence(torch.tensor(log_ratio, dtype=torch.float64), torch.full((rows,), 3), 0.01, 0.5)
-        stat = cusum(stat, float(row_e.sum()))
-        history.append(stat)
+        history.append(detector_step(history[-1][1] if history else None, log_ratio))
     return history
+
+
+def detector_step(before: tuple | None, log_ratio: list[float], tokens: int = 3) -> tuple[float, tuple]:
+    """(combined statistic, each bet's CUSUM) after one more step of a sender's rows (their log-ratios), as the
+    ledger keeps them (before: each bet's CUSUM after the steps before; None: none yet)."""
+    rows = torch.tensor(log_ratio, dtype=torch.float64)
+    step = [float(row_log_evidence(rows, torch.full((len(rows),), tokens), 0.01, bet).sum())
+            for bet in sender_bets(TrustConfig())]
+    bets = tuple(cusum(b, x) for b, x in zip(before or (0.0,) * SENDER_BETS, step, strict=True))
+    return combined_evidence(bets), bets
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_an_honest_sender_of_another_model_stays_far_below_the_bound(seed):
-    assert max(run_detector(0.0, steps=300, rows=16, seed=seed)) < 10.0
+    assert max(combined for combined, _ in run_detector(0.0, steps=300, rows=16, seed=seed)) < 10.0
 
 
 def test_claims_below_the_sampler_reach_the_bound_within_a_step():
     # 2 nats a token lower than what it sampled from: weights e^6 times what honest sampling gives
     history = run_detector(2.0, steps=3, rows=16, seed=0)
-    assert history[0] >= 20.0
+    assert history[0][0] >= 20.0
+
+
+def test_rows_claimed_near_certain_no_longer_offset_rows_pinned_at_the_weight_cap():
+    """Issue 54, 3 (stealth): a sender's wrong 3-token rows claimed ln 2 + 0.05 a token below our model's own
+    log-probs (weight just above the cap C = 2 on every token), padded with 3-token rows it claims near-certain
+    that our model gives 0.5 a token: 4 of one, 12 of the other a step (2 groups of 8). At the one bet of old
+    (lambda 0.5) each step's evidence is negative and the CUSUM stays at 0; the small bets see the rows' mean
+    ratio above 1 and reach the bound within 16 steps. The weight mass it gets meanwhile is that of an honest
+    sampler at most: its tokens' mean truncated weight (12 at 2, 36 at 0.5) is 0.875 <= 1."""
+    poison, padding = 3 * (math.log(2.0) + 0.05), 3 * math.log(0.5)
+    log_ratio = [poison] * 4 + [padding] * 12
+    old = row_log_evidence(torch.tensor(log_ratio, dtype=torch.float64), torch.full((16,), 3), 0.01, 0.5)
+    assert float(old.sum()) < 0  # (-0.94 a group was measured against the published detector)
+    combined, bets, steps = 0.0, None, 0
+    while combined < 20.0 and steps < 16:
+        combined, bets = detector_step(bets, log_ratio)
+        steps += 1
+    assert combined >= 20.0, (steps, bets)
+    assert (12 * 2.0 + 36 * 0.5) / 48 <= 1.0
 
 
 def plan(logp_gen_rows, ledger, transfer_policy, sender_bound=20.0, priors=(0.0, 0.0)):
     """Two own rows and three received rows of senders A, B, A; our model gives every token log(0.5). The
-    ledger knows A and B with the given evidence before the step."""
+    ledger knows A and B with the given evidence before the step (every bet's CUSUM at it + log SENDER_BETS)."""
     n = len(logp_gen_rows)
     book = ledger(b"A", b"B", trust=TrustConfig(sender_bound=sender_bound))
     for sender, prior in zip((b"A", b"B"), priors, strict=True):
-        book.known[sender].evidence = prior
+        book.known[sender].bets = (prior + math.log(SENDER_BETS),) * SENDER_BETS
     own = torch.tensor([True, True, False, False, False])
     batch = Batch(torch.zeros(n, 1, dtype=torch.long), torch.ones(n, 1, dtype=torch.long),
                   torch.zeros(n, 2, dtype=torch.long), torch.ones((n, 2), dtype=torch.bool),
@@ -92,8 +123,8 @@ def test_a_sender_reaching_the_bound_gives_no_gradient_from_that_step_on(ledger,
     low = [-12.0, -12.0]  # log-ratio 2 * (12 - 0.69) = 22.6 a row
     rows = [honest, honest, low, honest, low]
     planned, book = plan(rows, ledger, transfer_policy)
-    e_low = math.log(0.5 + 0.5 * math.exp(2 * (12 + math.log(0.5)) - 0.02))
-    e_honest = math.log(0.5 + 0.5 * math.exp(-0.02))
+    e_low = math.log(0.5 + 0.5 * math.exp(2 * (12 + math.log(0.5)) - 0.02))  # at the largest bet, 0.5
+    e_honest = math.log(1 - 1 / 64 + math.exp(-0.02) / 64)  # at the smallest, 1/64 (the least negative)
     assert [book.known[s].evidence for s in (b"A", b"B")] == pytest.approx([2 * e_low, e_honest], abs=1e-9)
     assert "A" in book.distrusted and "B" not in book.distrusted and book.verdicts.distrusted == 1
     assert planned.metrics.distrusted == 2 and planned.metrics.implausible == 0

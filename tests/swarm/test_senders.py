@@ -1,10 +1,14 @@
 """Who a peer pulls from: discovery memory, weighted choice with exploration, exponential back-off."""
+import math
 import random
+
+import pytest
 
 from node.swarm.senders import ESTABLISHED_AFTER, EXPLORE, SenderLedger, backoff_steps
 from protocol.codec import Announcement, BundleRef, WireCard, bundle_digest
 
 CARD = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0")
+LOG2 = math.log(2.0)
 
 
 def announcement(name: str, created: float = 100.0, peer_id: str = "") -> Announcement:
@@ -171,16 +175,19 @@ def test_the_ledger_keeps_each_senders_evidence_and_answers_whose_rows_are_cut_t
     ledger = SenderLedger(capacity=10, rng=random.Random(0), trust=TrustConfig(sender_bound=20.0))
     for name, peer in (("a", "A"), ("b", "B"), ("b2", "B"), ("c", "C")):
         ledger.learn(name.encode(), announcement(name, peer_id=peer), expires=1000.0)
-    ledger.known[b"a"].evidence = -7.0
-    ledger.known[b"b"].evidence = 15.0
+    ledger.known[b"a"].bets = (-7.0, 1.0)  # two bet sizes here (the learner reports guard.SENDER_BETS)
+    ledger.known[b"b"].bets = (15.0, 2.0)
     ledger.begin_step(4)
-    assert ledger.judge_evidence({b"a": 3.0, b"b": 5.5, b"c": -0.5}) == {b"b"}
-    assert [ledger.known[s].evidence for s in (b"a", b"b", b"c")] == [3.0, 20.5, -0.5]
-    assert ledger.verdicts.distrusted == 1 and ledger.verdicts.evidence == 20.5 and list(ledger.distrusted) == ["B"]
-    assert ledger.judge_evidence({b"b2": -1.0}) == {b"b2"}  # peer B's other identity: cut, not told twice
+    assert ledger.judge_evidence({b"a": (3.0, 0.5), b"b": (5.5 + LOG2, 1.0), b"c": (-0.5, -0.1)}) == {b"b"}
+    assert [ledger.known[s].bets for s in (b"a", b"b", b"c")] == [(3.0, 1.5), pytest.approx((20.5 + LOG2, 3.0)),
+                                                                    (-0.5, -0.1)]
+    assert [ledger.known[s].evidence for s in (b"a", b"b", b"c")] == pytest.approx([3 - LOG2, 20.5, -0.1 - LOG2])
+    assert ledger.verdicts.distrusted == 1 and ledger.verdicts.evidence == pytest.approx(20.5)
+    assert list(ledger.distrusted) == ["B"]
+    assert ledger.judge_evidence({b"b2": (-1.0, -1.0)}) == {b"b2"}  # peer B's other identity: cut, not told twice
     assert ledger.verdicts.distrusted == 1
-    assert ledger.judge_evidence({b"gone": 25.0}) == {b"gone"}  # forgotten meanwhile: this step's evidence alone
-    assert ledger.judge_evidence({b"gone": 19.0}) == set()
+    assert ledger.judge_evidence({b"gone": (25.0, 0.0)}) == {b"gone"}  # forgotten meanwhile: this step's alone
+    assert ledger.judge_evidence({b"gone": (19.0, 0.0)}) == set()
     ledger.begin_step(5)
     assert ledger.verdicts.distrusted == 0 and ledger.verdicts.evidence == 0.0
 

@@ -21,6 +21,13 @@ w = pi_theta / pi_gen and the divergence D. Three checks, whatever the policy:
   gradient from that step on (`distrusted`). A sender that claims lower log-probs than its sampler gives (how it
   would raise its weights) grows the statistic by about log(lambda r) a row; claims equal to our model's own
   (r = 1) it cannot see: the per-sender share cap bounds those.
+  One bet cannot be enough: rows our model finds unlikely but which the sender claims near-certain (r near 0)
+  each cost a bet of lambda = 0.5 log 2, so a sender padding its step with them offset its rows pinned at the
+  weight cap (issue 54, 3: 0 of 8 stealth identities distrusted in 51 steps). So every row bets at
+  SENDER_BETS sizes, trust.sender_bet halved each time, each size with a CUSUM of its own; a row near r = 0
+  costs a small bet only about lambda, while a sender whose rows average r > 1 (what raises its weight mass
+  above an honest sampler's) gains about lambda (mean r - 1) a row at the small bets. The ledger distrusts at
+  the largest statistic less log SENDER_BETS (a union bound: the rate of false alarms of one bet).
 Own rows are never checked.
 """
 from __future__ import annotations
@@ -42,9 +49,9 @@ class SenderJudge(Protocol):
         """Whether the harm detector is on (the learner then measures each sender's head-gradient cosine)."""
         ...
 
-    def judge_evidence(self, evidence: dict[bytes, float]) -> set[bytes]:
-        """Takes this step's log-evidence of each sender's rows; returns the senders whose rows give no gradient
-        (distrusted now or before)."""
+    def judge_evidence(self, evidence: dict[bytes, tuple[float, ...]]) -> set[bytes]:
+        """Takes this step's log-evidence of each sender's rows at each bet size (sender_bets); returns the
+        senders whose rows give no gradient (distrusted now or before)."""
         ...
 
     def judge_alignment(self, cosines: dict[bytes, float]) -> None:
@@ -80,14 +87,23 @@ def row_log_evidence(log_ratio: torch.Tensor, tokens: torch.Tensor, slack: float
     return torch.logaddexp(torch.full_like(adjusted, math.log1p(-bet)), adjusted + math.log(bet))
 
 
+SENDER_BETS = 6  # bet sizes of the e-detector: trust.sender_bet, halved 5 times (0.5 down to 1/64 by default)
+
+
+def sender_bets(trust: TrustConfig) -> tuple[float, ...]:
+    return tuple(trust.sender_bet / 2**k for k in range(SENDER_BETS))
+
+
 def evidence_by_sender(d_sum: torch.Tensor, tokens: torch.Tensor, received: torch.Tensor, sender: torch.Tensor,
                        n_senders: int, trust: TrustConfig) -> torch.Tensor:
-    """[S] the sum of each sender's rows' log-evidence this step (sender: [N] index, -1 for our own rows)."""
+    """[S, SENDER_BETS] the sum of each sender's rows' log-evidence this step at each bet size (sender_bets;
+    sender: [N] index, -1 for our own rows)."""
     sender = torch.where(received, sender.to(d_sum.device), torch.full_like(sender.to(d_sum.device), -1))
-    row_e = row_log_evidence(-d_sum, tokens, trust.ratio_bound_per_token, trust.sender_bet)
+    row_e = torch.stack([row_log_evidence(-d_sum, tokens, trust.ratio_bound_per_token, bet)
+                         for bet in sender_bets(trust)], dim=1)  # [N, SENDER_BETS]
     counted = sender >= 0
-    return torch.zeros(n_senders, dtype=d_sum.dtype, device=d_sum.device).index_add(0, sender[counted],
-                                                                                      row_e[counted])
+    return torch.zeros(n_senders, SENDER_BETS, dtype=d_sum.dtype, device=d_sum.device).index_add(
+        0, sender[counted], row_e[counted])
 
 
 @dataclass
@@ -122,7 +138,7 @@ def guard(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor, ow
     distrusted = torch.zeros_like(received)
     if judge is not None and senders:
         evidence = evidence_by_sender(d_sum, tokens, received, sender, len(senders), trust)
-        cut = judge.judge_evidence(dict(zip(senders, evidence.tolist(), strict=True)))
+        cut = judge.judge_evidence({s: tuple(e) for s, e in zip(senders, evidence.tolist(), strict=True)})
         if cut:
             cut_index = torch.tensor([s in cut for s in senders] + [False], device=mask.device)
             distrusted = received & cut_index[sender.to(mask.device)]  # index -1 reads the appended False
