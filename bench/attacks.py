@@ -46,6 +46,13 @@ DIGITS_ARGS = ["--set", "train.prompts_per_step=8", "--set", "swarm.received_gro
 BEHAVE = 12  # behave-then-poison: the honest full peer's step at which the identities switch (issue 23, 4)
 
 
+def peer_id_of_file(path: Path) -> str:
+    """The peer id of a libp2p identity file ("" when there is none)."""
+    from hivemind.p2p import PeerID
+
+    return PeerID.from_identity(path.read_bytes()).to_base58() if path.is_file() else ""
+
+
 def poison(claims: str, pad: int = 0):
     def build(v, dht, step):
         return "groups", [hostile.padding_poison(v, i, dht.now(), claims=claims, pad=pad)
@@ -216,8 +223,11 @@ def run(name: str, steps: int, out: Path) -> dict:
             attacker.shutdown()
         sp.stop()
     result = {"attack": name, "about": about, "sent": sent[0], "bootstrap_alive": bootstrap_alive, "peers": {}}
+    ids = {role: peer_id_of_file(sp.out / f"{role}.id") for role in peers}
     for role in peers:
         rows = sp.metrics(role)
+        partner = next((ids[other] for other in peers if other != role), "")
+        after = rows[options.get("behave", 0):]
         rejected: dict[str, int] = {}
         for r in rows:
             for reason, n in r.swarm.rejected.items():
@@ -229,6 +239,10 @@ def run(name: str, steps: int, out: Path) -> dict:
             "distrusted_rows": sum(r.loss.distrusted for r in rows),
             "distrusted_steps": [r.step for r in rows if r.swarm.distrusted for _ in range(r.swarm.distrusted)],
             "max_evidence_clean": max((r.swarm.evidence for r in rows[: options.get("behave", 0)]), default=0.0),
+            "partner_steps": sum(partner in r.swarm.alignments for r in rows),  # steps it trained on the other
+            #                                                                      honest peer's groups
+            "received_weight": statistics.mean(r.loss.received_weight for r in after) if after else 0.0,
+            "received_truncated": statistics.mean(r.loss.received_truncated for r in after) if after else 0.0,
             "reward_last20": statistics.mean(r.reward for r in rows[-20:]) if rows else 0.0,
             "mean_G": statistics.mean(r.group_size for r in rows) if rows else 0.0,
             "straggler_rate": statistics.mean(r.group.straggler_rate for r in rows) if rows else 0.0,
@@ -243,8 +257,9 @@ def table(results: dict) -> str:
     controls = {False: results.get("clean"), True: results.get("clean-counting")}
     digit_controls = {True: results.get("clean-digits-gated"), False: results.get("clean-digits")}
     header = ("| attack | refused by the honest peers (full / LoRA) | reward, last 20 steps: attacked vs control "
-              "(full; LoRA) | step s, median / max | received groups used / step, median | peak RSS MB |")
-    lines = [header, "|---|---|---|---|---|---|"]
+              "(full; LoRA) | step s, median / max | received groups used / step, median | peak RSS MB | steps "
+              "trained on the honest partner; received tokens' mean w; share at the cap C (full / LoRA) |")
+    lines = [header, "|---|---|---|---|---|---|---|"]
     for name, res in results.items():
         counting = ATTACKS[name][2].get("counting", False)
         options = ATTACKS[name][2]
@@ -274,7 +289,10 @@ def table(results: dict) -> str:
         used = " / ".join(f"{p.get('used_median', math.nan):.0f}" for p in res["peers"].values())
         survived = res["bootstrap_alive"] and all(p["exit"] == 0 for p in res["peers"].values())
         alive = "" if survived else " (a process died)"
-        lines.append(f"| {name}: {res['about']}{alive} | {' / '.join(cells)} | {effect} | {steps} | {used} | {rss} |")
+        mass = " / ".join(f"{p['partner_steps']}; {p['received_weight']:.2f}; {100 * p['received_truncated']:.1f}%"
+                          if "partner_steps" in p else "-" for p in res["peers"].values())
+        lines.append(f"| {name}: {res['about']}{alive} | {' / '.join(cells)} | {effect} | {steps} | {used} | {rss} "
+                     f"| {mass} |")
     return "\n".join(lines)
 
 

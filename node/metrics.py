@@ -29,6 +29,8 @@ class LossMetrics:
     filtered_frac: float = 0.0
     mean_weight: float = 1.0  # mean importance weight w over tokens
     truncated_frac: float = 0.0  # tokens with w above C
+    received_weight: float = 0.0  # mean w over received tokens (what a sender's claims can raise; 0: none)
+    received_truncated: float = 0.0  # received tokens with w above C, as a share of received tokens
     clip_frac: float = 0.0  # tokens whose PPO ratio was clipped
     div_sum_mean: float = 0.0  # divergence D (token sum), mean over rows
     div_sum_max: float = 0.0

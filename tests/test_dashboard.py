@@ -169,3 +169,41 @@ def test_what_a_peer_claims_is_shown_as_text_never_as_html():
     finally:
         board.close()
     assert "&lt;img src=x onerror=\"1\"&gt;x&lt;b&gt;y&lt;/b&gt;" in dom and "<img" not in dom and "<b>y" not in dom
+
+
+def test_a_thousand_idle_connections_cost_no_thread_and_the_page_still_answers(monkeypatch):
+    """Issue 54, 5: 300 connections that sent `GET / HT` and stopped held 311 threads and 312 descriptors (a
+    thread per connection, no time limit). Now they cost no thread, at most MAX_CONNECTIONS descriptors (the
+    oldest closed as new ones come), each closes after IDLE_SECONDS, and the page answers meanwhile."""
+    import resource
+    import socket
+    import threading
+
+    from node.observability import http
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < 4096:  # (the test's own 1000 client sockets)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), hard))
+    monkeypatch.setattr(http, "IDLE_SECONDS", 2.0)
+    status = NodeStatus(role="peer", model="tiny-add", peer_id="QmIdle")
+    board = Dashboard(status.snapshot)
+    threads_before = threading.active_count()
+    held = []
+    try:
+        for _ in range(1000):
+            s = socket.create_connection(("127.0.0.1", board.port), timeout=10)
+            s.sendall(b"GET / HT")
+            held.append(s)
+        code, _, body = get(board.port, "/api/status")  # a viewer, while the strangers hold what they can
+        assert code == 200 and json.loads(body)["peer_id"] == "QmIdle"
+        assert board.server.connections <= http.MAX_CONNECTIONS and board.server.evicted >= 1000 - 64
+        assert threading.active_count() <= threads_before + 1  # (no thread a connection)
+        deadline = time.monotonic() + 30
+        while board.server.connections and time.monotonic() < deadline:  # the last ones time out by themselves
+            time.sleep(0.2)
+        assert board.server.connections == 0
+        assert all(s.recv(1) == b"" for s in held[-8:])  # closed by the server, nothing answered
+    finally:
+        for s in held:
+            s.close()
+        board.close()

@@ -5,15 +5,13 @@ node's own curves (held-out accuracy and sampled reward over steps).
 One self-contained page (no scripts or fonts from elsewhere: a volunteer's machine may be offline) that reads
 `/api/status` every few seconds; that JSON is the node's status, the same figures `swarm status` prints. Text
 that came from other peers (model names, peer ids) is only ever set as text, never parsed as HTML. The HTTP
-server is the standard library's, in a daemon thread; it serves nothing else.
+server is http.py's (bounded connections, each with a time limit); it serves nothing else.
 """
 from __future__ import annotations
 
 import json
 import math
-import threading
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 REFRESH_MS = 3000
 
@@ -34,41 +32,20 @@ class Dashboard:
         """Serves on host:port (0: any free port; `self.port` is the one bound). A taken port is PortInUse."""
         from node.system.process import ensure_port_free
 
+        from .http import HttpServer
+
         ensure_port_free(host, port, "--dashboard-port")
         page = PAGE.replace("__REFRESH__", str(REFRESH_MS)).encode()
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # (the standard library names it)
-                path = self.path.split("?", 1)[0]
-                if path == "/":
-                    self._send(200, "text/html; charset=utf-8", page)
-                elif path == "/api/status":
-                    self._send(200, "application/json", json.dumps(finite(snapshot())).encode())
-                else:
-                    self._send(404, "text/plain", b"not found")
-
-            def _send(self, code: int, kind: str, body: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", kind)
-                self.send_header("Content-Length", str(len(body)))
-                self.send_header("Cache-Control", "no-store")
-                self.send_header("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; "
-                                 "style-src 'unsafe-inline'")
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args):  # no access log on the node's stderr
-                pass
-
-        self.server = ThreadingHTTPServer((host, port), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, name="dashboard", daemon=True)
-        self.thread.start()
+        self.server = HttpServer(
+            {"/": lambda: ("text/html; charset=utf-8", page),
+             "/api/status": lambda: ("application/json", json.dumps(finite(snapshot())).encode())},
+            host, port, "dashboard",
+            headers={"Cache-Control": "no-store", "Content-Security-Policy": "default-src 'self'; script-src "
+                     "'unsafe-inline'; style-src 'unsafe-inline'"})
+        self.port = self.server.port
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()
 
 
 PAGE = """<!doctype html>

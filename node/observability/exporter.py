@@ -4,8 +4,8 @@ Gauges hold the last step's figures (reward, held-out accuracy where evaluated, 
 filtered fraction, step time, peers); counters are the node's running totals (node/metrics.py `Totals`, the
 object the end summary and `swarm status` read), read at each scrape: steps, groups sent, received, trained on,
 rejected by reason, senders distrusted and demoted, bytes in and out. Every name starts with `swarm_`; the
-peer's model and swarm are labels of `swarm_peer_info`. The HTTP server runs in a daemon thread
-(prometheus-client's own).
+peer's model and swarm are labels of `swarm_peer_info`. The HTTP server is http.py's (bounded connections,
+each with a time limit; prometheus-client's own gave each connection a thread with none), at /metrics.
 """
 from __future__ import annotations
 
@@ -51,9 +51,11 @@ class TotalsCollector:
 class MetricsExporter:
     def __init__(self, port: int, host: str = "127.0.0.1", model: str = "", swarm: str = ""):
         """Serves on host:port (0: any free port; `self.port` is the one bound). A taken port is PortInUse."""
-        from prometheus_client import CollectorRegistry, Gauge, Info, start_http_server
+        from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Gauge, Info, generate_latest
 
         from node.system.process import ensure_port_free
+
+        from .http import HttpServer
 
         ensure_port_free(host, port, "--metrics-port")
         self.registry = registry = CollectorRegistry()
@@ -72,8 +74,9 @@ class MetricsExporter:
         self.peers = gauge("peers", "other peers seen at the last step's poll")
         self.view = gauge("view_peers", "peers in the peer-sampling view after the last step")
         self.alignment = gauge("alignment", "mean cosine of the last step's senders' head gradients with our own's")
-        self.server, self.thread = start_http_server(port, addr=host, registry=registry)
-        self.port = self.server.server_port
+        scrape = lambda: (CONTENT_TYPE_LATEST, generate_latest(registry))  # noqa: E731
+        self.server = HttpServer({"/metrics": scrape, "/": scrape}, host, port, "metrics")
+        self.port = self.server.port
 
     def watch(self, totals: Totals) -> None:
         """Serves these running totals as the counters (once; the node feeds them each step)."""
@@ -95,5 +98,4 @@ class MetricsExporter:
         self.alignment.set(r.swarm.alignment)
 
     def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        self.server.close()

@@ -62,6 +62,8 @@ def plan_metrics(rows: Rows, kept, decision) -> LossMetrics:
     d_sum, d_mean = kept.d_sum, kept.d_mean
     lifted = decision.lifted if decision.lifted is not None else torch.zeros_like(has_tokens)
     truncated = decision.truncated & mask if decision.truncated is not None else torch.zeros_like(mask)
+    received = mask & rows.received[:, None]
+    n_received = received.sum().clamp(min=1)
     return LossMetrics(
         sequences=int(has_tokens.sum()),
         tokens=int(mask.sum()),
@@ -74,6 +76,8 @@ def plan_metrics(rows: Rows, kept, decision) -> LossMetrics:
         filtered_frac=float(decision.filtered.sum() / has_tokens.sum().clamp(min=1)),
         mean_weight=float((w * mask.to(w.dtype)).sum() / n_tok),
         truncated_frac=float(truncated.sum() / n_tok),
+        received_weight=float((w * received.to(w.dtype)).sum() / n_received),
+        received_truncated=float((truncated & received).sum() / n_received),
         div_sum_mean=float(d_sum[has_tokens].mean()) if has_tokens.any() else 0.0,
         div_sum_max=float(d_sum[has_tokens].max()) if has_tokens.any() else 0.0,
         div_tok_mean=float(d_mean[has_tokens].mean()) if has_tokens.any() else 0.0,
