@@ -133,6 +133,7 @@ REJECTION_REASONS = {  # every reason a received record is counted as rejected (
     "malformed": "bytes that do not parse as a record",
     "missing": "a record its sender no longer holds",
     "oversize": "a record over the size limits",
+    "padded": "tokens after an end token, or completions cut at different lengths",
     "prompt": "prompt ids that are not the item's prompt",
     "shape": "fields whose sizes disagree",
     "signature": "a signature that does not verify",

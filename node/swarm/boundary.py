@@ -5,7 +5,9 @@ Two pure steps, and `admit`, the two together:
   within our own generation limit, plausible behaviour log-probs), with the sender's tokenizer when it is not
   ours and we may use it (node/swarm/retokenize.py), else "tokenizer";
 - `rebuild_received`: freshness (neither from the future nor older than swarm.max_age), a "stop" completion
-  ending in an end token, the task reference naming a task this peer has loaded or can build offline in
+  ending in an end token, no completion padded (an end token before its last token, or "length" completions
+  cut at different lengths: an honest sampler stops at the first end token and cuts every completion of a group
+  at one cap), the task reference naming a task this peer has loaded or can build offline in
   microseconds, the prompt ids equal to the item's prompt encoded with the sender's tokenizer, each completion
   decoded (and re-tokenized into ours when foreign) and re-scored by our verifier.
 Every failure is a `RecordError` whose reason the exchange counts; nothing else escapes, whatever the record
@@ -25,13 +27,14 @@ from node.tasks import Task, checks_work, task_of_record
 from protocol import CLOCK_SKEW
 from protocol.codec import Limits, RecordError, WireGroup, decode_group, peek_card
 
-from .retokenize import Foreign, ForeignTokenizers, retokenize
+from .retokenize import FOREIGN_TOKEN_FACTOR, Foreign, ForeignTokenizers, retokenize
 
 log = logging.getLogger(__name__)
 REFUSED_BECAUSE = {  # what a refusal after decoding means, by reason (for log lines)
     "future": "stamped in the future", "stale": "older than swarm.max_age", "shape": "a stop without an end token",
     "task": "not a task reference we can rebuild", "prompt": "its prompt ids are not the item's prompt",
-    "length": "its text, in our tokens, is longer than we generate",
+    "length": "longer than we generate (in its sender's tokens), or than 8x that in ours",
+    "padded": "tokens after an end token, or completions cut at different lengths",
 }
 
 
@@ -65,6 +68,18 @@ def _refuse(wire: WireGroup, reason: str) -> RecordError:
                                f"{REFUSED_BECAUSE.get(reason, reason)}")
 
 
+def padded(wire: WireGroup, stop_ids) -> bool:
+    """Whether a group was padded after sampling (issue 54, 8): an end token before a completion's last token
+    (an honest sampler stops at the first), an end token ending a "length" completion, or "length" completions
+    of different lengths, or a "stop" one longer than them (an honest sampler cuts every completion of a group
+    at the one cap it generates with)."""
+    cut = {len(c.token_ids) for c in wire.completions if c.finish_reason == "length"}
+    if len(cut) > 1 or (cut and any(len(c.token_ids) > min(cut) for c in wire.completions)):
+        return True
+    return any(t in stop_ids for c in wire.completions
+               for t in (c.token_ids if c.finish_reason == "length" else c.token_ids[:-1]))
+
+
 def rebuild_received(wire: WireGroup, foreign: Foreign | None, rx: Receiver, now: float,
                      sender: bytes = b"") -> Received:
     """The decoded group checked and rebuilt here: prompt and rewards ours, a foreign group's completions
@@ -76,6 +91,8 @@ def rebuild_received(wire: WireGroup, foreign: Foreign | None, rx: Receiver, now
     stop_ids = foreign.stop_ids if foreign else rx.eos_ids
     if any(c.finish_reason == "stop" and c.token_ids[-1] not in stop_ids for c in wire.completions):
         raise _refuse(wire, "shape")
+    if padded(wire, stop_ids):
+        raise _refuse(wire, "padded")
     task = task_of_record(wire.task, rx.task)
     if task is None or task.version != wire.task_version or wire.split not in task.splits:
         raise _refuse(wire, "task")
@@ -90,7 +107,7 @@ def rebuild_received(wire: WireGroup, foreign: Foreign | None, rx: Receiver, now
             comp = Completion(c.token_ids, c.logprobs, c.finish_reason, text)
             if foreign:
                 ours = retokenize(rx.tokenizer, text, c.finish_reason == "stop", float(sum(c.logprobs)),
-                                  rx.limits.max_tokens)
+                                  rx.limits.max_tokens * FOREIGN_TOKEN_FACTOR)
                 if ours is None:
                     raise _refuse(wire, "length")
                 comp.token_ids, comp.logprobs = ours

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from protocol.codec import Limits, WireCard
 
-FOREIGN_TOKEN_FACTOR = 8  # a foreign completion may have at most this many times our token limit in its ids
+FOREIGN_TOKEN_FACTOR = 8  # a foreign completion may have at most our token limit in its sender's tokens (what we
+#                           would generate, counted in its generator's), and this many times it in ours (work)
 FOREIGN_MEMORY = 16  # other tokenizers remembered (resolved or not)
 
 
@@ -44,7 +45,7 @@ class ForeignTokenizers:
 
             tok = resolve_source(*key)
             self.cache[key] = None if tok is None or len(tok) != card.vocab_size else Foreign(
-                tok, sender_stop_ids(tok), Limits(max_tokens=self.max_tokens * FOREIGN_TOKEN_FACTOR))
+                tok, sender_stop_ids(tok), Limits(max_tokens=self.max_tokens))
             while len(self.cache) > FOREIGN_MEMORY:
                 self.cache.popitem(last=False)
         self.cache.move_to_end(key)

@@ -48,6 +48,14 @@ def test_an_honest_record_becomes_our_group_rescored_by_our_verifier(victim):
                                     task="arith-sub"), NOW, "prompt"),  # another task's item under our prompt
     (lambda v: hostile.long_completions(v, NOW)[0], NOW, "length"),
     (lambda v: b"\x00garbage", NOW, "malformed"),
+    # padded after sampling (issue 54, 8): tokens after the end token; "length" ones cut at different lengths;
+    # a "stop" one longer than the group's cut
+    (lambda v: hostile.group_record(v, 5, [v.ids("12") + [v.eos_id] + v.ids("==") + [v.eos_id]] * 2,
+                                    [[-0.5] * 6] * 2, NOW), NOW, "padded"),
+    (lambda v: hostile.group_record(v, 5, [v.ids("123"), v.ids("12")], [[-0.5] * 3, [-0.5] * 2], NOW), NOW,
+     "padded"),
+    (lambda v: hostile.group_record(v, 5, [v.ids("12"), v.ids("1234") + [v.eos_id]], [[-0.5] * 2, [-0.5] * 5],
+                                    NOW), NOW, "padded"),
 ])
 def test_each_hostile_record_is_one_reason(victim, record, now, reason):
     with pytest.raises(RecordError) as err:
