@@ -77,8 +77,8 @@ def seed_corpus() -> dict[str, list[bytes]]:
     card = WireCard("qwen2", 310_000, False, TOKENIZER, VOCAB, "transformers", 1.0, 1.0, "0.1")
     wires = []
     for g in (2, 4, 8):
-        comps = [WireCompletion([5 + i % 7] * (3 + i), [-0.5] * (3 + i), "stop" if i % 2 else "length", i % 2)
-                 for i in range(g)]
+        comps = [WireCompletion([7 + i % 5] * (2 + i % 3) + [5], [-0.5] * (3 + i % 3), "stop", 1) if i % 2 else
+                 WireCompletion([8 + i % 4] * 6, [-0.5] * 6, "length", 0) for i in range(g)]  # (cut at 6, end: 5)
         wires.append(WireGroup("digits", "1", "train", 12345 + g, [3, 4, 5, 6, 7], comps, card, step=g,
                                created=1.7e9))
     groups = [encode_group(w) for w in wires]
@@ -93,7 +93,12 @@ def seed_corpus() -> dict[str, list[bytes]]:
     requests = [pb.BundleRequest(version=PROTOCOL_VERSION, kind=kind, digest=digest, owner=owner).SerializeToString()
                 for kind in ("groups", "summaries", "view", "hello") for digest in (b"", bundle_digest(b"x"))
                 for owner in ("", "Qm" + "c" * 44)]
+    from hivemind.dht.crypto import RSASignatureValidator
+    from hivemind.utils.crypto import RSAPrivateKey
+
+    subkeys = [RSASignatureValidator(RSAPrivateKey()).local_public_key for _ in range(2)]
     return {"request": [frame(r) + frame(b"") for r in requests], "chunks": streams, "bundle": bundles,
+            "identity": subkeys,
             "announcement": announcements, "card": groups, "group": groups, "summary": summaries,
             "dht-record": [dht_record_input(a) for a in announcements],
             "view": [pack_view([SignedAnnouncement(b"[owner:" + b"k" * 32 + b"]", a, b"s" * 344)
@@ -175,13 +180,38 @@ def target_dht_record(data: bytes):
     return result
 
 
+def target_identity(data: bytes):
+    """The bytes as the DHT subkey an announcement or bundle is signed under: the peer id it owns (what an
+    announcement must name, issue 54), and whether it drew an item (what a group must be of)."""
+    from node.swarm.dht import peer_id_of
+    from protocol.codec import is_drawn
+
+    owned = peer_id_of(data)
+    if not isinstance(owned, str) or not isinstance(is_drawn(data, 1.7e9, 12345), bool):
+        raise TypeError("peer_id_of / is_drawn returned another type")
+    if not owned:
+        raise RecordError("identity", "the subkey names no key")
+    return owned
+
+
+def target_group(data: bytes):
+    """A group decoded, then checked for padding (boundary.padded) as a receiver does before rebuilding it."""
+    from node.swarm.boundary import padded
+
+    wire = decode_group(data, receiver_vocab=VOCAB, limits=LIMITS, tokenizer=TOKENIZER)
+    if padded(wire, frozenset({5})):
+        raise RecordError("padded", "an end token inside, or cuts of different lengths")
+    return wire
+
+
 TARGETS: dict[str, Callable[[bytes], object]] = {
     "request": target_request,
     "chunks": target_chunks,
     "bundle": lambda data: unpack_groups(data, LIMITS),
     "announcement": lambda data: decode_announcement(data, LIMITS),
     "card": lambda data: peek_card(data, LIMITS),
-    "group": lambda data: decode_group(data, receiver_vocab=VOCAB, limits=LIMITS, tokenizer=TOKENIZER),
+    "group": target_group,
+    "identity": target_identity,
     "summary": lambda data: decode_summary(data, LIMITS),
     "dht-record": target_dht_record,
     "view": unpack_view,
