@@ -1,6 +1,8 @@
 """The wire protocol (schema, codec, DHT keys). Imports nothing from node/ and no torch."""
-PROTOCOL_VERSION = 4  # 2: groups bundles in the columnar, compressed layout of protocol/bundle2.py; 3: fine
-#                       announcement shards beside the coarse ones; 4: levels of them (SHARD_LEVELS)
+PROTOCOL_VERSION = 5  # 2: groups bundles in the columnar, compressed layout of protocol/bundle2.py; 3: fine
+#                       announcement shards beside the coarse ones; 4: levels of them (SHARD_LEVELS); 5: a group's
+#                       item is drawn from its generator's identity and second (codec.drawn_index, `created` that
+#                       second), and a node's libp2p key signs its records (a subkey proves its peer id)
 MAX_RECORD_TTL = 600.0  # seconds: no record under the swarm's keys may expire later than this from now
 CLOCK_SKEW = 60.0  # seconds of clock disagreement tolerated on top (FIELD-NOTES: peers agree within 3 s)
 ANNOUNCE_SHARDS = 64  # DHT keys the announcements are spread over (a peer's shard: a hash of its subkey)
