@@ -64,6 +64,10 @@ def stealth(v, dht, step):
     return "groups", [hostile.stealth_poison(v, i, dht.now()) for i in hostile.random_indices(step, 16)]
 
 
+def cherry_pick(v, dht, step):
+    return "groups", hostile.cherry_picked(v, hostile.random_indices(step, 8), dht.now(), seed=step)
+
+
 def made_up(work: str):
     def build(v, dht, step):
         return "groups", [hostile.made_up_work(v, i, dht.now(), work=work, seed=step)
@@ -139,6 +143,8 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
                              lambda v, d, s: ("groups", [hostile.plain(v, s * 8 + i, created=d.now())
                                                          for i in range(8)]),
                              {"identities": 4}),
+    "cherry-pick": ("32 samples a prompt, published: every right one up to 7 and one wrong, true log-probs",
+                    cherry_pick, {"with_model": True}),
     "replay": ("honest bundles replayed and re-stamped", replays, {}),
     "front-run": ("honest peers' latest groups served as its own, stamped now", front_run, {}),
     "future": ("groups stamped an hour ahead", lambda v, d, s: (

@@ -214,6 +214,40 @@ def sampled_groups(v: Victim, indices: list[int], created: float, g: int = 8, se
     return records
 
 
+def cherry_picked(v: Victim, indices: list[int], created: float, g: int = 8, pool: int = 32,
+                  seed: int = 0) -> list[bytes]:
+    """Issue 54, 8 (seen live in another open RL network): `pool` completions sampled per prompt from the victims'
+    zoo model at temperature 1, with their true log-probs, and g of them published: every right one it found up
+    to g - 1, and one wrong (a group that looks like a model far better than it is, and whose advantages are
+    skewed: the one wrong row carries the whole negative mass). Valid by every check a receiver can make."""
+    import torch
+
+    from node.generation.rollouts import Completion, score_completion
+
+    records = []
+    torch.manual_seed(seed)
+    for label in indices:
+        index, stamp = v.bind(label, created)
+        prompt, item = v.prompt(index), v.task.item("train", index)
+        with torch.no_grad():
+            out = v.model.generate(torch.tensor([prompt]), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                                   num_return_sequences=pool, max_new_tokens=v.max_new_tokens,
+                                   pad_token_id=v.eos_id, eos_token_id=v.eos_id)
+        right, wrong = [], []
+        for row in out[:, len(prompt):].tolist():
+            ids = row[:row.index(v.eos_id) + 1] if v.eos_id in row else row
+            comp = Completion(ids, [0.0] * len(ids), "stop" if ids[-1:] == [v.eos_id] else "length",
+                              v.tokenizer.decode(ids, skip_special_tokens=True))
+            (right if score_completion(v.task, item, comp) >= 1.0 else wrong).append(ids)
+        if not right or not wrong:
+            continue
+        chosen = right[:g - 1] + wrong[:1]
+        if len(chosen) < 2 or len({len(c) for c in chosen if c[-1:] != [v.eos_id]}) > 1:
+            continue  # (an honest group's cuts are of one length: keep the pick unpadded)
+        records.append(group_record(v, index, chosen, model_logprobs(v, prompt, chosen), stamp))
+    return records
+
+
 WORK = ("random", "other")  # made-up work: random characters; another problem's worked steps (plausible)
 
 
