@@ -68,15 +68,15 @@ def _refuse(wire: WireGroup, reason: str) -> RecordError:
                                f"{REFUSED_BECAUSE.get(reason, reason)}")
 
 
-def padded(wire: WireGroup, stop_ids) -> bool:
-    """Whether a group was padded after sampling (issue 54, 8): an end token before a completion's last token
-    (an honest sampler stops at the first), an end token ending a "length" completion, or "length" completions
-    of different lengths, or a "stop" one longer than them (an honest sampler cuts every completion of a group
-    at the one cap it generates with)."""
+def padded(wire: WireGroup, end_ids) -> bool:
+    """Whether a group was padded after sampling (issue 54, 8): an end token (end_ids: tokens its sampler surely
+    stops at) before a completion's last token (an honest sampler stops at the first), an end token ending a
+    "length" completion, or "length" completions of different lengths, or a "stop" one longer than them (an
+    honest sampler cuts every completion of a group at the one cap it generates with)."""
     cut = {len(c.token_ids) for c in wire.completions if c.finish_reason == "length"}
     if len(cut) > 1 or (cut and any(len(c.token_ids) > min(cut) for c in wire.completions)):
         return True
-    return any(t in stop_ids for c in wire.completions
+    return any(t in end_ids for c in wire.completions
                for t in (c.token_ids if c.finish_reason == "length" else c.token_ids[:-1]))
 
 
@@ -91,8 +91,8 @@ def rebuild_received(wire: WireGroup, foreign: Foreign | None, rx: Receiver, now
     stop_ids = foreign.stop_ids if foreign else rx.eos_ids
     if any(c.finish_reason == "stop" and c.token_ids[-1] not in stop_ids for c in wire.completions):
         raise _refuse(wire, "shape")
-    if padded(wire, stop_ids):
-        raise _refuse(wire, "padded")
+    if padded(wire, {foreign.tokenizer.eos_token_id} if foreign else rx.eos_ids):  # (what a sampler surely stops
+        raise _refuse(wire, "padded")  #  at: a foreign model's other special tokens may be sampled, and not stop it)
     task = task_of_record(wire.task, rx.task)
     if task is None or task.version != wire.task_version or wire.split not in task.splits:
         raise _refuse(wire, "task")

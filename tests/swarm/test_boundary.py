@@ -95,3 +95,18 @@ def test_whatever_the_bytes_the_answer_is_a_group_or_a_record_error(victim, data
     except RecordError:
         return
     assert all(r in (0.0, 1.0) for r in group.rewards) and len(group.completions) >= 2
+
+
+def test_a_special_token_the_sampler_does_not_stop_at_is_not_padding(victim):
+    """Measured in the README's demo: the char-tokenizer model samples its pad or bos token inside about 1
+    completion in 1,500, and does not stop there; its BPE partners refused such groups as padded while every
+    special token of a foreign tokenizer counted as an end. Only end tokens (our sampler's, or a foreign
+    tokenizer's EOS) are padding inside a completion."""
+    from node.swarm.boundary import padded
+
+    eos, pad = victim.eos_id, victim.tokenizer.pad_token_id
+    assert pad != eos
+    inside = [WireCompletion(victim.ids("1") + [pad] + victim.ids("2") + [eos], [-0.5] * 4, "stop"),
+              WireCompletion(victim.ids("12") + [eos], [-0.5] * 3, "stop")]
+    group = WireGroup("arith", victim.task.version, "train", 5, victim.prompt(5), inside, victim.card, 0, NOW)
+    assert not padded(group, {eos}) and padded(group, {eos, pad})
