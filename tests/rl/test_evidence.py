@@ -9,7 +9,13 @@ import torch
 
 from node.config import TrustConfig
 from node.rl.batching import Batch
-from node.rl.transfer.guard import SENDER_BETS, evidence_by_sender, row_log_evidence, sender_bets
+from node.rl.transfer.guard import (
+    SENDER_BETS,
+    evidence_by_sender,
+    row_log_evidence,
+    sender_bets,
+    token_log_evidence,
+)
 from node.rl.transfer.plan import plan_loss
 from node.swarm.senders import combined_evidence, cusum
 
@@ -30,9 +36,22 @@ def test_each_sender_restarts_from_zero_and_adds_its_own_rows_only():
     step = evidence_by_sender(d_sum, torch.zeros(5), torch.tensor([False, True, True, True, True]),
                               torch.tensor([-1, 0, 1, 0, 1]), 2, TrustConfig(ratio_bound_per_token=0.0))
     bets = sender_bets(TrustConfig())
-    assert bets == (0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625) and step.shape == (2, SENDER_BETS)
-    assert step[0].tolist() == pytest.approx([math.log(1 + 2 * b) for b in bets])  # one row at r = 3
-    assert step[1].tolist() == pytest.approx([2 * math.log(1 + 2 * b) for b in bets])
+    assert bets == (0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625) and step.shape == (2, 2 * SENDER_BETS)
+    # rows, then tokens (no tokens given: each row bets as one token)
+    assert step[0].tolist() == pytest.approx([math.log(1 + 2 * b) for b in bets] * 2)  # one row at r = 3
+    assert step[1].tolist() == pytest.approx([2 * math.log(1 + 2 * b) for b in bets] * 2)
+    # with tokens: each token bets on its own ratio; a foreign row's tokens mean nothing, so it bets as one
+    tokens = torch.log(torch.tensor([[1.0, 1.0], [3.0, 1.0], [1.0, 3.0], [1.0, 1.0], [9.0, 1.0 / 3]],
+                                    dtype=torch.float64))
+    mask = torch.ones(5, 2, dtype=torch.bool)
+    d_sum = -tokens.sum(dim=1)
+    foreign = torch.tensor([False, False, False, False, True])
+    step = evidence_by_sender(d_sum, torch.full((5,), 2), torch.tensor([False, True, True, True, True]),
+                              torch.tensor([-1, 0, 1, 0, 1]), 2, TrustConfig(ratio_bound_per_token=0.0),
+                              tokens, mask, foreign)
+    assert step[0, SENDER_BETS:].tolist() == pytest.approx([math.log(1 + 2 * b) for b in bets])  # (3, 1) + (1, 1)
+    assert step[1, SENDER_BETS:].tolist() == pytest.approx([2 * math.log(1 + 2 * b) for b in bets])  # (1, 3) +
+    #                                                                                  the foreign row's r = 3
     # a negative past counts as 0: a long honest record buys nothing
     assert cusum(-5.0, 6.0) == 6.0 and cusum(3.0, -4.0) == -1.0
     assert combined_evidence((1.0, 25.0, -3.0)) == pytest.approx(25.0 - math.log(3)) and combined_evidence(()) == 0
@@ -56,18 +75,20 @@ def run_detector(claim_offset: float, steps: int, rows: int, seed: int) -> list[
         log_ratio = []
         for _ in range(rows):
             tokens = [rng.choices(range(v), [math.exp(x) for x in gen[t]])[0] for t in range(3)]
-            log_ratio.append(sum(ours[t][a] - (gen[t][a] - claim_offset) for t, a in enumerate(tokens)))
+            log_ratio.append([ours[t][a] - (gen[t][a] - claim_offset) for t, a in enumerate(tokens)])
         history.append(detector_step(history[-1][1] if history else None, log_ratio))
     return history
 
 
-def detector_step(before: tuple | None, log_ratio: list[float], tokens: int = 3) -> tuple[float, tuple]:
-    """(combined statistic, each bet's CUSUM) after one more step of a sender's rows (their log-ratios), as the
-    ledger keeps them (before: each bet's CUSUM after the steps before; None: none yet)."""
-    rows = torch.tensor(log_ratio, dtype=torch.float64)
-    step = [float(row_log_evidence(rows, torch.full((len(rows),), tokens), 0.01, bet).sum())
-            for bet in sender_bets(TrustConfig())]
-    bets = tuple(cusum(b, x) for b, x in zip(before or (0.0,) * SENDER_BETS, step, strict=True))
+def detector_step(before: tuple | None, log_ratio: list[list[float]]) -> tuple[float, tuple]:
+    """(combined statistic, each bet's CUSUM) after one more step of a sender's rows (each a list of its tokens'
+    log-ratios), as the ledger keeps them (before: each bet's CUSUM after the steps before; None: none yet)."""
+    tokens = torch.tensor(log_ratio, dtype=torch.float64)
+    n = torch.full((len(tokens),), tokens.shape[1])
+    mask = torch.ones_like(tokens, dtype=torch.bool)
+    step = ([float(row_log_evidence(tokens.sum(dim=1), n, 0.01, bet).sum()) for bet in sender_bets(TrustConfig())]
+            + [float(token_log_evidence(tokens, mask, 0.01, bet).sum()) for bet in sender_bets(TrustConfig())])
+    bets = tuple(cusum(b, x) for b, x in zip(before or (0.0,) * (2 * SENDER_BETS), step, strict=True))
     return combined_evidence(bets), bets
 
 
@@ -89,25 +110,39 @@ def test_rows_claimed_near_certain_no_longer_offset_rows_pinned_at_the_weight_ca
     (lambda 0.5) each step's evidence is negative and the CUSUM stays at 0; the small bets see the rows' mean
     ratio above 1 and reach the bound within 16 steps. The weight mass it gets meanwhile is that of an honest
     sampler at most: its tokens' mean truncated weight (12 at 2, 36 at 0.5) is 0.875 <= 1."""
-    poison, padding = 3 * (math.log(2.0) + 0.05), 3 * math.log(0.5)
+    poison, padding = [math.log(2.0) + 0.05] * 3, [math.log(0.5)] * 3
     log_ratio = [poison] * 4 + [padding] * 12
-    old = row_log_evidence(torch.tensor(log_ratio, dtype=torch.float64), torch.full((16,), 3), 0.01, 0.5)
+    old = row_log_evidence(torch.tensor([sum(r) for r in log_ratio], dtype=torch.float64), torch.full((16,), 3),
+                           0.01, 0.5)
     assert float(old.sum()) < 0  # (-0.94 a group was measured against the published detector)
+    assert steps_to_bound(log_ratio) <= 16
+
+
+def steps_to_bound(log_ratio: list[list[float]], most: int = 50) -> int:
     combined, bets, steps = 0.0, None, 0
-    while combined < 20.0 and steps < 16:
+    while combined < 20.0 and steps < most:
         combined, bets = detector_step(bets, log_ratio)
         steps += 1
-    assert combined >= 20.0, (steps, bets)
+    return steps
+
+
+def test_padding_our_model_likes_is_caught_on_its_tokens_within_a_few_steps():
+    """The stealth attack as it ran (bench/attacks.py stealth-k4/k8): its padding rows are right answers, which
+    our trained model gives far more than 0.5 a token (0.9 here), so its tokens' mean ratio is above 1 (received
+    tokens' mean weight 1.00-1.01 against 0.76-0.78 clean): the two families reach the bound within 6 steps."""
+    poison, padding = [math.log(2.0) + 0.05] * 3, [math.log(0.9)] * 3
+    log_ratio = [poison] * 4 + [padding] * 12
+    assert steps_to_bound(log_ratio) <= 6
     assert (12 * 2.0 + 36 * 0.5) / 48 <= 1.0
 
 
 def plan(logp_gen_rows, ledger, transfer_policy, sender_bound=20.0, priors=(0.0, 0.0)):
     """Two own rows and three received rows of senders A, B, A; our model gives every token log(0.5). The
-    ledger knows A and B with the given evidence before the step (every bet's CUSUM at it + log SENDER_BETS)."""
+    ledger knows A and B with the given evidence before the step (every bet's CUSUM at it + its log count)."""
     n = len(logp_gen_rows)
     book = ledger(b"A", b"B", trust=TrustConfig(sender_bound=sender_bound))
     for sender, prior in zip((b"A", b"B"), priors, strict=True):
-        book.known[sender].bets = (prior + math.log(SENDER_BETS),) * SENDER_BETS
+        book.known[sender].bets = (prior + math.log(2 * SENDER_BETS),) * (2 * SENDER_BETS)
     own = torch.tensor([True, True, False, False, False])
     batch = Batch(torch.zeros(n, 1, dtype=torch.long), torch.ones(n, 1, dtype=torch.long),
                   torch.zeros(n, 2, dtype=torch.long), torch.ones((n, 2), dtype=torch.bool),

@@ -21,13 +21,17 @@ w = pi_theta / pi_gen and the divergence D. Three checks, whatever the policy:
   gradient from that step on (`distrusted`). A sender that claims lower log-probs than its sampler gives (how it
   would raise its weights) grows the statistic by about log(lambda r) a row; claims equal to our model's own
   (r = 1) it cannot see: the per-sender share cap bounds those.
-  One bet cannot be enough: rows our model finds unlikely but which the sender claims near-certain (r near 0)
-  each cost a bet of lambda = 0.5 log 2, so a sender padding its step with them offset its rows pinned at the
-  weight cap (issue 54, 3: 0 of 8 stealth identities distrusted in 51 steps). So every row bets at
-  SENDER_BETS sizes, trust.sender_bet halved each time, each size with a CUSUM of its own; a row near r = 0
-  costs a small bet only about lambda, while a sender whose rows average r > 1 (what raises its weight mass
-  above an honest sampler's) gains about lambda (mean r - 1) a row at the small bets. The ledger distrusts at
-  the largest statistic less log SENDER_BETS (a union bound: the rate of false alarms of one bet).
+  One bet on whole rows is not enough: rows our model finds unlikely but which the sender claims near-certain
+  (r near 0) each cost a bet of lambda = 0.5 log 2, so a sender padding its step with them offset its rows
+  pinned at the weight cap (issue 54, 3: 0 of 8 stealth identities distrusted in 51 steps). So a sender's
+  rows are bet on in two families, each at SENDER_BETS sizes (trust.sender_bet halved each time), each with a
+  CUSUM of its own: whole rows (r of the row), and tokens (each token's r_t = pi_theta(t) / pi_gen(t) given
+  its prefix is an e-value too, since E[r_t | prefix] = sum of pi_theta over what pi_gen can sample <= 1, so
+  the product of a row's (1 - lambda) + lambda r_t is one). A row near r = 0 costs a small bet only about
+  lambda; a sender whose tokens average r_t > 1 (what raises its weight mass above an honest sampler's)
+  gains about lambda (mean r_t - 1) a token. A foreign row's per-token split means nothing (its total is
+  spread evenly), so it bets as one token: its row. The ledger distrusts at the largest of the 2 x
+  SENDER_BETS statistics less log(2 x SENDER_BETS) (a union bound: the rate of false alarms of one bet).
 Own rows are never checked.
 """
 from __future__ import annotations
@@ -94,15 +98,30 @@ def sender_bets(trust: TrustConfig) -> tuple[float, ...]:
     return tuple(trust.sender_bet / 2**k for k in range(SENDER_BETS))
 
 
+def token_log_evidence(token_log_ratio: torch.Tensor, mask: torch.Tensor, slack: float, bet: float) -> torch.Tensor:
+    """[N] sum over each row's tokens of log((1 - bet) + bet * r_t), r_t = exp(token_log_ratio - slack)."""
+    per_token = row_log_evidence(token_log_ratio, torch.ones_like(token_log_ratio), slack, bet)
+    return (per_token * mask.to(per_token.dtype)).sum(dim=1)
+
+
 def evidence_by_sender(d_sum: torch.Tensor, tokens: torch.Tensor, received: torch.Tensor, sender: torch.Tensor,
-                       n_senders: int, trust: TrustConfig) -> torch.Tensor:
-    """[S, SENDER_BETS] the sum of each sender's rows' log-evidence this step at each bet size (sender_bets;
-    sender: [N] index, -1 for our own rows)."""
+                       n_senders: int, trust: TrustConfig, token_log_ratio: torch.Tensor | None = None,
+                       mask: torch.Tensor | None = None, foreign: torch.Tensor | None = None) -> torch.Tensor:
+    """[S, 2 x SENDER_BETS] the sum of each sender's log-evidence this step at each bet size (sender_bets): on
+    whole rows, then on tokens (token_log_ratio [N, T]: log pi_theta - log pi_gen, over `mask`; a foreign row,
+    or every row when no tokens are given, bets as one token: its row). sender: [N] index, -1 for our rows."""
     sender = torch.where(received, sender.to(d_sum.device), torch.full_like(sender.to(d_sum.device), -1))
-    row_e = torch.stack([row_log_evidence(-d_sum, tokens, trust.ratio_bound_per_token, bet)
-                         for bet in sender_bets(trust)], dim=1)  # [N, SENDER_BETS]
+    slack = trust.ratio_bound_per_token
+    rows = [row_log_evidence(-d_sum, tokens, slack, bet) for bet in sender_bets(trust)]
+    if token_log_ratio is None:
+        by_token = rows
+    else:
+        whole = foreign.bool() if foreign is not None else torch.zeros_like(received)
+        by_token = [torch.where(whole, row, token_log_evidence(token_log_ratio, mask, slack, bet))
+                    for row, bet in zip(rows, sender_bets(trust), strict=True)]
+    row_e = torch.stack(rows + by_token, dim=1)  # [N, 2 x SENDER_BETS]
     counted = sender >= 0
-    return torch.zeros(n_senders, SENDER_BETS, dtype=d_sum.dtype, device=d_sum.device).index_add(
+    return torch.zeros(n_senders, row_e.shape[1], dtype=d_sum.dtype, device=d_sum.device).index_add(
         0, sender[counted], row_e[counted])
 
 
@@ -122,9 +141,10 @@ class Guarded:
 
 def guard(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor, own: torch.Tensor,
           group: torch.Tensor, sender: torch.Tensor, senders: list[bytes], trust: TrustConfig,
-          judge: SenderJudge | None) -> Guarded:
+          judge: SenderJudge | None, foreign: torch.Tensor | None = None) -> Guarded:
     """The three checks on a batch (logp_ref: our log-probs before the update, detached; sender: [N] index into
-    `senders`, -1 for our own rows; judge: the sender ledger, None when no evidence is kept)."""
+    `senders`, -1 for our own rows; judge: the sender ledger, None when no evidence is kept; foreign: [N] rows
+    re-tokenized from another tokenizer, whose per-token log-probs are a split of their total)."""
     mask = mask.bool()
     valid_gen = torch.isfinite(logp_gen) & (logp_gen <= 0)
     dropped = mask & ~valid_gen
@@ -137,7 +157,8 @@ def guard(logp_ref: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor, ow
     implausible = implausible_rows(d_sum, d_mean, tokens, received, group, trust)
     distrusted = torch.zeros_like(received)
     if judge is not None and senders:
-        evidence = evidence_by_sender(d_sum, tokens, received, sender, len(senders), trust)
+        evidence = evidence_by_sender(d_sum, tokens, received, sender, len(senders), trust,
+                                      (logp_ref - logp_gen) * maskf, mask, foreign)
         cut = judge.judge_evidence({s: tuple(e) for s, e in zip(senders, evidence.tolist(), strict=True)})
         if cut:
             cut_index = torch.tensor([s in cut for s in senders] + [False], device=mask.device)

@@ -44,7 +44,8 @@ def plan_loss(batch, logp_ref: torch.Tensor, policy: TransferPolicy, trust: Trus
     logp_ref = logp_ref.detach()
     own = batch.own.bool()
     mask = batch.mask.bool() if policy.shares else batch.mask.bool() & own[:, None]  # alone: own rows only
-    kept = guard(logp_ref, batch.logp_gen, mask, own, batch.group, batch.sender, senders, trust, judge)
+    kept = guard(logp_ref, batch.logp_gen, mask, own, batch.group, batch.sender, senders, trust, judge,
+                 batch.foreign)
     mask, foreign = kept.mask, batch.foreign.bool()
     log_ratio = logp_ref - kept.logp_gen
     if bool(foreign.any()):  # one weight per foreign row: exp(mean log-ratio) = exp(-D mean)
