@@ -46,6 +46,20 @@ DIGITS_ARGS = ["--set", "train.prompts_per_step=8", "--set", "swarm.received_gro
 BEHAVE = 12  # behave-then-poison: the honest full peer's step at which the identities switch (issue 23, 4)
 
 
+def received_mass(folder: Path, role: str, roles: list[str], behave: int) -> dict:
+    """What one honest peer took from others (issue 54): the steps it trained on the other honest peer's groups,
+    and over the steps (from `behave` on) that trained on received tokens, their mean weight w and share at the
+    cap C (the median of the steps: a step without received tokens has no weight to average)."""
+    from node.metrics import read_metrics
+
+    rows = read_metrics(folder / f"{role}.jsonl")
+    partner = next((peer_id_of_file(folder / f"{other}.id") for other in roles if other != role), "")
+    took = [r for r in rows[behave:] if r.loss.received_weight > 0]
+    return {"partner_steps": sum(partner in r.swarm.alignments for r in rows),
+            "received_weight": statistics.median(r.loss.received_weight for r in took) if took else 0.0,
+            "received_truncated": statistics.median(r.loss.received_truncated for r in took) if took else 0.0}
+
+
 def peer_id_of_file(path: Path) -> str:
     """The peer id of a libp2p identity file ("" when there is none)."""
     from hivemind.p2p import PeerID
@@ -229,11 +243,8 @@ def run(name: str, steps: int, out: Path) -> dict:
             attacker.shutdown()
         sp.stop()
     result = {"attack": name, "about": about, "sent": sent[0], "bootstrap_alive": bootstrap_alive, "peers": {}}
-    ids = {role: peer_id_of_file(sp.out / f"{role}.id") for role in peers}
     for role in peers:
         rows = sp.metrics(role)
-        partner = next((ids[other] for other in peers if other != role), "")
-        after = rows[options.get("behave", 0):]
         rejected: dict[str, int] = {}
         for r in rows:
             for reason, n in r.swarm.rejected.items():
@@ -245,10 +256,7 @@ def run(name: str, steps: int, out: Path) -> dict:
             "distrusted_rows": sum(r.loss.distrusted for r in rows),
             "distrusted_steps": [r.step for r in rows if r.swarm.distrusted for _ in range(r.swarm.distrusted)],
             "max_evidence_clean": max((r.swarm.evidence for r in rows[: options.get("behave", 0)]), default=0.0),
-            "partner_steps": sum(partner in r.swarm.alignments for r in rows),  # steps it trained on the other
-            #                                                                      honest peer's groups
-            "received_weight": statistics.mean(r.loss.received_weight for r in after) if after else 0.0,
-            "received_truncated": statistics.mean(r.loss.received_truncated for r in after) if after else 0.0,
+            **received_mass(sp.out, role, list(peers), options.get("behave", 0)),
             "reward_last20": statistics.mean(r.reward for r in rows[-20:]) if rows else 0.0,
             "mean_G": statistics.mean(r.group_size for r in rows) if rows else 0.0,
             "straggler_rate": statistics.mean(r.group.straggler_rate for r in rows) if rows else 0.0,
@@ -308,6 +316,8 @@ def main() -> int:
     parser.add_argument("--only", help="comma-separated attack names (default: all)")
     parser.add_argument("--out", default="bench/out/attacks")
     parser.add_argument("--fresh", action="store_true", help="forget finished runs")
+    parser.add_argument("--retable", action="store_true", help="recompute what the honest peers took from others "
+                        "(received_mass) from the finished runs' metrics, and the table")
     args = parser.parse_args()
     unknown = [n for n in (args.only or "").split(",") if n and n not in ATTACKS]
     if unknown:
@@ -321,7 +331,13 @@ def main() -> int:
     store = out / "results.json"
     results = {} if args.fresh or not store.exists() else json.loads(store.read_text())
     names = args.only.split(",") if args.only else list(ATTACKS)
-    todo = [n for n in names if n not in results or results[n].get("steps") != args.steps]
+    if args.retable:
+        for name, res in results.items():
+            roles = list(res["peers"])
+            for role in roles:
+                res["peers"][role].update(received_mass(out / name, role, roles, ATTACKS[name][2].get("behave", 0)))
+        store.write_text(json.dumps(results, indent=1))
+    todo = [] if args.retable else [n for n in names if n not in results or results[n].get("steps") != args.steps]
     started = time.monotonic()
     for i, name in enumerate(todo, 1):
         t0 = time.monotonic()
