@@ -368,8 +368,10 @@ class GroupExchange:
                                 lambda sender, reason, detail: self._reject(result, sender, reason, detail))
 
     def _renew_view(self) -> None:
-        """Ends the view's round: pushes are taken only once we have 2 established senders (a newcomer's pushes
-        come from whoever watches for newcomers)."""
+        """Ends the view's round: senders distrusted or demoted leave the view; pushes are taken only once we have
+        2 established senders (a newcomer's pushes come from whoever watches for newcomers)."""
+        known = self.ledger.known.items()
+        self.gossip.drop([s for s, state in known if self.ledger.shunned(state.announcement.peer_id)])
         self.gossip.end_round(take_pushes=len(self.ledger.vouched(self.transport.now())) >= 2)
 
     def relay_owners(self) -> dict[str, int]:
@@ -429,6 +431,8 @@ class GroupExchange:
         and its sender learned when it is new to us."""
         new = not self.directory.read_before(value)
         announcement = self._check(sender, value, result)
+        if announcement is not None and self.ledger.shunned(announcement.peer_id):
+            return None  # (not a refusal: it stays out of our view, and is not pulled)
         if announcement is not None and new:
             self.ledger.learn(sender, announcement, announcement.created + self.cfg.max_age,
                                seen=self.transport.now())

@@ -251,6 +251,15 @@ class Gossip:
             return 0
         return self.membership.seed([self.held[s] for s in vouched if s in self.held and self.held[s].expires > now])
 
+    def drop(self, subkeys) -> None:
+        """Takes these identities out of our view and samplers (senders the ledger has distrusted or demoted:
+        left in, identities that behaved until they were established kept a peer's view full of themselves after
+        they were distrusted, so that it read no directory and took no push, and lost its honest partners)."""
+        for subkey in subkeys:
+            if subkey in self.membership.view:
+                self.membership.missed(subkey)
+            self.held.pop(subkey, None)
+
     def end_round(self, take_pushes: bool) -> None:
         """Renews the view from this step's pulls and, with take_pushes (we have established senders: a
         newcomer's pushes come from whoever watches for newcomers), its pushes."""

@@ -160,6 +160,10 @@ class SenderLedger:
                          "(harm %.1f >= %g; alignment this step %+.2f)", state.announcement.peer_id,
                          self.trust.demote_steps, value, self.trust.harm_bound, cos)
 
+    def shunned(self, peer_id: str) -> bool:
+        """Whether a peer id is distrusted, or demoted now: not pulled, not vouched for, and out of our view."""
+        return peer_id in self.distrusted or self.demoted.get(peer_id, 0) > self.step
+
     def vouched(self, now: float) -> list[bytes]:
         """Live senders whose groups proved valid and informative here, none distrusted or demoted (the ones our
         view vouches for)."""

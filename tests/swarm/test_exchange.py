@@ -650,3 +650,22 @@ def test_an_announcement_naming_a_peer_id_its_key_does_not_own_is_refused_and_ne
     result = gather(a, budget=8, sender_cap=64)
     assert result.rejected == {"identity": 1} and b"ghost" not in a.exchange.ledger.known
     assert len(result.groups) == 4  # b's own announcement is its own: b's groups arrive
+
+
+def test_a_distrusted_sender_leaves_the_view_and_does_not_come_back_through_others_views():
+    """Measured in the catalogue (behave-matched-k8): 8 identities that behaved until established filled a
+    peer's view and stayed there once distrusted, so it read no directory and took no push, and never found
+    its honest partner again. A sender distrusted or demoted now leaves the view at the end of the step, and an
+    entry of it that another's view brings is not taken (nor counted as refused)."""
+    hub = MemorySwarm()
+    a, b = lone_peer(hub, "a"), lone_peer(hub, "b", model="tiny-sub")
+    for step in range(3):
+        b.step(step)
+        a.step(step)
+    assert b"b" in a.exchange.gossip.membership.view
+    a.exchange.ledger.distrusted["b"] = None  # (as the e-detector would)
+    a.exchange.keep_view()
+    assert b"b" not in a.exchange.gossip.membership.view and b"b" not in a.exchange.gossip.held
+    value = hub.announcements[hub.transport("b").shard][b"b"][0]
+    result = GatherResult()
+    assert a.exchange._check_gossiped(b"b", value, result) is None and not result.rejected
