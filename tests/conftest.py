@@ -9,7 +9,7 @@ FILE_SECONDS = {
     "tests/test_swarm_loopback.py": 180, "tests/test_checkpoint.py": 220, "tests/test_paper_tables.py": 130,
     "tests/swarm/test_hostile_swarm.py": 180, "tests/test_cli_network.py": 170, "tests/test_peer_learns.py": 150,
     "tests/test_cli.py": 170, "tests/swarm/test_hostile_poison.py": 120, "tests/swarm/test_nat.py": 120,
-    "tests/swarm/test_sybil.py": 90, "tests/swarm/test_intake.py": 60, "tests/models/test_real_model.py": 40,
+    "tests/swarm/test_sybil.py": 90, "tests/swarm/test_intake.py": 90, "tests/models/test_real_model.py": 40,
     "tests/swarm/test_blackout.py": 25, "tests/test_export.py": 60, "tests/test_evaluation.py": 90,
     "tests/test_dashboard.py": 150,
 }

@@ -495,7 +495,7 @@ def test_owners_that_send_a_chunk_and_stall_cannot_hold_a_relay(monkeypatch):
     honest = SwarmDHT(SwarmConfig(name="t", initial_peers=boot, client_mode=True))
     stallers = [SwarmDHT(SwarmConfig(name="t", initial_peers=boot, client_mode=True), bundles=False)
                 for _ in range(4)]
-    requesters = [SwarmDHT(SwarmConfig(name="t", initial_peers=boot), bundles=False) for _ in range(4)]
+    requesters = [SwarmDHT(SwarmConfig(name="t", initial_peers=boot), bundles=False) for _ in range(2)]
     probe = SwarmDHT(SwarmConfig(name="t", initial_peers=boot), bundles=False)
     bundle = pack_bundle([b"honest"], 1 << 20)[0]
     honest.serve("groups", bundle)
@@ -525,18 +525,23 @@ def test_owners_that_send_a_chunk_and_stall_cannot_hold_a_relay(monkeypatch):
     try:
         for owner in stallers:
             owner._call(owner._node.p2p.add_binary_stream_handler(bundle_handler("t"), stall), timeout=30)
-        assert probe_pull() == bundle and honest.peer_id in relay._proven  # served whole once: proven
+        assert probe_pull() == bundle
+        for _ in range(100):  # served whole once: proven (the relay notes it once its stream has ended)
+            if honest.peer_id in relay._proven:
+                break
+            time.sleep(0.05)
+        assert honest.peer_id in relay._proven
         threads = [threading.Thread(target=hold, args=(r, o), daemon=True) for r in requesters for o in stallers]
         for t in threads:
             t.start()
-        time.sleep(2.0)
+        time.sleep(1.5)  # (2 requesters x 2 pulls fill the strangers' 4 slots; the rest are refused)
         served = 0
-        for _ in range(20):
+        for _ in range(10):
             with contextlib.suppress(Exception):
                 served += probe_pull() == bundle
             time.sleep(0.1)
         stop.set()
-        assert served >= 19, (served, dict(relay.intake.refused))
+        assert served >= 10 and relay.intake.refused["relay-full"] > 0, (served, dict(relay.intake.refused))
         assert relay.intake.refused["relay-slow"] > 0 and max(held) < 1.0 + 5.0 + 5.0  # (was RELAY_TIMEOUT)
         assert all(s.peer_id not in relay._proven for s in stallers)
     finally:
