@@ -228,7 +228,7 @@ class GroupExchange:
         trouble."""
         now = self.transport.now()
         wires = [to_wire(g, self.card, step, self.draws.stamp_of(g.item.ref.index)) for g in groups]
-        for wire in wires:  # our own groups, echoed back by anyone, are replays
+        for wire in wires:  # our own groups, echoed back by their generator (us), are duplicates
             self.seen.add(group_identity(wire))
         bundle, unsent = pack_groups(wires, self.limits.max_bytes)
         sums = [encode_summary(s) for s in summaries]

@@ -168,8 +168,7 @@ class SenderLedger:
         """Live senders whose groups proved valid and informative here, none distrusted or demoted (the ones our
         view vouches for)."""
         return [s for s in self.present(now) if self.known[s].established
-                and self.known[s].announcement.peer_id not in self.distrusted
-                and self.demoted.get(self.known[s].announcement.peer_id, 0) <= self.step]
+                and not self.shunned(self.known[s].announcement.peer_id)]
 
     # ---- who to pull -----------------------------------------------------------------------------------------
 
