@@ -184,33 +184,76 @@ def padding_poison(v: Victim, index: int, created: float, claims: str = "low", p
     return group_record(v, index, completions, claimed_logprobs(v, index, completions, claims), created)
 
 
+def sample_completions(v: Victim, prompt: list[int], g: int) -> list[list[int]]:
+    """g completions of `prompt` sampled from the victims' zoo model at temperature 1, each cut after its first
+    end token (as an honest sampler stops)."""
+    import torch
+
+    with torch.no_grad():
+        out = v.model.generate(torch.tensor([prompt]), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
+                               num_return_sequences=g, max_new_tokens=v.max_new_tokens,
+                               pad_token_id=v.eos_id, eos_token_id=v.eos_id)
+    return [row[:row.index(v.eos_id) + 1] if v.eos_id in row else row for row in out[:, len(prompt):].tolist()]
+
+
+def informative(v: Victim, index: int, prompt: list[int], completions: list[list[int]]) -> bool:
+    """Whether our verifier gives the completions unequal rewards (a group an honest peer would publish)."""
+    from node.generation.rollouts import Completion, Group, has_variance, score_group
+
+    group = Group(v.task.item("train", index), prompt,
+                  [Completion(c, [0.0] * len(c), "stop" if c[-1:] == [v.eos_id] else "length",
+                              v.tokenizer.decode(c, skip_special_tokens=True)) for c in completions])
+    score_group(v.task, group)
+    return has_variance(group.rewards)
+
+
 def sampled_groups(v: Victim, indices: list[int], created: float, g: int = 8, seed: int = 0) -> list[bytes]:
     """What an honest peer running the victims' zoo model untrained would publish: g completions per prompt
     sampled at temperature 1, with the sampler's own log-probs (the informative groups only). A hostile peer
     serves these to become established before it switches (issue 23: behave, then poison)."""
     import torch
 
-    from node.generation.rollouts import Completion, Group, has_variance, score_group
-
     records = []
     torch.manual_seed(seed)
     for label in indices:
         index, stamp = v.bind(label, created)
         prompt = v.prompt(index)
-        with torch.no_grad():
-            out = v.model.generate(torch.tensor([prompt]), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                                   num_return_sequences=g, max_new_tokens=v.max_new_tokens,
-                                   pad_token_id=v.eos_id, eos_token_id=v.eos_id)
-        completions = []
-        for row in out[:, len(prompt):].tolist():
-            end = row.index(v.eos_id) + 1 if v.eos_id in row else len(row)
-            completions.append(row[:end])
-        group = Group(v.task.item("train", index), prompt,
-                      [Completion(c, [0.0] * len(c), "stop" if c[-1:] == [v.eos_id] else "length",
-                                  v.tokenizer.decode(c, skip_special_tokens=True)) for c in completions])
-        score_group(v.task, group)
-        if has_variance(group.rewards):
+        completions = sample_completions(v, prompt, g)
+        if informative(v, index, prompt, completions):
             records.append(group_record(v, index, completions, model_logprobs(v, prompt, completions), stamp))
+    return records
+
+
+PADDING = ("eos", "cap")  # tokens after the end token (and the end token again); stopped completions filled to the cap
+
+
+def padded_groups(v: Victim, indices: list[int], created: float, how: str = "eos", g: int = 8,
+                  seed: int = 0) -> list[bytes]:
+    """Issue 54, 8 (seen live in another open RL network): sampled groups padded after sampling, with the log-probs
+    the victims' model gives the padded completions (w = 1 at the receivers). "eos": every stopped completion
+    goes on after its end token with '=' up to the cap and ends with the end token again (a sampler stops at the
+    first: the boundary can see it). "cap": every stopped completion loses its end token and is filled with '='
+    up to the cap, cut there as "length" (what a model that rambles on would give: the boundary cannot tell)."""
+    import torch
+
+    records, filler = [], v.ids("=")[-1]
+    torch.manual_seed(seed)
+    for label in indices:
+        index, stamp = v.bind(label, created)
+        prompt = v.prompt(index)
+        completions = sample_completions(v, prompt, g)
+        if not any(c[-1:] == [v.eos_id] for c in completions):
+            continue
+        padded = []
+        for c in completions:
+            if c[-1:] != [v.eos_id]:
+                padded.append(c)
+            elif how == "eos":
+                padded.append(c + [filler] * max(v.max_new_tokens - len(c) - 1, 1) + [v.eos_id])
+            else:
+                padded.append(c[:-1] + [filler] * (v.max_new_tokens - len(c) + 1))
+        if informative(v, index, prompt, padded):
+            records.append(group_record(v, index, padded, model_logprobs(v, prompt, padded), stamp))
     return records
 
 
@@ -229,13 +272,8 @@ def cherry_picked(v: Victim, indices: list[int], created: float, g: int = 8, poo
     for label in indices:
         index, stamp = v.bind(label, created)
         prompt, item = v.prompt(index), v.task.item("train", index)
-        with torch.no_grad():
-            out = v.model.generate(torch.tensor([prompt]), do_sample=True, temperature=1.0, top_p=1.0, top_k=0,
-                                   num_return_sequences=pool, max_new_tokens=v.max_new_tokens,
-                                   pad_token_id=v.eos_id, eos_token_id=v.eos_id)
         right, wrong = [], []
-        for row in out[:, len(prompt):].tolist():
-            ids = row[:row.index(v.eos_id) + 1] if v.eos_id in row else row
+        for ids in sample_completions(v, prompt, pool):
             comp = Completion(ids, [0.0] * len(ids), "stop" if ids[-1:] == [v.eos_id] else "length",
                               v.tokenizer.decode(ids, skip_special_tokens=True))
             (right if score_completion(v.task, item, comp) >= 1.0 else wrong).append(ids)

@@ -78,6 +78,10 @@ class SwarmMetrics:
     alignment: float = 0.0  # mean over this step's senders of the cosine of their head gradient with our own's
     alignments: dict[str, float] = field(default_factory=dict)  # peer id -> that cosine (this step's senders)
     received_reward: float = 0.0  # mean reward (our verifier) of the received completions used
+    received_from: dict[str, int] = field(default_factory=dict)  # sender (its peer id) -> groups decoded this step
+    refused_from: dict[str, dict[str, int]] = field(default_factory=dict)  # sender -> reason -> records refused
+    sender_weights: dict[str, list] = field(default_factory=dict)  # sender -> [its tokens in the loss, of which at
+    #                                    the transfer policy's weight cap, their summed weight] (senders.py)
 
 
 @dataclass

@@ -140,6 +140,7 @@ class Peer:
             swarm_metrics.distrusted, swarm_metrics.evidence = verdicts.distrusted, verdicts.evidence
             swarm_metrics.demoted, swarm_metrics.harm = verdicts.demoted, verdicts.harm
             swarm_metrics.alignments = dict(verdicts.alignments)
+            swarm_metrics.sender_weights = {peer: list(counts) for peer, counts in verdicts.weights.items()}
             swarm_metrics.alignment = (sum(verdicts.alignments.values()) / len(verdicts.alignments)
                                        if verdicts.alignments else 0.0)
         self.backend.sync(self.loaded.model)  # the next step samples from the updated weights
@@ -227,7 +228,8 @@ class Peer:
             wait_seconds=received.waited, budget_hit=received.budget_hit, late_fetches=received.late_fetches,
             pull_failures=received.pull_failures, uninformative=received.uninformative,
             duplicates=received.duplicates, view=received.view, pushes=received.pushes,
-            streams_refused=received.streams_refused,
+            streams_refused=received.streams_refused, received_from=dict(received.received_from),
+            refused_from={name: dict(reasons) for name, reasons in received.refused_from.items()},
             received_reward=(sum(sum(r.group.rewards) for r in received.groups)
                              / max(sum(len(r.group.completions) for r in received.groups), 1)))
 

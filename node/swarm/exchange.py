@@ -99,6 +99,9 @@ class GatherResult:
     view: int = 0  # peers in our peer-sampling view after this step (0: gossip off)
     pushes: int = 0  # pushes taken this step
     streams_refused: dict[str, int] = field(default_factory=dict)  # reason -> streams our pull handler refused
+    received_from: collections.Counter = field(default_factory=collections.Counter)  # sender's name -> groups
+    #   decoded for the first time (peer_name: its peer id once its announcement is known)
+    refused_from: dict[str, collections.Counter] = field(default_factory=dict)  # sender's name -> reason -> records
 
 
 @dataclass
@@ -420,6 +423,8 @@ class GroupExchange:
         if isinstance(checked, tuple):
             self._reject(result, sender, *checked)
             return None
+        if checked is None:  # stale, or refused when first read (a view may carry it again)
+            return None
         if not self.transport.owns(sender, checked.peer_id):  # (else anyone could aim pulls at anyone)
             self._reject(result, sender, "identity", f"an announcement naming peer id {checked.peer_id[:16]!r}, "
                                                      f"which its signing key does not own")
@@ -557,6 +562,7 @@ class GroupExchange:
             result.duplicates += 1  #                  relayed whole): used once, held against no one
             return None
         result.received += 1
+        result.received_from[self.peer_name(sender)] += 1
         try:
             return rebuild_received(wire, foreign, self.receiver, self.transport.now(), sender)
         except RecordError as err:
@@ -578,6 +584,7 @@ class GroupExchange:
 
     def _reject(self, result: GatherResult, sender: bytes, reason: str, detail: str) -> None:
         result.rejected[reason] += 1
+        result.refused_from.setdefault(self.peer_name(sender), collections.Counter())[reason] += 1
         if self.logged.add((sender, reason)):  # once per sender and reason
             log.warning("rejected a record from peer %s: %s", safe_text(self.peer_name(sender), 64), detail)
 

@@ -67,6 +67,9 @@ class SenderState:
     harm: float = 0.0  # harm statistic of its groups against ours (node/rl/alignment.py), fed by the learner
     unreachable: bool = False  # a pull failed since its newest announcement (it may be dead: not counted present)
     failed_step: int = -1  # the step of its last failure (its groups and summaries pulls fail together: once)
+    tokens: int = 0  # its tokens we trained on, in all (fed by the learner: judge_weights)
+    capped: int = 0  # of which the transfer policy's weight cap cut (claims that push weights up are counted)
+    mass: float = 0.0  # their summed weight: what its groups weighed in our loss
 
     @property
     def established(self) -> bool:
@@ -93,6 +96,8 @@ class StepVerdicts:
     demoted: int = 0  # senders demoted this step
     harm: float = 0.0  # the largest harm statistic among the step's senders (0: none)
     alignments: dict[str, float] = field(default_factory=dict)  # peer id -> this step's cosine with our groups
+    weights: dict[str, tuple[int, int, float]] = field(default_factory=dict)  # peer id -> this step's (tokens in the
+    #                                             loss, of which at the weight cap, summed weight): judge_weights
 
 
 def backoff_steps(failures: int) -> int:
@@ -143,6 +148,22 @@ class SenderLedger:
             if state.announcement.peer_id in self.distrusted:
                 cut.add(sender)
         return cut
+
+    def judge_weights(self, weights: dict[bytes, tuple[int, int, float]]) -> None:
+        """Counts each sender's tokens in this step's loss, those at the policy's weight cap, and their weight,
+        for the step's metrics and in its state (a sender whose claims push our weights to the cap is counted
+        for it: `capped_share`)."""
+        for sender, (tokens, capped, mass) in weights.items():
+            state = self.known.get(sender)
+            if state is None or tokens == 0:
+                continue
+            state.tokens, state.capped, state.mass = state.tokens + tokens, state.capped + capped, state.mass + mass
+            self.verdicts.weights[state.announcement.peer_id] = (tokens, capped, round(mass, 4))
+
+    def capped_share(self, sender: bytes) -> float:
+        """The share of a sender's tokens we trained on whose weight the cap cut, in all (0: none yet)."""
+        state = self.known.get(sender)
+        return state.capped / state.tokens if state is not None and state.tokens else 0.0
 
     def judge_alignment(self, cosines: dict[bytes, float]) -> None:
         """Adds each sender's harm bet of this step (its cosine with our own groups' gradient) to its statistic; a

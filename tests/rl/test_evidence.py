@@ -16,7 +16,7 @@ from node.rl.transfer.guard import (
     sender_bets,
     token_log_evidence,
 )
-from node.rl.transfer.plan import plan_loss
+from node.rl.transfer.plan import plan_loss, sender_weights
 from node.swarm.senders import combined_evidence, cusum
 
 
@@ -179,3 +179,26 @@ def test_a_high_prior_distrusts_even_an_honest_looking_step(ledger, transfer_pol
     assert planned.metrics.distrusted == 0  # the step's evidence is slightly negative: 19.999 - 0.02 < 20
     planned, _ = plan(rows, ledger, transfer_policy, priors=(25.0, 0.0))
     assert planned.metrics.distrusted == 2
+
+
+def test_each_senders_tokens_at_the_weight_cap_are_counted_for_it(ledger, transfer_policy):
+    """Issue 54, 3: a sender whose claims push our weights to the cap is counted for it. F-TIS truncates at
+    C = 2: A's first token, claimed at 0.2 where our model gives 0.5 (w = 2.5), is cut to 2; every other token's
+    weight is 1. The ledger keeps each sender's tokens, those at the cap and their weight, step by step."""
+    honest = [math.log(0.5)] * 2
+    rows = [honest, honest, [math.log(0.2), math.log(0.5)], honest, honest]
+    planned, book = plan(rows, ledger, transfer_policy)
+    assert book.verdicts.weights == {"A": (4, 1, 5.0), "B": (2, 0, 2.0)}
+    assert (book.known[b"A"].tokens, book.known[b"A"].capped, book.known[b"A"].mass) == (4, 1, 5.0)
+    assert book.capped_share(b"A") == 0.25 and book.capped_share(b"B") == 0.0 and book.capped_share(b"C") == 0.0
+    book.judge_weights({b"A": (4, 3, 8.0), b"B": (0, 0, 0.0)})  # a second step: added; B had no tokens in it
+    assert book.capped_share(b"A") == 0.5 and book.known[b"B"].tokens == 2
+
+
+def test_sender_weights_count_only_each_senders_rows_in_the_loss():
+    weight = torch.tensor([[1.0, 2.0], [2.0, 0.5], [3.0, 1.0]], dtype=torch.float64)
+    truncated = torch.tensor([[False, True], [True, False], [False, False]])
+    mask = torch.tensor([[True, True], [True, False], [True, True]])
+    sender = torch.tensor([-1, 0, 0])
+    assert sender_weights(weight, truncated, mask, sender, 2) == [(3, 1, 6.0), (0, 0, 0.0)]
+    assert sender_weights(weight, None, mask, sender, 1) == [(3, 0, 6.0)]

@@ -304,3 +304,29 @@ def test_a_drained_view_refills_from_established_senders_without_a_directory_rea
     gossip.held.clear()
     q.exchange.prefetch()
     assert reads and reads[0] > 0, reads
+
+
+def test_an_announcement_gone_stale_or_refused_before_comes_again_through_a_view_and_the_peer_goes_on():
+    """Found in a long mixed swarm (peers at step 400+): a view entry whose announcement the directory had read
+    before and now finds stale (or had refused) came back from check() as None, and the identity check read its
+    peer id: AttributeError, the peer died. Now such an entry is passed over, every time it comes."""
+    now = [1000.0]
+    hub = MemorySwarm(clock=lambda: now[0])
+    a, c = peer(hub, "a"), peer(hub, "c")
+    a.step(0)
+    real = unpack_view(hub.served["a"].latest("view")[1])[0]  # a's own signed entry, stamped now
+    publish_bundles(hub, "m", groups=msgpack.packb([]))
+    hub.transport("m").serve("view", pack_view([real]))
+    only_reads(c, {"m"})
+    gather(c, 8, 64)
+    gather(c, 8, 64)  # c pulls m's view: a's entry, fresh, taken
+    assert c.exchange.directory.read_before(real.value)
+    now[0] += 10 * c.cfg.swarm.max_age  # a's entry is now long stale; m announces afresh, its view still carries it
+    publish_bundles(hub, "m", groups=msgpack.packb([]))
+    hub.transport("m").serve("view", pack_view([real]))
+    pulled = c.exchange.gossip.pulled
+    for _ in range(4):
+        result = gather(c, 8, 64)
+        assert "identity" not in result.rejected
+    assert c.exchange.gossip.pulled > pulled  # m's view was pulled again, a's stale entry in it, and passed over
+    assert b"a" not in c.exchange.ledger.known

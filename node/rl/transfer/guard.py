@@ -62,6 +62,11 @@ class SenderJudge(Protocol):
         """Takes this step's cosine between each sender's head gradient and our own (node/rl/alignment.py)."""
         ...
 
+    def judge_weights(self, weights: dict[bytes, tuple[int, int, float]]) -> None:
+        """Takes this step's count of each sender's tokens in the loss: (tokens, tokens whose weight the policy's
+        cap cut, their summed weight) (plan.py: sender_weights)."""
+        ...
+
 
 def divergence(logp: torch.Tensor, logp_gen: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Per completion: sum and per-token mean of (log pi_gen - log pi_theta), an estimate of KL(gen || theta)."""

@@ -54,7 +54,22 @@ def plan_loss(batch, logp_ref: torch.Tensor, policy: TransferPolicy, trust: Trus
                 foreign & kept.received & mask.any(dim=1),
                 batch.work_checked.bool(), batch.sender, tuple(senders), kept.d_sum, kept.d_mean, max_log_ratio)
     decision = policy.weigh(rows)
+    if judge is not None and senders:
+        judge.judge_weights(dict(zip(senders, sender_weights(decision.weight, decision.truncated, mask, batch.sender,
+                                                             len(senders)), strict=True)))
     return LossPlan(mask, decision.weight, decision.advantages, plan_metrics(rows, kept, decision), decision.share)
+
+
+def sender_weights(weight: torch.Tensor, truncated: torch.Tensor | None, mask: torch.Tensor, sender: torch.Tensor,
+                   n_senders: int) -> list[tuple[int, int, float]]:
+    """For each sender index 0..n_senders-1: (its tokens in the loss, of which at the policy's weight cap, their
+    summed weight). weight, truncated (None: no cap), mask: [N, T]; sender: [N], -1 for our own rows."""
+    out = []
+    for i in range(n_senders):
+        tokens = mask & (sender == i)[:, None]
+        capped = truncated & tokens if truncated is not None else torch.zeros_like(tokens)
+        out.append((int(tokens.sum()), int(capped.sum()), float((weight * tokens.to(weight.dtype)).sum())))
+    return out
 
 
 def plan_metrics(rows: Rows, kept, decision) -> LossMetrics:
