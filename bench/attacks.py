@@ -43,6 +43,8 @@ GATED = ["transfer.policy=verified-imitation"]  # the default where the work is 
 PLAIN = ["transfer.policy=f-tis"]  # the paper's F-TIS (not the default on tasks whose verifier checks the work)
 PEER_ARGS = ["--set", "train.prompts_per_step=16", "--set", "swarm.received_groups=16"]
 DIGITS_ARGS = ["--set", "train.prompts_per_step=8", "--set", "swarm.received_groups=8"]  # the verdict's scale
+POLICIES = ("verified-imitation", "success-gated", "hacpo", "nois")  # beside f-tis, arith-add's default: the
+#   rows that measure an attack against each transfer policy (issue 54, 8), each with its own clean control
 BEHAVE = 12  # behave-then-poison: the honest full peer's step at which the identities switch (issue 23, 4)
 
 
@@ -74,12 +76,20 @@ def poison(claims: str, pad: int = 0):
     return build
 
 
+def cherry_pick(v, dht, step):
+    return "groups", hostile.cherry_picked(v, hostile.random_indices(step, 8), dht.now(), seed=step)
+
+
+def padded(how: str):
+    def build(v, dht, step):
+        return "groups", hostile.padded_groups(v, hostile.random_indices(step, 8), dht.now(), how=how, seed=step)
+    return build
+
+
 def stealth(v, dht, step):
     return "groups", [hostile.stealth_poison(v, i, dht.now()) for i in hostile.random_indices(step, 16)]
 
 
-def cherry_pick(v, dht, step):
-    return "groups", hostile.cherry_picked(v, hostile.random_indices(step, 8), dht.now(), seed=step)
 
 
 def made_up(work: str):
@@ -159,6 +169,18 @@ ATTACKS: dict[str, tuple[str, Callable | None, dict]] = {
                              {"identities": 4}),
     "cherry-pick": ("32 samples a prompt, published: every right one up to 7 and one wrong, true log-probs",
                     cherry_pick, {"with_model": True}),
+    "padded-eos": ("sampled groups, each stopped completion padded with '=' after its end token and ended again",
+                   padded("eos"), {"with_model": True}),
+    "padded-cap": ("sampled groups, each stopped completion's end token replaced by '=' up to the cap (as length)",
+                   padded("cap"), {"with_model": True}),
+    **{f"clean-{p}": (f"no attacker, transfer.policy={p} (control for its rows)", None,
+                      {"peer_set": [f"transfer.policy={p}"], "control": "clean"}) for p in POLICIES},
+    **{f"cherry-pick-{p}": (f"cherry-pick against transfer.policy={p}", cherry_pick,
+                            {"with_model": True, "peer_set": [f"transfer.policy={p}"], "control": f"clean-{p}"})
+       for p in POLICIES},
+    **{f"padded-cap-{p}": (f"padded-cap against transfer.policy={p}", padded("cap"),
+                           {"with_model": True, "peer_set": [f"transfer.policy={p}"], "control": f"clean-{p}"})
+       for p in POLICIES},
     "replay": ("honest bundles replayed and re-stamped", replays, {}),
     "front-run": ("honest peers' latest groups served as its own, stamped now", front_run, {}),
     "future": ("groups stamped an hour ahead", lambda v, d, s: (
@@ -277,7 +299,9 @@ def table(results: dict) -> str:
     for name, res in results.items():
         counting = ATTACKS[name][2].get("counting", False)
         options = ATTACKS[name][2]
-        if options.get("digits"):
+        if "control" in options:
+            control = results.get(options["control"])
+        elif options.get("digits"):
             control = digit_controls["transfer.policy=verified-imitation" in options.get("peer_set", [])]
         else:
             control = results.get("clean-hardened") if "hardened" in name else controls[counting]

@@ -229,31 +229,40 @@ PADDING = ("eos", "cap")  # tokens after the end token (and the end token again)
 
 def padded_groups(v: Victim, indices: list[int], created: float, how: str = "eos", g: int = 8,
                   seed: int = 0) -> list[bytes]:
-    """Issue 54, 8 (seen live in another open RL network): sampled groups padded after sampling, with the log-probs
-    the victims' model gives the padded completions (w = 1 at the receivers). "eos": every stopped completion
-    goes on after its end token with '=' up to the cap and ends with the end token again (a sampler stops at the
-    first: the boundary can see it). "cap": every stopped completion loses its end token and is filled with '='
-    up to the cap, cut there as "length" (what a model that rambles on would give: the boundary cannot tell)."""
+    """Issue 54, 8 (seen live in another open RL network): sampled groups padded after sampling, claiming the
+    log-probs the victims' model gives the padded completions, raised to a uniform sampler's where lower (so that
+    the codec's surprisal bound lets them through: w <= 1 on the padding at the receivers). "eos": every stopped
+    completion goes on after its end token with '=' up to the cap and ends with the end token again (a sampler
+    stops at the first: the boundary can see it). "cap": every wrong stopped completion loses its end token and is
+    filled with '=' up to the cap, cut there as "length" (a model that rambles on: the boundary cannot tell; a
+    right one is left as it is: an unfinished completion scores 0 on our tasks, the group would teach nothing)."""
     import torch
+
+    from node.generation.rollouts import Completion, score_completion
 
     records, filler = [], v.ids("=")[-1]
     torch.manual_seed(seed)
     for label in indices:
         index, stamp = v.bind(label, created)
-        prompt = v.prompt(index)
+        prompt, item = v.prompt(index), v.task.item("train", index)
         completions = sample_completions(v, prompt, g)
         if not any(c[-1:] == [v.eos_id] for c in completions):
             continue
         padded = []
         for c in completions:
-            if c[-1:] != [v.eos_id]:
+            right = score_completion(v.task, item, Completion(c, [0.0] * len(c), "stop" if c[-1:] == [v.eos_id]
+                                                              else "length", v.tokenizer.decode(
+                                                                  c, skip_special_tokens=True))) >= 1.0
+            if c[-1:] != [v.eos_id] or (how == "cap" and right):
                 padded.append(c)
             elif how == "eos":
                 padded.append(c + [filler] * max(v.max_new_tokens - len(c) - 1, 1) + [v.eos_id])
             else:
                 padded.append(c[:-1] + [filler] * (v.max_new_tokens - len(c) + 1))
-        if informative(v, index, prompt, padded):
-            records.append(group_record(v, index, padded, model_logprobs(v, prompt, padded), stamp))
+        if informative(v, index, prompt, padded):  # claims: the model's own, at most uniform's surprisal a token
+            floor = -math.log(v.card.vocab_size)  #    (the model finds '=' after an answer far less likely: the
+            claims = [[max(x, floor) for x in row] for row in model_logprobs(v, prompt, padded)]  # codec's bound)
+            records.append(group_record(v, index, padded, claims, stamp))
     return records
 
 
