@@ -51,15 +51,25 @@ BEHAVE = 12  # behave-then-poison: the honest full peer's step at which the iden
 def received_mass(folder: Path, role: str, roles: list[str], behave: int) -> dict:
     """What one honest peer took from others (issue 54): the steps it trained on the other honest peer's groups,
     and over the steps (from `behave` on) that trained on received tokens, their mean weight w and share at the
-    cap C (the median of the steps: a step without received tokens has no weight to average)."""
+    cap C (the median of the steps: a step without received tokens has no weight to average); and from `behave`
+    on, per kind of sender (the honest partner; every other identity), its tokens in the loss, their mean weight
+    and share at the cap, in all (the ledger's per-sender counts: metrics sender_weights)."""
     from node.metrics import read_metrics
 
     rows = read_metrics(folder / f"{role}.jsonl")
     partner = next((peer_id_of_file(folder / f"{other}.id") for other in roles if other != role), "")
     took = [r for r in rows[behave:] if r.loss.received_weight > 0]
+    kinds = {"partner": [0, 0, 0.0], "others": [0, 0, 0.0]}
+    for r in rows[behave:]:
+        for sender, counts in r.swarm.sender_weights.items():
+            kind = kinds["partner" if sender == partner else "others"]
+            for i, x in enumerate(counts):
+                kind[i] += x
     return {"partner_steps": sum(partner in r.swarm.alignments for r in rows),
             "received_weight": statistics.median(r.loss.received_weight for r in took) if took else 0.0,
-            "received_truncated": statistics.median(r.loss.received_truncated for r in took) if took else 0.0}
+            "received_truncated": statistics.median(r.loss.received_truncated for r in took) if took else 0.0,
+            "by_sender": {kind: {"tokens": t, "mean_w": m / t if t else 0.0, "capped": c / t if t else 0.0}
+                          for kind, (t, c, m) in kinds.items()}}
 
 
 def peer_id_of_file(path: Path) -> str:
@@ -294,7 +304,8 @@ def table(results: dict) -> str:
     digit_controls = {True: results.get("clean-digits-gated"), False: results.get("clean-digits")}
     header = ("| attack | refused by the honest peers (full / LoRA) | reward, last 20 steps: attacked vs control "
               "(full; LoRA) | step s, median / max | received groups used / step, median | peak RSS MB | steps "
-              "trained on the honest partner; received tokens' mean w; share at the cap C (full / LoRA) |")
+              "trained on the honest partner; received tokens' mean w; share at the cap C (from other identities: "
+              "tokens, mean w, share at C) (full / LoRA) |")
     lines = [header, "|---|---|---|---|---|---|---|"]
     for name, res in results.items():
         counting = ATTACKS[name][2].get("counting", False)
@@ -328,10 +339,18 @@ def table(results: dict) -> str:
         survived = res["bootstrap_alive"] and all(p["exit"] == 0 for p in res["peers"].values())
         alive = "" if survived else " (a process died)"
         mass = " / ".join(f"{p['partner_steps']}; {p['received_weight']:.2f}; {100 * p['received_truncated']:.1f}%"
-                          if "partner_steps" in p else "-" for p in res["peers"].values())
+                          + by_sender(p) if "partner_steps" in p else "-" for p in res["peers"].values())
         lines.append(f"| {name}: {res['about']}{alive} | {' / '.join(cells)} | {effect} | {steps} | {used} | {rss} "
                      f"| {mass} |")
     return "\n".join(lines)
+
+
+def by_sender(p: dict) -> str:
+    """Others' tokens (every identity but the honest partner): their count, mean weight and share at the cap."""
+    others = p.get("by_sender", {}).get("others", {})
+    if not others.get("tokens"):
+        return ""
+    return f" (others: {others['tokens']} tok, w {others['mean_w']:.2f}, {100 * others['capped']:.1f}% at C)"
 
 
 def main() -> int:
