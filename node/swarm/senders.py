@@ -181,9 +181,10 @@ class SenderLedger:
                          "(harm %.1f >= %g; alignment this step %+.2f)", state.announcement.peer_id,
                          self.trust.demote_steps, value, self.trust.harm_bound, cos)
 
-    def shunned(self, peer_id: str) -> bool:
-        """Whether a peer id is distrusted, or demoted now: not pulled, not vouched for, and out of our view."""
-        return peer_id in self.distrusted or self.demoted.get(peer_id, 0) > self.step
+    def shunned(self, peer_id: str, step: int | None = None) -> bool:
+        """Whether a peer id is distrusted, or demoted at `step` (None: the step under way): not pulled, not
+        vouched for, and out of our view."""
+        return peer_id in self.distrusted or self.demoted.get(peer_id, 0) > (self.step if step is None else step)
 
     def vouched(self, now: float) -> list[bytes]:
         """Live senders whose groups proved valid and informative here, none distrusted or demoted (the ones our
@@ -239,8 +240,7 @@ class SenderLedger:
         busy_peers = {self.known[s].announcement.peer_id for s in busy if s in self.known}
         pool = [s for s in self.live(now) if s not in busy and self.known[s].retry_step <= step
                 and self.known[s].announcement.peer_id not in busy_peers
-                and self.known[s].announcement.peer_id not in self.distrusted
-                and self.demoted.get(self.known[s].announcement.peer_id, 0) <= step]
+                and not self.shunned(self.known[s].announcement.peer_id, step)]
         newcomers = [s for s in pool if not self.known[s].established]
         chosen = self._draw([s for s in pool if self.known[s].established], k - min(explore, len(newcomers)), set())
         taken = {self.known[s].announcement.peer_id for s in chosen}
