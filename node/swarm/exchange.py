@@ -481,7 +481,7 @@ class GroupExchange:
     def _collect(self, queues: RoundRobin, result: GatherResult, work: WorkBudget) -> None:
         """Takes the pulls that have finished: groups bundles into the round-robin queues, summaries to the
         controller; a failed pull is counted by reason and backs its sender off."""
-        for sender, kind, bundle in self.pulls.finished():
+        for sender, kind, bundle, arrived in self.pulls.finished():
             if isinstance(bundle, BaseException):
                 self.ledger.failed(sender, self.step)
                 if isinstance(bundle, RecordError) and bundle.reason != "missing":  # it broke the protocol
@@ -493,10 +493,10 @@ class GroupExchange:
             if kind == "summaries":
                 self._summaries(sender, bundle, result, work)
             else:
-                self._enqueue(sender, bundle, queues, result, work)
+                self._enqueue(sender, bundle, queues, result, work, arrived)
 
     def _enqueue(self, sender: bytes, value: bytes, queues: RoundRobin, result: GatherResult,
-                 work: WorkBudget) -> None:
+                 work: WorkBudget, arrived: float) -> None:
         """Unpacks a pulled bundle that is new to us (a bundle seen whole before costs one hash)."""
         bundle = bundle_digest(value)
         if bundle in self.done_bundles or work.exhausted():
@@ -509,7 +509,7 @@ class GroupExchange:
             self.done_bundles.add(bundle)
             self._reject(result, sender, err.reason, str(err))
             return
-        queues.add(sender, bundle, items)
+        queues.add(sender, bundle, items, arrived)
 
     def _take(self, queues: RoundRobin, budget: int, sender_cap: int, result: GatherResult, work: WorkBudget,
               outcome: dict, newcomers_too: bool) -> None:
@@ -517,7 +517,7 @@ class GroupExchange:
         budget of groups or the work budget is spent."""
         def handle(sender: bytes, raw: bytes) -> None:
             duplicates = result.duplicates
-            received = self._accept(result, sender, raw, work)
+            received = self._accept(result, sender, raw, work, queues.arrived(sender))
             if received is not None:
                 self._use(received, result, queues.taken, outcome)
             elif result.duplicates == duplicates:  # refused (a duplicate is not held against its sender)
@@ -545,9 +545,11 @@ class GroupExchange:
         else:
             result.uninformative += 1
 
-    def _accept(self, result: GatherResult, sender: bytes, raw: bytes, work: WorkBudget) -> Received | None:
+    def _accept(self, result: GatherResult, sender: bytes, raw: bytes, work: WorkBudget,
+                arrived: float) -> Received | None:
         """The record (new to us) as a rebuilt, re-scored group, or None (rejected and counted): the trust
-        boundary's two steps (boundary.py), a group seen before refused between them."""
+        boundary's two steps (boundary.py), a group seen before refused between them. Its age is judged at
+        `arrived` (when its bundle's pull finished; our clock), not now."""
         work.charge(len(raw), record=True)
         try:
             wire, foreign = decode_received(raw, self.receiver)
@@ -564,7 +566,7 @@ class GroupExchange:
         result.received += 1
         result.received_from[self.peer_name(sender)] += 1
         try:
-            return rebuild_received(wire, foreign, self.receiver, self.transport.now(), sender)
+            return rebuild_received(wire, foreign, self.receiver, arrived or self.transport.now(), sender)
         except RecordError as err:
             self._reject(result, sender, err.reason, str(err))
             return None

@@ -48,11 +48,17 @@ class Pulls:
             via, maddrs = self.route(announcement)
             for kind, limit in self.limits.items():
                 try:
-                    self.inflight[sender, kind] = self.transport.pull_async(
-                        announcement.peer_id, kind, b"", limit, timeout=PULL_TIMEOUT, maddrs=maddrs,
-                        signer=sender, via=via)
+                    pull = self.transport.pull_async(announcement.peer_id, kind, b"", limit, timeout=PULL_TIMEOUT,
+                                                     maddrs=maddrs, signer=sender, via=via)
+                    pull.add_done_callback(self._stamp)
+                    self.inflight[sender, kind] = pull
                 except (OSError, RuntimeError, ValueError) as err:
                     log.warning("pulling from %s failed to start: %s", announcement.peer_id, first_line(err))
+
+    def _stamp(self, pull: Future) -> None:
+        """Notes when a pull finished (our clock): its groups' age is judged then, not when a step gets to them
+        (a peer that prefetches while it generates may take minutes to)."""
+        pull.arrived = self.transport.now()
 
     def route(self, announcement: Announcement) -> tuple[str, tuple[str, ...]]:
         """(relay, addresses) to pull a sender's bundles: directly at its announced addresses, or, when it
@@ -64,14 +70,16 @@ class Pulls:
         known = [s.announcement.maddrs for s in self.senders.known.values() if s.announcement.peer_id == via]
         return via, known[0] if known else ()
 
-    def finished(self) -> list[tuple[bytes, str, bytes | BaseException]]:
-        """The pulls that have finished since the last call: (sender, kind, its bundle or the error)."""
+    def finished(self) -> list[tuple[bytes, str, bytes | BaseException, float]]:
+        """The pulls that have finished since the last call: (sender, kind, its bundle or the error, when it
+        arrived)."""
         done = []
         for (sender, kind), future in finished(self.inflight):
+            arrived = getattr(future, "arrived", None) or self.transport.now()
             try:
-                done.append((sender, kind, future.result()))
+                done.append((sender, kind, future.result(), arrived))
             except Exception as err:  # noqa: BLE001 (a failed pull is the sender's problem, never ours)
-                done.append((sender, kind, err))
+                done.append((sender, kind, err, arrived))
                 continue
             state = self.senders.known.get(sender)
             if state is not None and not state.announcement.relays:

@@ -27,6 +27,7 @@ class Queue:
 
     bundle: bytes  # digest of the bundle
     records: collections.deque
+    arrived: float = 0.0  # when its pull finished (our clock)
 
 
 class RoundRobin:
@@ -36,12 +37,17 @@ class RoundRobin:
         self.queues: dict[bytes, Queue] = {}
         self.taken: collections.Counter = collections.Counter()  # sender -> completions accepted this step
 
-    def add(self, sender: bytes, bundle: bytes, records: list[bytes]) -> None:
-        """A sender's bundle (digest `bundle`) of records; an empty one is done at once."""
+    def add(self, sender: bytes, bundle: bytes, records: list[bytes], arrived: float = 0.0) -> None:
+        """A sender's bundle (digest `bundle`) of records, pulled at `arrived`; an empty one is done at once."""
         if not records:
             self.done_bundles.add(bundle)
             return
-        self.queues[sender] = Queue(bundle, collections.deque(records))
+        self.queues[sender] = Queue(bundle, collections.deque(records), arrived)
+
+    def arrived(self, sender: bytes) -> float:
+        """When the sender's current bundle arrived (0: no bundle of it queued)."""
+        queue = self.queues.get(sender)
+        return queue.arrived if queue is not None else 0.0
 
     def take(self, budget: int, sender_cap: int, explore: int, pull_peers: int,
              is_newcomer: Callable[[bytes], bool], newcomer_pending: bool, newcomers_too: bool,

@@ -454,7 +454,7 @@ def test_groups_flow_between_peers_with_different_tokenizers():
     raw = latest_records(hub, "char")
     sent = list(pb.Group.FromString(raw[0]).completions)
     bpe.exchange.seen = BoundedSet(10)  # forget what was handled, to rebuild the same record again
-    received = bpe.exchange._accept(GatherResult(), b"char", raw[0], WorkBudget(10, 10**9, 10.0))
+    received = bpe.exchange._accept(GatherResult(), b"char", raw[0], WorkBudget(10, 10**9, 10.0), 0.0)
     assert received is not None and received.foreign and received.sender == b"char"
     group = received.group
     assert group.prompt_ids == bpe.loaded.tokenizer(group.item.prompt).input_ids
@@ -669,3 +669,19 @@ def test_a_distrusted_sender_leaves_the_view_and_does_not_come_back_through_othe
     value = hub.announcements[hub.transport("b").shard][b"b"][0]
     result = GatherResult()
     assert a.exchange._check_gossiped(b"b", value, result) is None and not result.rejected
+
+
+def test_groups_are_judged_fresh_when_their_pull_arrived_not_when_a_slow_step_gets_to_them():
+    """Found measuring false rejects in a mixed swarm of real models: a peer pulls while it generates
+    (prefetch), and a slow one (Gemma 3 on a busy CPU) got to the bundles minutes later and refused honest groups
+    as `stale`. Their age is now judged when the pull finished."""
+    now = [1000.0]
+    hub = MemorySwarm(clock=lambda: now[0])
+    a, c = peer(hub, "a"), peer(hub, "c")
+    a.step(0)
+    gather(c, 16, 64)  # c learns a
+    a.step(1)  # a's next groups, stamped now
+    c.exchange.prefetch()  # c pulls them as its step begins, then generates for longer than max_age
+    now[0] += 1.5 * c.cfg.swarm.max_age
+    result = c.exchange.gather(budget=16, sender_cap=64)
+    assert "stale" not in result.rejected and result.received > 0, (result.rejected, result.received)
