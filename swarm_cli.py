@@ -375,7 +375,9 @@ def cmd_status(args) -> int:
             model = f"{safe_text(p.model, 48)} ({safe_text(p.family, 24)}" if p.model else f"({safe_text(p.family, 24)}"
             lines.append(f"  {safe_text(p.peer_id, 64)}  {model} {safe_params(p.params)})"
                          f"{' LoRA' if p.lora else ''}, step {safe_count(p.step, MAX_STEP)}, "
-                         f"read {p.age:.0f} s ago{trust}" + (f", {p.failures} failed pulls" if p.failures else ""))
+                         f"read {p.age:.0f} s ago{trust}" + (f", {p.failures} failed pulls" if p.failures else "")
+                         + (f"; {p.tokens} of its tokens trained on, mean weight {p.mean_weight:.2f}, "
+                            f"{100 * p.capped_share:.1f}% at the weight cap" if p.tokens else ""))
     print("\n".join(lines))
     return 0
 

@@ -112,6 +112,12 @@ def test_groups_flow_between_heterogeneous_peers(hub_and_peers):
     assert known["params"] == sum(p.numel() for p in b.loaded.model.parameters()) and not known["lora"]
     reply = NodeStatus(peer_list=a.known_peers()).to_reply()
     assert [p.peer_id for p in reply.peer_list] == ["b"] and reply.peer_list[0].age >= 0
+    # what a trained on of b's, counted for b by the ledger: its tokens, their mean weight, the share at the cap
+    state = a.exchange.ledger.known[b"b"]
+    assert [state.tokens, state.capped] == ra.swarm.sender_weights["b"][:2] and state.tokens > 0
+    assert state.mass == pytest.approx(ra.swarm.sender_weights["b"][2], abs=1e-3)
+    assert (reply.peer_list[0].tokens, reply.peer_list[0].capped_share) == (state.tokens, state.capped / state.tokens)
+    assert reply.peer_list[0].mean_weight == pytest.approx(state.mass / state.tokens)
 
 
 def test_received_rewards_are_rescored_locally(hub_and_peers):
