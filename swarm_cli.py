@@ -603,6 +603,29 @@ def _output_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: 10)")
 
 
+def flag_hint(parser, message: str) -> str:
+    """For argparse's "unrecognized arguments: ...": the flags of the command line's subcommand (or any, when it
+    names none) nearest to each unknown one, as "; did you mean --x?" ("" when none is near)."""
+    import argparse
+    import difflib
+
+    if not message.startswith("unrecognized arguments: "):
+        return ""
+    commands = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    parsers = [parser]
+    if commands is not None:
+        named = [commands.choices[a] for a in sys.argv[1:] if a in commands.choices]
+        parsers += named[:1] or list(commands.choices.values())
+    flags = sorted({o for p in parsers for a in p._actions for o in a.option_strings if o.startswith("--")})
+    hints = []
+    for unknown in message.removeprefix("unrecognized arguments: ").split():
+        near = difflib.get_close_matches(unknown.split("=")[0], flags, n=2, cutoff=0.75) if unknown[:2] == "--" else []
+        hints += [(unknown, " or ".join(near))] if near else []
+    if len(hints) == 1:
+        return f"; did you mean {hints[0][1]}?"
+    return f"; did you mean {', '.join(f'{near} (for {unknown})' for unknown, near in hints)}?" if hints else ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     import argparse
 
@@ -610,10 +633,11 @@ def build_parser() -> argparse.ArgumentParser:
     from node.config import CLIENT_FLAGS, EVAL_FLAGS, MAX_INT, NETWORK_FLAGS, PEER_FLAGS, add_config_arguments
 
     class Parser(argparse.ArgumentParser):
-        """Usage mistakes as one line, like every other bad value (argparse prints the usage block first)."""
+        """Usage mistakes as one line, like every other bad value (argparse prints the usage block first), with
+        the nearest flags for a mistyped one."""
 
         def error(self, message: str):
-            self.exit(EXIT_USAGE, f"swarm: error: {message} (see `{self.prog} --help`)\n")
+            self.exit(EXIT_USAGE, f"swarm: error: {message}{flag_hint(self, message)} (see `{self.prog} --help`)\n")
 
     parser = Parser(prog="swarm", description=__doc__.splitlines()[0])
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -747,6 +771,11 @@ def main(argv: list[str] | None = None) -> int:
     except UNREACHABLE_ERRORS as err:
         print(f"swarm: error: {err}", file=sys.stderr)
         return EXIT_UNREACHABLE
+    except BrokenPipeError:  # whoever read our output stopped reading (`swarm status | head`): no traceback
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # (Python flushes stdout at exit)
+        return 1
 
 
 if __name__ == "__main__":

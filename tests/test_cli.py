@@ -45,7 +45,10 @@ def swarm(*args, env=None):
     (["join", "--stop-timeout", "nan"], "argument --stop-timeout: must be between 0 and 86400"),
     (["local", "--peers", "0", "--out", "{out}"], "argument --peers: must be between 1 and 64, got '0'"),
     (["eval", "--lora"], "unrecognized arguments: --lora"),
-    (["run", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+    (["run", "--no-such-flag"], "unrecognized arguments: --no-such-flag (see"),
+    (["run", "--promts", "4"], "unrecognized arguments: --promts 4; did you mean --prompts? (see `swarm --help`)"),
+    (["join", "--stesp", "2", "--promtps", "3"], "did you mean --steps (for --stesp), "
+                                                 "--prompts (for --promtps)?"),
     (["status", "localhost"], "'localhost' names no port: expected HOST:PORT"),
 ])
 def test_bad_input_is_one_clear_line(args, message, tmp_path):
@@ -170,3 +173,15 @@ def test_an_unwritable_out_is_refused_before_any_training(tmp_path):
         lines = out.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(f"swarm: error: --out '{blocker / 'sub'}' is not writable")
         assert "Traceback" not in out.stderr and "step" not in out.stderr
+
+
+def test_output_to_a_reader_that_went_away_is_no_traceback():
+    """`swarm status ... | head`: the reader closed the pipe before we wrote (issue 55, 6)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        out = subprocess.run([sys.executable, str(ROOT / "swarm_cli.py"), "tasks"], stdout=write_end,
+                             stderr=subprocess.PIPE, text=True, timeout=120, cwd=ROOT, check=False)
+    finally:
+        os.close(write_end)
+    assert out.returncode == 1 and "Traceback" not in out.stderr and "BrokenPipe" not in out.stderr, out.stderr

@@ -204,9 +204,10 @@ def watch_swarm(dht, status: NodeStatus, every: float, stop: threading.Event, sa
             except Exception as err:  # noqa: BLE001 (the daemon outlives any fetch)
                 log.warning("status fetch failed: %s", first_line(err))
                 continue
-        watch.observe(records, time.monotonic())
+        now = time.monotonic()  # (one clock for the reads and their ages: the DHT's is another)
+        watch.observe(records, now)
         status.peers = seeds.estimate() if seeds is not None else len(watch.seen)
         status.groups_per_minute = watch.groups_per_minute()
-        status.peer_list = watch.peer_list(dht.now())
+        status.peer_list = watch.peer_list(now)
         say(f"status: {status.peers} peers publishing, {status.groups_per_minute:.0f} groups/min, "
             f"up {time.monotonic() - status.started:.0f} s")
