@@ -46,8 +46,7 @@ def check_writable(folder: str | None, what: str) -> None:
 
 def _prepare(cfg) -> None:
     """Checks the task, the transfer policy, the backend and a zoo model's files (before any network)."""
-    from node.models.zoo import ZOO
-    from node.models.zoo_store import zoo_model_path
+    from node.models.loading import check_model
     from node.rl.transfer.registry import build_policy
     from node.system.runtime import quiet_libraries
     from node.tasks import checks_work, get_task
@@ -61,8 +60,8 @@ def _prepare(cfg) -> None:
         from node.generation.vllm_backend import import_vllm
 
         import_vllm()
-    if cfg.model.name in ZOO:
-        zoo_model_path(cfg.model.name)  # missing or damaged: one line now
+    check_model(cfg.model.name)  # a zoo model missing or damaged, a mistyped name, a hub model not to be had:
+    #                               one line now, not after joining the swarm
 
 
 def _describe(cfg, peer) -> str:

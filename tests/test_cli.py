@@ -50,6 +50,9 @@ def swarm(*args, env=None):
     (["join", "--stesp", "2", "--promtps", "3"], "did you mean --steps (for --stesp), "
                                                  "--prompts (for --promtps)?"),
     (["status", "localhost"], "'localhost' names no port: expected HOST:PORT"),
+    # a mistyped model, before the swarm is joined (issue 55, 6: once, after 44-95 s of joining)
+    (["join", "--model", "tiny-ad", "--control-port", "-1"], "and not a directory with a config.json; did you "
+                                                             "mean 'tiny-add'?"),
 ])
 def test_bad_input_is_one_clear_line(args, message, tmp_path):
     addresses = tmp_path / "addresses.txt"

@@ -183,6 +183,40 @@ def _load_files(where, dtype: str, what: str, **kwargs):
         raise ModelLoadError(f"{what} could not be loaded: {first_line(err)}") from None
 
 
+def check_model(name: str) -> None:
+    """Fails at once, in one line, for a model name that cannot be loaded here (what a peer checks before it
+    joins a swarm, rather than after): a zoo model whose files are missing or damaged, a path without a
+    config.json, a hub name whose configuration is neither cached nor reachable; with the nearest zoo or packaged
+    name when it is close to one. The weights are loaded later (a packaged model's absence is reported then)."""
+    import difflib
+
+    from .zoo import ZOO
+    from .zoo_store import zoo_model_path
+
+    if name in ZOO:
+        zoo_model_path(name)
+        return
+    if name in PACKAGED:
+        return
+    near = difflib.get_close_matches(name, (*ZOO, *PACKAGED), n=1, cutoff=0.8)
+    hint = f"; did you mean {near[0]!r}?" if near else ""
+    if looks_like_path(name):
+        if not (Path(name).expanduser() / "config.json").exists():
+            raise ModelLoadError(f"model {name!r} is not a zoo name ({', '.join((*ZOO, *PACKAGED))}) "
+                                 f"and not a directory with a config.json{hint}")
+        return
+    from transformers import AutoConfig
+
+    from node.system.runtime import hub_offline_reason
+
+    reason = hub_offline_reason()
+    what = f"model {name!r} ({reason}; only a cached copy would do)" if reason else f"model {name!r} from the hub"
+    try:
+        AutoConfig.from_pretrained(name)
+    except (OSError, ValueError, KeyError) as err:
+        raise ModelLoadError(f"{what} could not be loaded: {first_line(err)}{hint}") from None
+
+
 def load_base(name: str, dtype: str = "float32"):
     """(model, tokenizer, source) for a zoo name, a packaged real model ('smollm2-135m', 'gemma3-270m'), a local
     directory or a hub name."""
