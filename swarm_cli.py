@@ -103,9 +103,7 @@ def _exporter(args, cfg):
         return None
     from node.observability.exporter import MetricsExporter
 
-    exporter = MetricsExporter(args.metrics_port, args.metrics_host, cfg.model.name, cfg.swarm.name)
-    print(f"Prometheus metrics on http://{args.metrics_host}:{exporter.port}/metrics", file=sys.stderr, flush=True)
-    return exporter
+    return MetricsExporter(args.metrics_port, args.metrics_host, cfg.model.name, cfg.swarm.name)
 
 
 def _dashboard(args, status):
@@ -114,9 +112,18 @@ def _dashboard(args, status):
         return None
     from node.observability.dashboard import Dashboard
 
-    board = Dashboard(status.snapshot, args.dashboard_port, args.dashboard_host)
-    print(f"dashboard on http://{args.dashboard_host}:{board.port}/", file=sys.stderr, flush=True)
-    return board
+    return Dashboard(status.snapshot, args.dashboard_port, args.dashboard_host)
+
+
+def _say_where(server=None, host: str = "", exporter=None, board=None) -> None:
+    """Where the node answers, said once it is up (a taken port, a locked identity or a swarm not reached is
+    then the only line: the servers start first so that a taken port of theirs fails first, silently)."""
+    if server is not None:
+        print(f"control API on {host}:{server.port}", file=sys.stderr, flush=True)
+    if exporter is not None:
+        print(f"Prometheus metrics on {exporter.url}", file=sys.stderr, flush=True)
+    if board is not None:
+        print(f"dashboard on {board.url}", file=sys.stderr, flush=True)
 
 
 def _dashboard_arguments(p: argparse.ArgumentParser) -> None:
@@ -212,6 +219,7 @@ def cmd_run(args) -> int:
     try:
         peer = resume_peer(cfg, _resume_point(args), shuffle_control=args.shuffle_rewards)
         stop.check()
+        _say_where(exporter=exporter)
         print(_describe(cfg, peer), file=sys.stderr)
         return _train(args, cfg, peer, stop.event, exporter=exporter)
     finally:
@@ -251,7 +259,6 @@ def cmd_join(args) -> int:
     try:
         if args.control_port >= 0:  # first: a taken port fails before the swarm is joined
             server = ControlServer(lambda: status, host=args.control_host, port=args.control_port, serving=False)
-            print(f"control API on {args.control_host}:{server.port}", file=sys.stderr, flush=True)
         exporter = _exporter(args, cfg)
         board = _dashboard(args, status)
         stop.check()
@@ -262,6 +269,7 @@ def cmd_join(args) -> int:
         stop.check()
         if server is not None:
             server.set_serving(True)
+        _say_where(server, args.control_host, exporter, board)
         print(_describe(cfg, peer), file=sys.stderr)
         if cfg.swarm.initial_peers:
             print(f"joined swarm {cfg.swarm.name!r} as {dht.peer_id}", file=sys.stderr, flush=True)

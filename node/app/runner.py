@@ -164,6 +164,8 @@ def run_bootstrap(settings, status_every: float, control_port: int, stop: thread
             if server:
                 server.set_serving(True)
                 say(f"control API on 127.0.0.1:{server.port}")
+            if board is not None:  # (said once the node is up: a taken DHT port is then the only line)
+                say(f"dashboard on {board.url}")
             watch_swarm(dht, status, status_every, stop, say, gossip=settings.gossip)
         finally:
             dht.shutdown()

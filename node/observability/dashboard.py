@@ -43,6 +43,7 @@ class Dashboard:
             headers={"Cache-Control": "no-store", "Content-Security-Policy": "default-src 'self'; script-src "
                      "'unsafe-inline'; style-src 'unsafe-inline'"})
         self.port = self.server.port
+        self.url = f"http://{host}:{self.port}/"
 
     def close(self) -> None:
         self.server.close()

@@ -77,6 +77,7 @@ class MetricsExporter:
         scrape = lambda: (CONTENT_TYPE_LATEST, generate_latest(registry))  # noqa: E731
         self.server = HttpServer({"/metrics": scrape, "/": scrape}, host, port, "metrics")
         self.port = self.server.port
+        self.url = f"http://{host}:{self.port}/metrics"
 
     def watch(self, totals: Totals) -> None:
         """Serves these running totals as the counters (once; the node feeds them each step)."""

@@ -95,6 +95,8 @@ def test_taken_ports_are_one_line(tmp_path):
             lines = out.stderr.strip().splitlines()
             assert out.returncode == 2 and "already in use" in lines[-1], (what, out.stderr[-2000:])
             assert "Traceback" not in out.stderr, what
+            assert "control API on" not in out.stderr, (what, out.stderr)  # (issue 55, 6: not said before the
+            #                                                             node's own port failed)
         status = subprocess.run([*CLI, "status", f"127.0.0.1:{control}"], capture_output=True, text=True,
                                 timeout=60, check=False)
         assert status.stdout.startswith("bootstrap ")  # the first owner still answers on its port
@@ -124,6 +126,7 @@ def test_an_identity_held_by_a_running_peer_is_refused_at_once(running_peer):
     assert out.returncode == 2, out.stderr[-2000:]
     last = out.stderr.strip().splitlines()[-1]
     assert "is in use by another running process" in last and "retrying" not in out.stderr
+    assert "control API on" not in out.stderr, out.stderr  # (said only once a node is up: issue 55, 6)
     assert time.monotonic() - start < 60
 
 
