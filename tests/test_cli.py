@@ -50,6 +50,12 @@ def swarm(*args, env=None):
     (["join", "--stesp", "2", "--promtps", "3"], "did you mean --steps (for --stesp), "
                                                  "--prompts (for --promtps)?"),
     (["status", "localhost"], "'localhost' names no port: expected HOST:PORT"),
+    # an address the machine does not have: once retried for ever (issue 55, 6); 192.0.2.1 is TEST-NET-1
+    (["join", "--host", "192.0.2.1", "--control-port", "-1", "--steps", "1"], "--host (swarm.host): '192.0.2.1' is "
+                                                                               "not an address this machine can "
+                                                                               "listen on"),
+    (["join", "--dashboard-port", "0", "--dashboard-host", "192.0.2.1", "--control-port", "-1"],
+     "--dashboard-port: '192.0.2.1' is not an address this machine can listen on"),
     # a mistyped model, before the swarm is joined (issue 55, 6: once, after 44-95 s of joining)
     (["join", "--model", "tiny-ad", "--control-port", "-1"], "and not a directory with a config.json; did you "
                                                              "mean 'tiny-add'?"),

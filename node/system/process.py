@@ -26,7 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from node.errors import IdentityInUse, PortInUse, Stopped
+from node.errors import ConfigError, IdentityInUse, PortInUse, Stopped, first_line
 
 PARENT_ENV = "SWARM_STOP_WITH_PARENT"  # the PID whose death stops this process (set by SwarmProcesses)
 PR_SET_PDEATHSIG = 1  # prctl option (linux/prctl.h): a signal for this process when its parent exits
@@ -34,8 +34,24 @@ EXIT_FORCED = 1  # exit code when the watchdog had to end the process
 DEFAULT_STOP_TIMEOUT = 20.0  # seconds from a stop signal to a forced end (the CLI's --stop-timeout)
 
 
+def ensure_local_address(host: str, what: str) -> None:
+    """Raises ConfigError when this machine cannot listen on `host` (not one of its addresses, or not an address
+    at all): said at once, where a listener would otherwise fail later or be retried for ever."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((host, 0))
+        except OSError as err:
+            raise ConfigError(f"{what}: {host!r} is not an address this machine can listen on ({first_line(err)}); "
+                              f"use 127.0.0.1, 0.0.0.0 or one of its own addresses") from None
+
+
 def ensure_port_free(host: str, port: int, what: str) -> None:
-    """Raises PortInUse when host:port is taken (port 0, any free port, is always fine)."""
+    """Raises PortInUse when host:port is taken (port 0, any free port, is always fine), ConfigError when host is
+    not an address of this machine."""
+    ensure_local_address(host, what)
     if port == 0:
         return
     import socket
