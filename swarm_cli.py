@@ -399,7 +399,14 @@ def cmd_eval(args) -> int:
     from node.config import config_from_args, with_completion_cap
     from node.evaluation import evaluate
     from node.generation import make_backend
-    from node.models.loading import eval_defaults, load_model, read_meta, saved_model_folder, skipped_checkpoints
+    from node.models.loading import (
+        describe_saved,
+        eval_defaults,
+        load_model,
+        read_meta,
+        saved_model_folder,
+        skipped_checkpoints,
+    )
     from node.system.runtime import set_threads
     from node.tasks import completion_cap, get_task
 
@@ -408,7 +415,8 @@ def cmd_eval(args) -> int:
     if folder is not None:  # a peer's saved model: its task and eval settings, unless given here
         cfg = config_from_args(args, defaults=eval_defaults(read_meta(folder)))
         for line in skipped_checkpoints(cfg.model.name):
-            print(f"swarm eval: {line}; evaluating {folder.parent.name}", file=sys.stderr)
+            print(f"swarm eval: {line}", file=sys.stderr)
+        print(f"swarm eval: evaluating {describe_saved(folder)}", file=sys.stderr)
     _prepare(cfg)
     task = get_task(cfg.eval.task or cfg.task.name, cfg.task.data_files)  # an unknown eval.task: before the model
     cfg = with_completion_cap(cfg, completion_cap(task))
@@ -446,11 +454,12 @@ def cmd_eval(args) -> int:
 def cmd_export(args) -> int:
     """A trained peer's model as a Hugging Face-ready folder (weights or merged LoRA, tokenizer, model card)."""
     from node.models.export import export_model, push_to_hub
+    from node.models.loading import describe_saved
 
-    folder = export_model(args.source, Path(args.target))
-    print(f"exported {args.source} to {folder} (weights, tokenizer, README.md model card)")
+    used = export_model(args.source, Path(args.target))
+    print(f"exported {describe_saved(used)} to {args.target} (weights, tokenizer, README.md model card)")
     if args.push_to_hub:
-        print(f"pushed to {push_to_hub(folder, args.push_to_hub)}")
+        print(f"pushed to {push_to_hub(Path(args.target), args.push_to_hub)}")
     return 0
 
 

@@ -172,12 +172,14 @@ def test_swarm_eval_of_a_saved_model_defaults_to_its_task_and_names_a_skipped_ch
     assert trained.returncode == 0, trained.stderr
     report = json.loads(trained.stdout)
     assert report["task"] == "arith" and all(s["prompts"] == 12 for s in report["splits"])
+    assert f"swarm eval: evaluating {out / 'model'} (step 2, saved 20" in trained.stderr, trained.stderr
     chosen = swarm_cli("eval", "--model", str(out), "--task", "arith-add", "--eval-prompts", "8", "--eval-splits",
                        "train", "--json")
     assert json.loads(chosen.stdout)["task"] == "arith-add"  # what the user gives wins
 
     exported = swarm_cli("export", str(out), str(tmp_path / "export"))  # full weights, as transformers loads them
     assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.startswith(f"exported {out / 'model'} (step 2, saved 20"), exported.stdout
     from transformers import AutoModelForCausalLM
 
     from node.config import ModelConfig
@@ -190,6 +192,15 @@ def test_swarm_eval_of_a_saved_model_defaults_to_its_task_and_names_a_skipped_ch
     card = (tmp_path / "export" / "README.md").read_text()
     assert "on the task `arith` for 2 steps" in card and "LoRA" not in card
 
+    # a model/ older than the newest checkpoint (a run resumed since, still running or stopped): the checkpoint
+    final = json.loads((out / "model" / "swarm-model.json").read_text())
+    (out / "model" / "swarm-model.json").write_text(json.dumps({**final, "steps": 1}))
+    newer = swarm_cli("eval", "--model", str(out), "--eval-splits", "train", "--eval-prompts", "4", "--json")
+    assert newer.returncode == 0, newer.stderr
+    assert f"swarm eval: evaluating {out / 'checkpoints' / 'step-000000002' / 'model'} (step 2, " in newer.stderr
+    stale = swarm_cli("export", str(out), str(tmp_path / "export-newest"))
+    assert stale.stdout.startswith(f"exported {out / 'checkpoints' / 'step-000000002' / 'model'} (step 2,")
+
     # a run that never finished, whose newest checkpoint lost bytes: the older one is evaluated, and said so
 
     shutil.rmtree(out / "model")
@@ -198,10 +209,12 @@ def test_swarm_eval_of_a_saved_model_defaults_to_its_task_and_names_a_skipped_ch
     weights.write_bytes(weights.read_bytes()[:1000])
     older = swarm_cli("eval", "--model", str(out), "--eval-splits", "train", "--json")
     assert older.returncode == 0, older.stderr
-    assert older.stderr.strip().splitlines() == [
+    lines = older.stderr.strip().splitlines()
+    assert lines[0] == (
         f"swarm eval: checkpoint {newest} skipped: model/model.safetensors has 1000 bytes, the manifest says "
-        f"{(out / 'checkpoints' / 'step-000000001' / 'model' / 'model.safetensors').stat().st_size}; "
-        "evaluating step-000000001"]
+        f"{(out / 'checkpoints' / 'step-000000001' / 'model' / 'model.safetensors').stat().st_size}")
+    assert len(lines) == 2 and lines[1].startswith(
+        f"swarm eval: evaluating {out / 'checkpoints' / 'step-000000001' / 'model'} (step 1, saved 20"), lines
     assert json.loads(older.stdout)["task"] == "arith"
 
 

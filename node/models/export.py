@@ -46,8 +46,9 @@ def model_card(meta: dict, source: str) -> str:
 
 
 def export_model(source: str, target: Path, dtype: str = "float32") -> Path:
-    """Writes `source`'s model (an output folder, a checkpoint or a saved model folder) into `target` (which
-    must not exist or be empty) as weights, tokenizer and README.md; returns `target`."""
+    """Writes `source`'s model (an output folder: the newest of its saved model and checkpoints; a checkpoint or
+    a saved model folder) into `target` (which must not exist or be empty) as weights, tokenizer and README.md;
+    returns the saved model folder it wrote (describe_saved says which)."""
     folder = saved_model_folder(source)
     if folder is None:
         raise ConfigError(f"export: {source!r} holds no model a peer saved (give a run's --out folder)")
@@ -69,7 +70,7 @@ def export_model(source: str, target: Path, dtype: str = "float32") -> Path:
     except BaseException:
         shutil.rmtree(scratch, ignore_errors=True)
         raise
-    return target
+    return folder
 
 
 def push_to_hub(folder: Path, repo: str) -> str:

@@ -28,7 +28,7 @@ from node.models.packaged import (
     gguf_tokenizer,
     smollm2_location,
 )
-from node.models.saved import CHECKPOINTS, latest_checkpoint
+from node.models.saved import CHECKPOINTS, checkpoint_step, checkpoints, latest_checkpoint
 
 MODEL_META = "swarm-model.json"  # beside saved weights: {"base", "lora", "lr", "task", "eval"}
 GENERIC_TOKENIZERS = ("TokenizersBackend", "PreTrainedTokenizerFast")  # classes of tokenizers saved from `tokenizers`
@@ -53,7 +53,10 @@ def saved_model_folder(name: str) -> Path | None:
         return None
     if (path / MODEL_META).exists():
         return path
-    if (path / "model" / MODEL_META).exists():
+    if (path / "model" / MODEL_META).exists():  # the model a finished run saved, unless a run resumed since has
+        found = latest_checkpoint(path) if (path / CHECKPOINTS).is_dir() else None  # a newer checkpoint
+        if found is not None and found.path is not None and found.step > saved_steps(path / "model"):
+            return found.path / "model"
         return path / "model"
     if (path / "model" / "config.json").exists():  # an output of an earlier version (no swarm-model.json)
         return None
@@ -91,12 +94,32 @@ def eval_defaults(meta: dict) -> dict[str, dict]:
 
 
 def skipped_checkpoints(name: str) -> list[str]:
-    """One line per newer checkpoint that loading `name` passes over as invalid: an output directory whose
-    run did not finish is loaded from its newest valid checkpoint (`saved_model_folder`); [] otherwise."""
+    """One line per checkpoint newer than what loading `name` takes that it passes over as invalid: an output
+    directory is loaded from the newest of its saved model and its valid checkpoints (`saved_model_folder`);
+    [] otherwise."""
     path = Path(name).expanduser()
-    if not path.is_dir() or (path / MODEL_META).exists() or (path / "model").exists():
+    if not path.is_dir() or (path / MODEL_META).exists() or not (path / CHECKPOINTS).is_dir():
         return []
-    return latest_checkpoint(path).skipped if (path / CHECKPOINTS).is_dir() else []
+    found = latest_checkpoint(path)
+    if (path / "model" / MODEL_META).exists():
+        final = saved_steps(path / "model")
+        return [line for line, broken in zip(found.skipped, checkpoints(path), strict=False)
+                if (checkpoint_step(broken) or 0) > final]
+    return found.skipped
+
+
+def saved_steps(folder: Path) -> int:
+    """The steps a saved model had trained (its swarm-model.json; 0 when it does not say)."""
+    steps = read_meta(folder).get("steps", 0)
+    return steps if isinstance(steps, int) and not isinstance(steps, bool) else 0
+
+
+def describe_saved(folder: Path) -> str:
+    """Which saved model this is, in one phrase: its folder, steps and when it was saved (UTC)."""
+    import datetime
+
+    saved = datetime.datetime.fromtimestamp((folder / MODEL_META).stat().st_mtime, datetime.UTC)
+    return f"{folder} (step {saved_steps(folder)}, saved {saved:%Y-%m-%d %H:%M:%S} UTC)"
 
 
 def read_meta(folder: Path) -> dict:
@@ -201,7 +224,7 @@ def check_model(name: str) -> None:
     near = difflib.get_close_matches(name, (*ZOO, *PACKAGED), n=1, cutoff=0.8)
     hint = f"; did you mean {near[0]!r}?" if near else ""
     if looks_like_path(name):
-        if not (Path(name).expanduser() / "config.json").exists():
+        if not (Path(name).expanduser() / "config.json").exists() and saved_model_folder(name) is None:
             raise ModelLoadError(f"model {name!r} is not a zoo name ({', '.join((*ZOO, *PACKAGED))}) "
                                  f"and not a directory with a config.json{hint}")
         return
