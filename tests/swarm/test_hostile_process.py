@@ -1,6 +1,7 @@
 """Network and process faults (issue points 9-12) with real `swarm bootstrap` / `swarm join` processes: a swarm
 heals after a restart, a taken port or identity is one line, and SIGTERM always ends a process in bounded
 time (the stop time-out), whatever it is doing, on a loaded machine too."""
+import shutil
 import signal
 import socket
 import subprocess
@@ -51,13 +52,15 @@ def cpu_load():
 def test_the_swarm_heals_after_the_bootstrap_and_then_a_peer_restart(tmp_path):
     """Point 9: the bootstrap comes back (same identity, same port) with an empty routing table; the peers'
     re-announcements teach it the swarm again, so a newcomer finds the others through it, and a peer that
-    restarts with its identity (after kill -9) rejoins at once."""
+    restarts with its identity (after kill -9) rejoins at once. Issue 55, 4: it restarts from an older
+    checkpoint than its last step, and no peer refuses anything of it or warns (no 'replay' of before)."""
     sp = SwarmProcesses(tmp_path)
     port = free_port()
+    b_out = ["--out", str(tmp_path / "b-out"), "--checkpoint-every", "1", "--checkpoint-minutes", "0"]
     try:
         sp.start_bootstrap("--status-every", "1", port=port)
         sp.start_peer("a", "--model", "tiny-add", "--seed", "0", *LIGHT)
-        sp.start_peer("b", "--model", "tiny-add-lora", "--seed", "1", *LIGHT)
+        sp.start_peer("b", "--model", "tiny-add-lora", "--seed", "1", *LIGHT, *b_out)
         wait_until(lambda: last_peers(sp, "a") >= 1 and last_peers(sp, "b") >= 1, 240, "a and b never met")
         sp.bootstrap.kill()
         sp.bootstrap.wait()
@@ -69,9 +72,20 @@ def test_the_swarm_heals_after_the_bootstrap_and_then_a_peer_restart(tmp_path):
         wait_until(lambda: last_peers(sp, "newcomer") >= 2, 240, "the newcomer stayed isolated")
         sp.peers["b"].kill()  # kill -9: no withdrawal, no clean shutdown
         sp.peers["b"].wait()
-        sp.start_peer("b", "--model", "tiny-add-lora", "--seed", "1", *LIGHT)  # same identity
+        saved = sorted((tmp_path / "b-out" / "checkpoints").glob("step-*"))
+        assert len(saved) >= 2, saved
+        shutil.rmtree(saved[-1])  # it goes on from an older step than the last it published
+        since = {name: len(sp.metrics(name)) for name in ("a", "newcomer")}
+        sp.start_peer("b", "--model", "tiny-add-lora", "--seed", "1", *LIGHT, *b_out)  # same identity
         wait_until(lambda: last_peers(sp, "b") >= 2, 240, f"the restarted peer stayed isolated: {sp.log_tail('b')}")
         assert any(r.swarm.groups_used > 0 for r in sp.metrics("b")[-5:])
+        assert "resuming from" in (tmp_path / "b.log").read_text()
+        after = len(sp.metrics("a"))
+        wait_until(lambda: len(sp.metrics("a")) >= after + 3, 120, "a stopped stepping")
+        for name in ("a", "newcomer"):  # (a failed directory read, counted as `fetch`, is no record refused)
+            refused = [{k: n for k, n in r.swarm.rejected.items() if k != "fetch"} for r in sp.metrics(name)]
+            assert not any(refused[since[name]:]), refused
+            assert "rejected a record" not in (tmp_path / f"{name}.log").read_text(), sp.log_tail(name)
     finally:
         sp.stop()
 
