@@ -122,11 +122,16 @@ def test_groups_flow_between_heterogeneous_peers(hub_and_peers):
 
 def test_received_rewards_are_rescored_locally(hub_and_peers):
     hub, a, b = hub_and_peers
-    b.step(10)
+    claimed = None
+    for step in range(10, 40):  # (a peer in a swarm draws its items from its identity and the clock: b's steps
+        b.step(step)            #  until one has a group with a right and a wrong answer, bounded)
+        groups = [pb.Group.FromString(raw) for raw in unpack_groups(hub.served["b"].latest("groups")[1], Limits())]
+        # a group in which b found a right and a wrong answer (so it is informative under our own verifier too)
+        claimed = next((g for g in groups if {c.reward for c in g.completions} == {0.0, 1.0}), None)
+        if claimed is not None:
+            break
+    assert claimed is not None, "b sampled no group with a right and a wrong answer in 30 steps"
     honest = hub.served.pop("b")  # b turns liar: only its lying bundle can reach `a`
-    groups = [pb.Group.FromString(raw) for raw in unpack_groups(honest.latest("groups")[1], Limits())]
-    # a group in which b found a right and a wrong answer (so it is informative under our own verifier too)
-    claimed = next(g for g in groups if {c.reward for c in g.completions} == {0.0, 1.0})
     truth = [c.reward for c in claimed.completions]
     for c in claimed.completions:  # the liar claims every completion is right
         c.reward = 1.0
