@@ -21,17 +21,16 @@ MAX_LISTED = 64  # peers listed in a status reply at most
 
 
 def peer_info(announcement, age: float, established: bool = False, failures: int = 0, used: int = 0,
-              credited: int = 0, weights: tuple[int, int, float] = (0, 0, 0.0)) -> dict:
+              credited: int = 0, tokens: int = 0, capped_share: float = 0.0, mean_weight: float = 0.0) -> dict:
     """A PeerInfo's fields from another peer's announcement (protocol.codec.Announcement); `age`: seconds since
     we read it (our clock: a peer's own stamp is its claim); `used`: its groups we trained on; `credited`: ours
-    it says it trained on; `weights`: its tokens we trained on, those at the weight cap, their summed weight."""
+    it says it trained on; `tokens`: its tokens we trained on, `capped_share` and `mean_weight` theirs
+    (node/swarm/senders.py SenderState)."""
     card = announcement.card
-    tokens, capped, mass = weights
     return {"peer_id": announcement.peer_id, "family": card.family, "params": card.n_params, "lora": card.lora,
             "step": announcement.step, "age": max(age, 0.0), "established": established, "failures": failures,
             "model": announcement.model, "accuracy": announcement.accuracy, "used": used, "credited": credited,
-            "tokens": tokens, "capped_share": capped / tokens if tokens else 0.0,
-            "mean_weight": mass / tokens if tokens else 0.0}
+            "tokens": tokens, "capped_share": capped_share, "mean_weight": mean_weight}
 
 
 def shown(info: dict) -> dict:

@@ -43,7 +43,7 @@ from node.config import SwarmConfig
 from node.errors import IdentityCorrupt, IdentityInUse, Stopped, SwarmUnreachable, first_line
 from node.swarm import Records, ServedBundles
 from node.swarm.intake import IntakeRefused, Pacer, StreamLimits, frame, parse_request, read_request
-from node.system.process import IdentityLock, ensure_local_address, ensure_port_free, kill_pids, own_children
+from node.system.process import IdentityLock, ensure_port_free, kill_pids, own_children
 from protocol import (
     ANNOUNCE_SHARDS,
     CLOCK_SKEW,
@@ -328,8 +328,8 @@ class SwarmDHT:
         from hivemind.dht.validation import CompositeValidator
 
         self.settings, self.bundles, self.relays = settings, bundles, relays
-        ensure_local_address(settings.host, "--host (swarm.host)")  # (no address of ours: once retried for ever)
-        ensure_port_free(settings.host, settings.port, "DHT")
+        ensure_port_free(settings.host, settings.port, "DHT", "--host (swarm.host)")  # (a host that is no address
+        #                                                                           of ours was retried for ever)
         check_identity_file(settings.identity)  # before the lock: a corrupt file holds nothing
         self._lock = IdentityLock(settings.identity) if settings.identity else None
         signing_key, self._new_identity = _identity_key(settings.identity)

@@ -217,7 +217,8 @@ class GroupExchange:
         live = [self.ledger.known[k] for k in self.ledger.live(now)]
         return [peer_info(s.announcement, now - s.seen, s.established, s.failures,
                           used=self.given.get(s.announcement.peer_id, 0),
-                          credited=self.credited.get(s.announcement.peer_id, 0), weights=(s.tokens, s.capped, s.mass))
+                          credited=self.credited.get(s.announcement.peer_id, 0), tokens=s.tokens,
+                          capped_share=s.capped_share, mean_weight=s.mean_weight)
                 for s in sorted(live, key=lambda s: -s.seen)]
 
     # ---- publishing -------------------------------------------------------------------------------------

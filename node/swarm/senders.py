@@ -75,6 +75,16 @@ class SenderState:
     def established(self) -> bool:
         return self.informative_pulls >= ESTABLISHED_AFTER
 
+    @property
+    def capped_share(self) -> float:
+        """The share of its tokens we trained on whose weight the cap cut, in all (0: none yet)."""
+        return self.capped / self.tokens if self.tokens else 0.0
+
+    @property
+    def mean_weight(self) -> float:
+        """Their mean weight in our loss (0: none yet)."""
+        return self.mass / self.tokens if self.tokens else 0.0
+
 
 def cusum(statistic: float, step_log_bet: float) -> float:
     """A CUSUM after one more step: max(statistic, 0) + this step's log-bet."""
@@ -152,18 +162,13 @@ class SenderLedger:
     def judge_weights(self, weights: dict[bytes, tuple[int, int, float]]) -> None:
         """Counts each sender's tokens in this step's loss, those at the policy's weight cap, and their weight,
         for the step's metrics and in its state (a sender whose claims push our weights to the cap is counted
-        for it: `capped_share`)."""
+        for it: SenderState.capped_share)."""
         for sender, (tokens, capped, mass) in weights.items():
             state = self.known.get(sender)
             if state is None or tokens == 0:
                 continue
             state.tokens, state.capped, state.mass = state.tokens + tokens, state.capped + capped, state.mass + mass
             self.verdicts.weights[state.announcement.peer_id] = (tokens, capped, round(mass, 4))
-
-    def capped_share(self, sender: bytes) -> float:
-        """The share of a sender's tokens we trained on whose weight the cap cut, in all (0: none yet)."""
-        state = self.known.get(sender)
-        return state.capped / state.tokens if state is not None and state.tokens else 0.0
 
     def judge_alignment(self, cosines: dict[bytes, float]) -> None:
         """Adds each sender's harm bet of this step (its cosine with our own groups' gradient) to its statistic; a

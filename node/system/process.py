@@ -48,10 +48,10 @@ def ensure_local_address(host: str, what: str) -> None:
                               f"use 127.0.0.1, 0.0.0.0 or one of its own addresses") from None
 
 
-def ensure_port_free(host: str, port: int, what: str) -> None:
+def ensure_port_free(host: str, port: int, what: str, host_flag: str = "") -> None:
     """Raises PortInUse when host:port is taken (port 0, any free port, is always fine), ConfigError when host is
-    not an address of this machine."""
-    ensure_local_address(host, what)
+    not an address of this machine (named `host_flag`, or `what`)."""
+    ensure_local_address(host, host_flag or what)
     if port == 0:
         return
     import socket

@@ -17,7 +17,7 @@ from node.rl.transfer.guard import (
     token_log_evidence,
 )
 from node.rl.transfer.plan import plan_loss, sender_weights
-from node.swarm.senders import combined_evidence, cusum
+from node.swarm.senders import SenderState, combined_evidence, cusum
 
 
 def test_a_row_bets_its_likelihood_ratio_after_the_numerical_allowance():
@@ -190,9 +190,10 @@ def test_each_senders_tokens_at_the_weight_cap_are_counted_for_it(ledger, transf
     planned, book = plan(rows, ledger, transfer_policy)
     assert book.verdicts.weights == {"A": (4, 1, 5.0), "B": (2, 0, 2.0)}
     assert (book.known[b"A"].tokens, book.known[b"A"].capped, book.known[b"A"].mass) == (4, 1, 5.0)
-    assert book.capped_share(b"A") == 0.25 and book.capped_share(b"B") == 0.0 and book.capped_share(b"C") == 0.0
+    assert book.known[b"A"].capped_share == 0.25 and book.known[b"B"].capped_share == 0.0
+    assert book.known[b"A"].mean_weight == 1.25 and SenderState(book.known[b"A"].announcement, 0.0).capped_share == 0.0
     book.judge_weights({b"A": (4, 3, 8.0), b"B": (0, 0, 0.0)})  # a second step: added; B had no tokens in it
-    assert book.capped_share(b"A") == 0.5 and book.known[b"B"].tokens == 2
+    assert book.known[b"A"].capped_share == 0.5 and book.known[b"B"].tokens == 2
 
 
 def test_sender_weights_count_only_each_senders_rows_in_the_loss():
