@@ -23,7 +23,8 @@ EXIT_UNREACHABLE = 3
 
 # a volunteer runs until stopped, and sees held-out accuracy move: a small fixed set every 50 steps (a few
 # seconds on the zoo; --eval-every 0 turns it off)
-JOIN_DEFAULTS = {"train": {"steps": 0}, "eval": {"every": 50, "prompts": 64}}
+JOIN_DEFAULTS = {"train": {"steps": 0}, "eval": {"every": 50, "prompts": 64},
+                 "task": {"name": "swarm"}}  # (node/swarm/swarm_task.py SWARM: the task the swarm's peers announce)
 BOOTSTRAP_DEFAULTS = {"swarm": {"port": 31330,  # a well-known port peers are told about
                                 "identity": str(Path.home() / ".local" / "share" / "swarm-node" / "bootstrap.id")}}
 
@@ -45,23 +46,55 @@ def check_writable(folder: str | None, what: str) -> None:
 
 
 def _prepare(cfg) -> None:
-    """Checks the task, the transfer policy, the backend and a zoo model's files (before any network)."""
+    """Checks the task (unless it is the swarm's, learnt once joined), the transfer policy, the backend and a
+    zoo model's files (before any network)."""
     from node.models.loading import check_model
-    from node.rl.transfer.registry import build_policy
+    from node.swarm.swarm_task import SWARM
     from node.system.runtime import quiet_libraries
-    from node.tasks import checks_work, get_task
 
     quiet_libraries()
-    # an unknown task, or one whose data cannot be had, fails before any model is built
-    task = get_task(cfg.task.name, cfg.task.data_files)
-    task.item(cfg.task.split, 0)
-    build_policy(cfg.transfer, checks_work(task))  # an unknown transfer policy or setting: one line now
+    if cfg.task.name != SWARM:
+        _prepare_task(cfg)
     if cfg.generation.backend == "vllm":  # a missing vLLM fails before any model or network
         from node.generation.vllm_backend import import_vllm
 
         import_vllm()
     check_model(cfg.model.name)  # a zoo model missing or damaged, a mistyped name, a hub model not to be had:
     #                               one line now, not after joining the swarm
+
+
+def _prepare_task(cfg) -> None:
+    """An unknown task, one whose data cannot be had, or a transfer policy unknown or unfit for it: one line
+    before any model is built."""
+    from node.rl.transfer.registry import build_policy
+    from node.tasks import checks_work, get_task
+
+    task = get_task(cfg.task.name, cfg.task.data_files)
+    task.item(cfg.task.split, 0)
+    build_policy(cfg.transfer, checks_work(task))
+
+
+def _settle_task(args, cfg, dht):
+    """cfg with the task this peer trains on: the swarm's (read from its announcements) when --task is left out;
+    its own when it names one, said in one line, and a ConfigError when it differs from the swarm's unless
+    --other-task keeps it."""
+    import dataclasses
+
+    from node.config import TaskConfig
+    from node.errors import ConfigError
+    from node.swarm.swarm_task import Found, read_swarm_task, settle
+
+    found = read_swarm_task(dht, cfg.swarm.max_age) if cfg.swarm.initial_peers else Found(None, 0, 0)
+    settled = settle(cfg.task.name, cfg.generation.max_new_tokens, found, TaskConfig().name)
+    if settled.mismatch and not args.other_task:
+        raise ConfigError(f"{settled.line}: leave --task out to train the swarm's task, or pass --other-task to "
+                          f"train yours here anyway (the swarm then refuses its groups, and it theirs)")
+    print(settled.line + ("; kept (--other-task): its groups and the swarm's are refused both ways"
+                          if settled.mismatch else ""), file=sys.stderr, flush=True)
+    cfg = dataclasses.replace(cfg, task=dataclasses.replace(cfg.task, name=settled.task),
+                              generation=dataclasses.replace(cfg.generation, max_new_tokens=settled.answer_cap))
+    _prepare_task(cfg)
+    return cfg
 
 
 def _describe(cfg, peer) -> str:
@@ -256,6 +289,7 @@ def cmd_join(args) -> int:
 
     status = NodeStatus(role="peer", model=cfg.model.name)
     server = dht = peer = exporter = board = None
+    receipts = Path(args.out) / "receipts.jsonl" if args.out else None
     try:
         if args.control_port >= 0:  # first: a taken port fails before the swarm is joined
             server = ControlServer(lambda: status, host=args.control_host, port=args.control_port, serving=False)
@@ -265,7 +299,10 @@ def cmd_join(args) -> int:
         dht = connect(cfg.swarm, args.join_attempts, stop.event)
         status.peer_id, status.maddrs = dht.peer_id, dht.visible_maddrs()
         stop.check()
-        peer = resume_peer(cfg, _resume_point(args), transport=dht)
+        cfg = _settle_task(args, cfg, dht)
+        stop.check()
+        peer = resume_peer(cfg, _resume_point(args), transport=dht, receipts_file=receipts)
+        status.task = peer.exchange.task.describe() if peer.exchange is not None else cfg.task.name
         stop.check()
         if server is not None:
             server.set_serving(True)
@@ -674,6 +711,9 @@ def build_parser() -> argparse.ArgumentParser:
     add_config_arguments(join, PEER_FLAGS + NETWORK_FLAGS + CLIENT_FLAGS, JOIN_DEFAULTS)
     _output_arguments(join)
     _stop_timeout(join)
+    join.add_argument("--other-task", action="store_true",
+                      help="train --task even where the swarm trains another (its groups and the swarm's are then "
+                           "refused both ways: it learns alone); without it such a join stops with one line")
     join.add_argument("--join-attempts", type=_number(int, 0, MAX_INT), default=0,
                       help="tries to reach the swarm (0: until stopped) (default: 0)")
     join.add_argument("--initial-peers-file", help="read initial peers from this file (one multiaddr a line; "

@@ -588,7 +588,7 @@ class Flag:
 PEER_FLAGS = (
     Flag("--model", "model.name", "zoo name, local directory or hub name"),
     Flag("--lora", "model.lora", "train a LoRA adapter", switch=True),
-    Flag("--task", "task.name", "task name (see `swarm tasks`)"),
+    Flag("--task", "task.name", "task name (see `swarm tasks`; `swarm`: the task the swarm's peers announce)"),
     Flag("--split", "task.split", "train or test"),
     Flag("--steps", "train.steps", "training steps (0: until stopped)"),
     Flag("--group-policy", "train.group_policy", "sagc or fixed"),

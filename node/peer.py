@@ -25,7 +25,7 @@ from .rl.transfer.registry import build_policy, resolved_config
 from .sagc.policy import make_group_policy, prompts_for, summarize
 from .swarm import SwarmTransport
 from .swarm.exchange import GatherResult, GroupExchange, make_card
-from .tasks import checks_work, completion_cap, get_task, task_of_record
+from .tasks import checks_work, completion_cap, get_task
 
 ANCHORS = 16  # our own right completions kept as the harm detector's reference when our rows carry no advantage
 PROBE_PROMPTS = 32  # training prompts answered greedily for anchors when we have too few (node/rl/alignment.py)
@@ -51,10 +51,11 @@ def shuffle_rewards(groups: list[Group], rng: random.Random) -> None:
 
 class Peer:
     def __init__(self, cfg: NodeConfig, shuffle_control: bool = False, transport: SwarmTransport | None = None,
-                 resume: Path | None = None):
+                 resume: Path | None = None, receipts_file: Path | None = None):
         """transport: None for a peer alone, else the swarm (node/swarm/dht.py, or node/swarm/memory.py);
         resume: a verified checkpoint folder whose model to load (node/persistence/checkpoint.py `resume_peer`
-        restores the rest of its training state)."""
+        restores the rest of its training state); receipts_file: where the signed receipts other peers give us
+        are kept (node/swarm/receipts.py; None: nowhere)."""
         set_threads(cfg.generation.threads)
         self.task = get_task(cfg.task.name, cfg.task.data_files)
         self.eval_task = get_task(cfg.eval.task, cfg.task.data_files) if cfg.eval.task else self.task
@@ -78,7 +79,7 @@ class Peer:
             self.exchange = GroupExchange(transport, cfg.swarm, self.loaded.tokenizer, card, self.backend.eos_ids,
                                           self.task, cfg.generation.max_new_tokens, seed=cfg.train.seed,
                                           model=display_name(cfg.model.name), trust=cfg.trust,
-                                          informative=self.transfer.informative)
+                                          informative=self.transfer.informative, receipts_file=receipts_file)
         self.anchors: list[Group] = []  # our right completions, one a group, newest last (at most ANCHORS)
         self.probed: int | None = None  # the step of the last anchor probe
         self.start_step, self.history = 0, {}  # (a resumed peer's: node/persistence/checkpoint.py resume_peer)
@@ -184,13 +185,10 @@ class Peer:
                                                                                    strict=True)])
 
     def greedy_rewards(self, groups: list[Group], seed: int) -> list[float]:
-        """Our own greedy completion's reward on each group's prompt (0 where no task of ours scores it)."""
+        """Our own greedy completion's reward on each group's prompt (received groups are of our task)."""
         outputs, _ = self.backend.generate([g.prompt_ids for g in groups], 1, seed=seed, greedy=True)
-        scores = []
-        for group, out in zip(groups, outputs, strict=True):
-            task = task_of_record(group.item.ref.task, self.task)
-            scores.append(0.0 if task is None else score_completion(task, group.item, out[0]))
-        return scores
+        return [score_completion(self.task, group.item, out[0])
+                for group, out in zip(groups, outputs, strict=True)]
 
     def evaluates_after(self, step: int) -> bool:
         """Whether held-out accuracy is measured after this step: every eval.every steps and after the last."""
@@ -236,6 +234,16 @@ class Peer:
     def known_peers(self) -> list[dict]:
         """Other peers known from their announcements (node/swarm/control.py: peer_info); none when alone."""
         return self.exchange.known_peers() if self.exchange is not None else []
+
+    def credit(self) -> dict:
+        """What other peers' signed receipts say they trained on of ours (control_pb2.Credit fields; empty when
+        alone)."""
+        if self.exchange is None:
+            return {}
+        receipts = self.exchange.receipts
+        c = receipts.credit
+        return {"receipts": c.receipts, "receivers": c.receivers, "groups": c.groups, "rows": c.rows,
+                "file": str(receipts.path) if receipts.path is not None else ""}
 
     def close(self) -> None:
         if self.exchange is not None:

@@ -226,9 +226,16 @@ def check_vocab_size(vocab_size: int) -> None:
 def peek_card(data: bytes, limits: Limits = Limits()) -> WireCard:
     """The model card of a group record, checked as a card (what a receiver needs to choose how to decode the
     rest: its own tokenizer, or another peer's)."""
+    return peek(data, limits)[0]
+
+
+def peek(data: bytes, limits: Limits = Limits()) -> tuple[WireCard, str, str]:
+    """(model card, task name, task version) of a group record: what a receiver checks before the rest (a group
+    of another task is refused as such, not for its lengths; its card says how to decode it)."""
     msg = _parse(data, limits, pb.Group)
     check_vocab_size(msg.card.vocab_size)
-    return _decode_card(msg.card, limits)
+    return (_decode_card(msg.card, limits), _check_text("task", msg.task.task, limits),
+            _check_text("task version", msg.task.version, limits))
 
 
 def decode_group(data: bytes, receiver_vocab: int, limits: Limits = Limits(),
@@ -450,6 +457,18 @@ class BundleRef:
 
 
 @dataclass(frozen=True)
+class SwarmTask:
+    """The task a peer trains on and the settings that must agree with it (a swarm has one task)."""
+
+    name: str
+    version: str
+    answer_cap: int  # completion length cap in tokens
+
+    def describe(self) -> str:
+        return f"{self.name} (answer cap {self.answer_cap})"
+
+
+@dataclass(frozen=True)
 class Announcement:
     peer_id: str
     maddrs: tuple[str, ...]
@@ -462,6 +481,8 @@ class Announcement:
     model: str = ""  # the model's name (informational: what `swarm status` shows)
     credits: tuple[tuple[str, int], ...] = ()  # (sender peer id, its groups we trained on in all)
     accuracy: float = -1.0  # its latest held-out ID greedy pass@1, as it claims (-1: not evaluated yet)
+    task: SwarmTask | None = None  # the task it trains on (None: an announcement that names none)
+    receipts: BundleRef | None = None  # its latest signed receipts (None: none yet)
 
 
 def _identity_hash(subkey: bytes) -> int:
@@ -515,8 +536,12 @@ def encode_announcement(a: Announcement) -> bytes:
     data = pb.Announcement(version=PROTOCOL_VERSION, peer_id=a.peer_id, maddrs=list(a.maddrs), step=a.step,
                            created=a.created, card=_card_message(a.card), relays=list(a.relays), model=a.model,
                            credits=[pb.Credit(peer_id=p, groups=n) for p, n in a.credits[-MAX_CREDITS:]],
-                           accuracy=a.accuracy,
-                           **refs).SerializeToString()
+                           accuracy=a.accuracy, **refs,
+                           **({"task": pb.SwarmTask(name=a.task.name, version=a.task.version,
+                                                    answer_cap=a.task.answer_cap)} if a.task else {}),
+                           **({"receipts": pb.BundleRef(digest=a.receipts.digest, size=a.receipts.size,
+                                                        records=a.receipts.records)} if a.receipts else {}),
+                           ).SerializeToString()
     if len(data) > MAX_ANNOUNCEMENT:
         raise ValueError(f"announcement of {len(data)} bytes > {MAX_ANNOUNCEMENT}")
     return data
@@ -548,4 +573,8 @@ def decode_announcement(data: bytes, limits: Limits = Limits()) -> Announcement:
                         model=_check_text("model name", msg.model, limits),
                         credits=tuple((_check_text("credited peer id", c.peer_id, limits), c.groups)
                                       for c in msg.credits if c.peer_id != msg.peer_id),  # never itself
-                        accuracy=msg.accuracy if 0.0 <= msg.accuracy <= 1.0 else -1.0)  # (NaN: not in range)
+                        accuracy=msg.accuracy if 0.0 <= msg.accuracy <= 1.0 else -1.0,  # (NaN: not in range)
+                        task=SwarmTask(_check_text("task", msg.task.name, limits),
+                                       _check_text("task version", msg.task.version, limits), msg.task.answer_cap)
+                        if msg.HasField("task") and msg.task.name else None,
+                        receipts=_decode_ref(msg.receipts, limits.max_bytes) if msg.HasField("receipts") else None)

@@ -156,7 +156,7 @@ def test_every_rejection_reason_the_code_counts_is_listed():
 
     root = Path(__file__).resolve().parents[1]
     sources = "\n".join(p.read_text() for folder in ("protocol", "node") for p in (root / folder).rglob("*.py"))
-    found = set(re.findall(r'RecordError\(\s*"([a-z]+)"', sources))
+    found = set(re.findall(r'RecordError\(\s*"([a-z-]+)"', sources))
     found |= set(re.findall(r'_reject\(result, sender, "([a-z]+)"', sources))
     found |= set(re.findall(r'rejected\["([a-z]+)"\]', sources))
     found |= set(re.findall(r'return None, "([a-z]+)"', (root / "node" / "swarm" / "exchange.py").read_text()))

@@ -67,6 +67,7 @@ def train_loop(peer: Peer, steps: int, stop: threading.Event, on_step: Callable[
         if status is not None:
             update_status(status, result, recent)
             status.peer_list = peer.known_peers()
+            status.credit = peer.credit()
         on_step(result)
         step += 1
     return step

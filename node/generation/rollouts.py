@@ -54,6 +54,7 @@ class Received:
     work_checked: bool = False  # scored by a verifier that checks the work, not only the answer (node/tasks)
     greedy: float | None = None  # our own greedy answer's reward on its prompt, where the transfer policy asked
     #                              for it (node/peer.py); None: not measured
+    created: float = 0.0  # the second its generator drew it (with its index, which of the generator's groups)
 
 
 def has_variance(rewards: list[float]) -> bool:

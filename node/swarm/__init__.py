@@ -148,6 +148,10 @@ class SwarmTransport(Protocol):
         """Whether the owner of identity `signer` signed this kind and digest (a view entry passed on)."""
         ...
 
+    def sign(self, kind: str, digest: bytes) -> bytes:
+        """Our signature of this kind and digest (a receipt: node/swarm/receipts.py)."""
+        ...
+
     def hello_async(self, peer_id: str, maddrs: tuple[str, ...] = (), timeout: float = 5.0) -> Future[bytes]:
         """Pushes to a peer: asks it to pull our view (its outcome means nothing)."""
         ...

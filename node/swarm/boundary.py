@@ -1,14 +1,15 @@
 """The trust boundary (docs/SECURITY.md): a received record's bytes in, a rebuilt, re-scored group or a reason out.
 
 Two pure steps, and `admit`, the two together:
-- `decode_received`: the record decoded under our limits (protocol/codec.py: tokenizer, vocabulary, length
+- `decode_received`: a record of another task than ours refused as such ("other-task": a swarm has one task), then
+  the record decoded under our limits (protocol/codec.py: tokenizer, vocabulary, length
   within our own generation limit, plausible behaviour log-probs), with the sender's tokenizer when it is not
   ours and we may use it (node/swarm/retokenize.py), else "tokenizer";
 - `rebuild_received`: freshness (neither from the future nor older than swarm.max_age), a "stop" completion
   ending in an end token, no completion padded (an end token before its last token, or "length" completions
   cut at different lengths: an honest sampler stops at the first end token and cuts every completion of a group
-  at one cap), the task reference naming a task this peer has loaded or can build offline in
-  microseconds, the prompt ids equal to the item's prompt encoded with the sender's tokenizer, each completion
+  at one cap), the task reference's split one of our task's, the prompt ids equal to the item's prompt
+  encoded with the sender's tokenizer, each completion
   decoded (and re-tokenized into ours when foreign) and re-scored by our verifier.
 Every failure is a `RecordError` whose reason the exchange counts; nothing else escapes, whatever the record
 holds (the task's own code runs on a hostile reference: what it raises is a refusal). The exchange
@@ -23,16 +24,16 @@ from dataclasses import dataclass
 from node.errors import first_line
 from node.generation.rollouts import Completion, Group, Received, score_completion
 from node.models.loading import encode_prompt
-from node.tasks import Task, checks_work, task_of_record
+from node.tasks import Task, checks_work
 from protocol import CLOCK_SKEW
-from protocol.codec import Limits, RecordError, WireGroup, decode_group, peek_card
+from protocol.codec import Limits, RecordError, WireGroup, decode_group, peek
 
 from .retokenize import FOREIGN_TOKEN_FACTOR, Foreign, ForeignTokenizers, retokenize
 
 log = logging.getLogger(__name__)
 REFUSED_BECAUSE = {  # what a refusal after decoding means, by reason (for log lines)
     "future": "stamped in the future", "stale": "older than swarm.max_age", "shape": "a stop without an end token",
-    "task": "not a task reference we can rebuild", "prompt": "its prompt ids are not the item's prompt",
+    "task": "not an item of our task we can rebuild", "prompt": "its prompt ids are not the item's prompt",
     "length": "longer than we generate (in its sender's tokens), or than 8x that in ours",
     "padded": "tokens after an end token, or completions cut at different lengths",
 }
@@ -53,7 +54,10 @@ class Receiver:
 
 def decode_received(raw: bytes, rx: Receiver) -> tuple[WireGroup, Foreign | None]:
     """The record decoded, with the sender's tokenizer when it is not ours (None when it is), or RecordError."""
-    card = peek_card(raw, rx.limits)
+    card, task, version = peek(raw, rx.limits)
+    if (task, version) != (rx.task.name, rx.task.version):
+        raise RecordError("other-task", f"a group of task {task!r} (version {version!r}), not ours "
+                                        f"({rx.task.name!r} version {rx.task.version!r}): a swarm trains one task")
     why = rx.foreign.unusable(card)
     if why:
         raise RecordError("tokenizer", why)
@@ -93,8 +97,8 @@ def rebuild_received(wire: WireGroup, foreign: Foreign | None, rx: Receiver, now
         raise _refuse(wire, "shape")
     if padded(wire, {foreign.tokenizer.eos_token_id} if foreign else rx.eos_ids):  # (what a sampler surely stops
         raise _refuse(wire, "padded")  #  at: a foreign model's other special tokens may be sampled, and not stop it)
-    task = task_of_record(wire.task, rx.task)
-    if task is None or task.version != wire.task_version or wire.split not in task.splits:
+    task = rx.task  # (decode_received refused every other task)
+    if wire.task != task.name or task.version != wire.task_version or wire.split not in task.splits:
         raise _refuse(wire, "task")
     theirs = foreign.tokenizer if foreign else rx.tokenizer
     try:  # the task's own code runs on a hostile reference: whatever it raises is a refusal
@@ -119,7 +123,8 @@ def rebuild_received(wire: WireGroup, foreign: Foreign | None, rx: Receiver, now
         log.warning("rebuilding %s/%s/%s failed: %s", wire.task, wire.split, wire.index, first_line(err))
         raise _refuse(wire, "task") from None
     prompt = encode_prompt(rx.tokenizer, item) if foreign else list(wire.prompt_ids)
-    return Received(Group(item, prompt, comps), sender, foreign=foreign is not None, work_checked=checks_work(task))
+    return Received(Group(item, prompt, comps), sender, foreign=foreign is not None, work_checked=checks_work(task),
+                    created=wire.created)
 
 
 def admit(raw: bytes, rx: Receiver, now: float, sender: bytes = b"") -> Received:

@@ -21,23 +21,25 @@ MAX_LISTED = 64  # peers listed in a status reply at most
 
 
 def peer_info(announcement, age: float, established: bool = False, failures: int = 0, used: int = 0,
-              credited: int = 0, tokens: int = 0, capped_share: float = 0.0, mean_weight: float = 0.0) -> dict:
+              credited: int = 0, tokens: int = 0, capped_share: float = 0.0, mean_weight: float = 0.0,
+              receipted_rows: int = 0) -> dict:
     """A PeerInfo's fields from another peer's announcement (protocol.codec.Announcement); `age`: seconds since
     we read it (our clock: a peer's own stamp is its claim); `used`: its groups we trained on; `credited`: ours
     it says it trained on; `tokens`: its tokens we trained on, `capped_share` and `mean_weight` theirs
-    (node/swarm/senders.py SenderState)."""
+    (node/swarm/senders.py SenderState); `receipted_rows`: our rows its signed receipts name (receipts.py)."""
     card = announcement.card
     return {"peer_id": announcement.peer_id, "family": card.family, "params": card.n_params, "lora": card.lora,
             "step": announcement.step, "age": max(age, 0.0), "established": established, "failures": failures,
             "model": announcement.model, "accuracy": announcement.accuracy, "used": used, "credited": credited,
-            "tokens": tokens, "capped_share": capped_share, "mean_weight": mean_weight}
+            "tokens": tokens, "capped_share": capped_share, "mean_weight": mean_weight,
+            "task": announcement.task.describe() if announcement.task else "", "receipted_rows": receipted_rows}
 
 
 def shown(info: dict) -> dict:
     """A PeerInfo dict with the text a peer chose (its id as it claims it, model, family) made safe to show."""
     from .display import safe_text
 
-    return {**info, **{k: safe_text(info[k], 64) for k in ("peer_id", "model", "family") if k in info}}
+    return {**info, **{k: safe_text(info[k], 64) for k in ("peer_id", "model", "family", "task") if k in info}}
 
 
 @dataclass
@@ -60,6 +62,8 @@ class NodeStatus:
     peer_list: list[dict] = field(default_factory=list)  # control_pb2.PeerInfo fields, the latest read first
     started: float = field(default_factory=time.monotonic)
     curves: Callable[[], dict] | None = None  # the dashboard's curves, read when asked (RunLog.curves)
+    task: str = ""  # the task it trains on (a peer), or the swarm's as most announcements say (a bootstrap)
+    credit: dict = field(default_factory=dict)  # control_pb2.Credit fields: signed receipts naming us (a peer)
 
     def snapshot(self) -> dict:
         """What the dashboard shows (node/observability/dashboard.py): the status reply's fields, as JSON
@@ -73,6 +77,7 @@ class NodeStatus:
                 "accuracy": dict(self.accuracy), "accuracy_step": self.accuracy_step,
                 "peer_list": [shown(p) for p in self.peer_list[:MAX_LISTED]], "distrusted": t.distrusted,
                 "demoted": t.demoted, "credited": t.credited, "credited_by": t.credited_by,
+                "task": self.task, "credit": dict(self.credit),
                 "curves": self.curves() if self.curves is not None else {}}
 
     def to_reply(self) -> control_pb2.StatusReply:
@@ -83,7 +88,8 @@ class NodeStatus:
             groups_per_minute=self.groups_per_minute, accuracy=self.accuracy, accuracy_step=self.accuracy_step,
             peer_list=[control_pb2.PeerInfo(**p) for p in self.peer_list[:MAX_LISTED]],
             distrusted=self.totals.distrusted, demoted=self.totals.demoted, credited=self.totals.credited,
-            credited_by=self.totals.credited_by, **{"lambda": self.lam})
+            credited_by=self.totals.credited_by, task=self.task,
+            credit=control_pb2.Credit(**self.credit) if self.credit else None, **{"lambda": self.lam})
 
 
 class _Control(control_pb2_grpc.ControlServicer):

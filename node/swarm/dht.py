@@ -345,7 +345,8 @@ class SwarmDHT:
         self._closing = False
         self._thread = threading.Thread(target=self._loop.run_forever, name="swarm-dht", daemon=True)
         self._thread.start()
-        self._served = ServedBundles(sign=signing_key.sign)  # bundles signed with our announcement's key
+        self._sign = signing_key.sign
+        self._served = ServedBundles(sign=self._sign)  # bundles signed with our announcement's key
         self._relays = asyncio.Semaphore(RELAY_STREAMS)
         self._relaying: collections.Counter = collections.Counter()  # requester -> relay slots it holds now
         self._relayed: collections.Counter = collections.Counter()  # owner -> relay slots its pulls hold now
@@ -581,6 +582,10 @@ class SwarmDHT:
     def verify(self, kind: str, digest: bytes, signature: bytes, signer: bytes) -> bool:
         """Whether the owner of DHT subkey `signer` signed this kind and digest."""
         return signature_check(kind, signer)(digest, signature)
+
+    def sign(self, kind: str, digest: bytes) -> bytes:
+        """Our signature of this kind and digest (a receipt), as we sign our bundles."""
+        return self._sign(bundle_statement(kind, digest))
 
     def seeds(self) -> list[tuple[str, tuple[str, ...]]]:
         """(peer id, addresses) whose views a newcomer pulls first: SEED_NEIGHBOURS peers drawn from our DHT

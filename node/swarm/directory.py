@@ -40,6 +40,7 @@ from protocol import ANNOUNCE_SHARDS, CLOCK_SKEW, SHARD_LEVELS
 from protocol.codec import (
     Announcement,
     RecordError,
+    SwarmTask,
     WireCard,
     bundle_digest,
     decode_announcement,
@@ -114,12 +115,19 @@ def covered(shards: Iterable[int]) -> float:
     return share
 
 
+def other_task(theirs: SwarmTask | None, ours: SwarmTask) -> bool:
+    """Whether an announced task is another than ours (name or item version; one that names none may be ours:
+    its records are checked one by one)."""
+    return theirs is not None and (theirs.name, theirs.version) != (ours.name, ours.version)
+
+
 class Directory:
-    def __init__(self, cfg: SwarmConfig, cursor: int, unusable_tokenizer: Callable[[WireCard], str]):
+    def __init__(self, cfg: SwarmConfig, cursor: int, unusable_tokenizer: Callable[[WireCard], str],
+                 task: SwarmTask | None = None):
         """cursor: where the rotations start (drawn at random by the caller, below the finest level's count: each
         level's at cursor mod its count); unusable_tokenizer(card): why a card's tokenizer cannot be used here
-        ("" when it can)."""
-        self.cfg, self.unusable_tokenizer = cfg, unusable_tokenizer
+        ("" when it can); task: ours (an announcement of another is refused as "other-task"; None: any)."""
+        self.cfg, self.unusable_tokenizer, self.task = cfg, unusable_tokenizer, task
         self.cursors = [cursor % count for count in SHARD_LEVELS]
         self.read = BoundedSet(READ_MEMORY)  # digests of announcements read already
         self.valid: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()  # digest -> valid
@@ -229,6 +237,9 @@ class Directory:
             announcement = decode_announcement(value)
         except RecordError as err:
             return "announcement", str(err)
+        if self.task is not None and other_task(announcement.task, self.task):
+            return "other-task", (f"an announcement of task {announcement.task.describe()}, not ours "
+                                  f"({self.task.describe()}): a swarm trains one task")
         why = self.unusable_tokenizer(announcement.card)
         if why:
             return "tokenizer", why

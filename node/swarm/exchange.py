@@ -31,6 +31,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from node.config import SwarmConfig, TrustConfig
 from node.errors import first_line
@@ -47,6 +48,7 @@ from protocol.codec import (
     LengthSummary,
     Limits,
     RecordError,
+    SwarmTask,
     WireCard,
     WireCompletion,
     WireGroup,
@@ -70,6 +72,7 @@ from .gossip import Gossip
 from .membership import NEWCOMER_PUSH_FANOUT, PUSH_FANOUT
 from .pulls import Pulls
 from .queues import RoundRobin
+from .receipts import Receipts
 from .retokenize import ForeignTokenizers
 from .senders import SenderLedger
 
@@ -163,11 +166,12 @@ class GroupExchange:
     def __init__(self, transport: SwarmTransport, cfg: SwarmConfig, tokenizer, card: WireCard, eos_ids: set[int],
                  task: Task, max_new_tokens: int, sleep: Callable[[float], None] = time.sleep, seed: int = 0,
                  model: str = "", trust: TrustConfig | None = None,
-                 informative: Callable[[list[float]], bool] = has_variance):
+                 informative: Callable[[list[float]], bool] = has_variance, receipts_file: Path | None = None):
         """task: the task this peer trains on (received references to it reuse it); max_new_tokens: this
         peer's generation limit, which no received completion may exceed; model: its name in announcements;
         trust: the sender ledger's bounds; informative: whether a received group with these rewards can teach
-        (the transfer policy's; swarm.informative_only leaves the others out)."""
+        (the transfer policy's; swarm.informative_only leaves the others out); receipts_file: where the signed
+        receipts naming us are kept (None: nowhere)."""
         self.transport, self.cfg, self.tokenizer, self.card = transport, cfg, tokenizer, card
         self.informative = informative
         self.model = model
@@ -192,7 +196,10 @@ class GroupExchange:
         self.ledger = SenderLedger(KNOWN_SENDERS, self.rng, trust)
         self.pulls = Pulls(transport, self.ledger, self.rng,
                            {"groups": self.limits.max_bytes, "summaries": SUMMARY_BUNDLE_BYTES})
-        self.directory = Directory(cfg, self.rng.randrange(SHARD_LEVELS[-1]), self.unusable_tokenizer)
+        self.task = SwarmTask(task.name, task.version, max_new_tokens)  # announced: a swarm trains one task
+        self.directory = Directory(cfg, self.rng.randrange(SHARD_LEVELS[-1]), self.unusable_tokenizer, self.task)
+        self.receipts = Receipts(transport, task.name, receipts_file)
+        self.receipts_ref: BundleRef | None = None  # our receipts bundle's, as last served
         self.gossip_steps = 0  # steps whose view pulls we started (_start_gossip)
         self.gossip = Gossip(transport, random.Random(seed + 1), cfg.max_age) if cfg.gossip else None
         self._heard = 0  # pushes taken before this step (gossip.heard then)
@@ -218,6 +225,7 @@ class GroupExchange:
         return [peer_info(s.announcement, now - s.seen, s.established, s.failures,
                           used=self.given.get(s.announcement.peer_id, 0),
                           credited=self.credited.get(s.announcement.peer_id, 0), tokens=s.tokens,
+                          receipted_rows=self.receipts.credit.by_receiver.get(s.announcement.peer_id, 0),
                           capped_share=s.capped_share, mean_weight=s.mean_weight)
                 for s in sorted(live, key=lambda s: -s.seen)]
 
@@ -234,6 +242,7 @@ class GroupExchange:
         wires = [to_wire(g, self.card, step, self.draws.stamp_of(g.item.ref.index)) for g in groups]
         for wire in wires:  # our own groups, echoed back by their generator (us), are duplicates
             self.seen.add(group_identity(wire))
+            self.receipts.published_group(wire.created, wire.index)
         bundle, unsent = pack_groups(wires, self.limits.max_bytes)
         sums = [encode_summary(s) for s in summaries]
         sum_bundle, _ = pack_bundle(sums, SUMMARY_BUNDLE_BYTES)
@@ -243,9 +252,14 @@ class GroupExchange:
             refs = {kind: BundleRef(self.transport.serve(kind, value), len(value), n)
                     for kind, value, n in (("groups", bundle, len(wires) - unsent),
                                            ("summaries", sum_bundle, min(len(sums), MAX_BUNDLE)))}
+            receipts = self.receipts.issue(self.step, now)  # (the step whose training used the groups: the last)
+            if receipts is not None:
+                self.receipts_ref = BundleRef(self.transport.serve("receipts", receipts), len(receipts),
+                                              len(self.receipts.served))
             announcement = Announcement(self.transport.peer_id, self.maddrs, step, now, self.card, **refs,
                                         relays=self.relays(), model=self.model, accuracy=self.accuracy,
-                                        credits=tuple(self.given.items())[-MAX_CREDITS:])
+                                        credits=tuple(self.given.items())[-MAX_CREDITS:], task=self.task,
+                                        receipts=self.receipts_ref)
             value = encode_announcement(announcement)
             if self.gossip is not None:
                 self.gossip.serve(value, now, self.ledger.vouched(now))
@@ -288,6 +302,8 @@ class GroupExchange:
         seed's view is on its way (a newcomer's, or a stranded one's), the pulls wait for it (gather). A view that
         drained below pull_peers takes the entries we hold of our established senders first (no read, no check)."""
         seeded = self._start_gossip()  # (first: an initial peer's view on its way spares a whole read)
+        self.receipts.collect(self.peer_id_of)
+        self.receipts.start()
         if self.prefetched is None or self.prefetched.done():
             now = self.transport.now()
             if self.gossip is not None:
@@ -415,7 +431,7 @@ class GroupExchange:
             announcement = self._check(sender, value, result)
             if announcement is not None:
                 self.ledger.learn(sender, announcement, expires, seen=now)
-                self._read_credit(announcement)
+                self._read_credit(sender, announcement)
 
     def _check(self, sender: bytes, value: bytes, result: GatherResult) -> Announcement | None:
         """An announcement whose signature holds, decoded and checked (directory.py): None when refused (counted
@@ -442,7 +458,7 @@ class GroupExchange:
         if announcement is not None and new:
             self.ledger.learn(sender, announcement, announcement.created + self.cfg.max_age,
                                seen=self.transport.now())
-            self._read_credit(announcement)
+            self._read_credit(sender, announcement)
         return announcement
 
     def _view_full(self) -> bool:
@@ -538,9 +554,11 @@ class GroupExchange:
         outcome[sender][1] += informative
         if informative or not self.cfg.informative_only:
             state = self.ledger.known.get(sender)
-            if state is not None:  # credit where it is due: announced with our next groups
+            if state is not None:  # credit where it is due: announced with our next groups, and signed
                 peer_id = state.announcement.peer_id
                 remember(self.given, peer_id, self.given.get(peer_id, 0) + 1, CREDIT_MEMORY)
+                self.receipts.used(peer_id, received.group.item.ref.index, received.created,
+                                   len(received.group.completions))
             result.groups.append(received)
             taken[sender] += len(received.group.completions)
         else:
@@ -572,12 +590,20 @@ class GroupExchange:
             self._reject(result, sender, err.reason, str(err))
             return None
 
-    def _read_credit(self, announcement: Announcement) -> None:
-        """What an announcement says it trained on of ours (a peer cannot credit itself: protocol/codec.py)."""
+    def _read_credit(self, sender: bytes, announcement: Announcement) -> None:
+        """What an announcement says it trained on of ours (a peer cannot credit itself: protocol/codec.py); its
+        receipts bundle is then pulled, and the signed receipts naming us are checked and kept (receipts.py)."""
         mine = [n for peer_id, n in announcement.credits if peer_id == self.transport.peer_id]
         if mine and announcement.peer_id != self.transport.peer_id:
             peer_id = announcement.peer_id
             remember(self.credited, peer_id, max(mine[0], self.credited.get(peer_id, 0)), CREDIT_MEMORY)
+            if announcement.receipts is not None:
+                self.receipts.want(sender, peer_id, announcement.receipts.digest, self.pulls.route(announcement))
+
+    def peer_id_of(self, sender: bytes) -> str:
+        """The peer id a sender's newest announcement we know names ("" when none)."""
+        state = self.ledger.known.get(sender)
+        return state.announcement.peer_id if state is not None else ""
 
     def peer_name(self, sender: bytes) -> str:
         """How logs name a sender: its peer id (Qm..., as `swarm status` and the progress show it) when its

@@ -81,7 +81,7 @@ async def read_request(reader: asyncio.StreamReader, max_bytes: int, timeout: fl
     return request
 
 
-REQUEST_KINDS = ("groups", "summaries", "view", "hello")  # hello: "pull my view" (a push, gossip.py)
+REQUEST_KINDS = ("groups", "summaries", "view", "hello", "receipts")  # hello: "pull my view" (a push, gossip.py)
 PEER_ID = re.compile(r"[1-9A-HJ-NP-Za-km-z]{1,128}")  # base58, as libp2p writes peer ids
 
 

@@ -97,6 +97,9 @@ class MemoryTransport:
     def verify(self, kind: str, digest: bytes, signature: bytes, signer: bytes) -> bool:
         return signature == self.hub.sign(signer, bundle_statement(kind, digest))
 
+    def sign(self, kind: str, digest: bytes) -> bytes:
+        return self.hub.sign(self.own_subkey, bundle_statement(kind, digest))
+
     def hello_async(self, peer_id: str, maddrs: tuple[str, ...] = (), timeout: float = 5.0) -> Future[bytes]:
         if peer_id in self.hub.served:
             self.hub.hellos[peer_id].append(self.peer_id)

@@ -14,7 +14,7 @@ from .gym import PREFIX as GYM_PREFIX
 from .hub_math import _SPECS as _HUB_NAMES
 
 __all__ = ["Item", "Task", "TaskRef", "checks_work", "completion_cap", "get_task", "item_seed", "offline_task",
-           "task_names", "task_of_record"]
+           "task_names"]
 # built from the name alone, offline, in microseconds
 OFFLINE = (*_ARITH_NAMES, *_WIDE_NAMES, *_DIGITS_NAMES, "count")
 
@@ -49,9 +49,3 @@ def offline_task(name: str) -> Task | None:
     """The task if any peer can build it offline in microseconds (procedural, no data, no imports), else
     None: a received task reference names such a task or this peer's own, never one to load or download."""
     return get_task(name) if name in OFFLINE else None
-
-
-def task_of_record(name: str, own: Task) -> Task | None:
-    """The task a received record names: our own, or one any peer builds offline in microseconds; nothing else
-    is resolved (None)."""
-    return own if name == own.name else offline_task(name)

@@ -43,9 +43,13 @@ def test_an_honest_record_becomes_our_group_rescored_by_our_verifier(victim):
 @pytest.mark.parametrize("record, now, reason", [
     (lambda v: hostile.plain(v, 5, created=NOW + 3600), NOW, "future"),
     (lambda v: hostile.plain(v, 5, created=NOW - 3600), NOW, "stale"),
-    (lambda v: hostile.group_record(v, 5, [v.ids("12")] * 2, [[-0.5, -0.5]] * 2, NOW, task="nope"), NOW, "task"),
+    (lambda v: hostile.group_record(v, 5, [v.ids("12")] * 2, [[-0.5, -0.5]] * 2, NOW, task="nope"), NOW,
+     "other-task"),
     (lambda v: hostile.group_record(v, 5, [v.ids("7") + [v.eos_id]] * 2, [[-0.5] * 2] * 2, NOW,
-                                    task="arith-sub"), NOW, "prompt"),  # another task's item under our prompt
+                                    task="arith-sub"), NOW, "other-task"),  # another task, however buildable
+    # another task's longer answers: refused as another task's, which says why, not for their length
+    (lambda v: hostile.group_record(v, 5, [v.ids("1" * 40)] * 2, [[-0.5] * 40] * 2, NOW, task="digits-add"), NOW,
+     "other-task"),
     (lambda v: hostile.long_completions(v, NOW)[0], NOW, "length"),
     (lambda v: b"\x00garbage", NOW, "malformed"),
     # padded after sampling (issue 54, 8): tokens after the end token; "length" ones cut at different lengths;

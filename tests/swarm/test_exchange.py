@@ -166,7 +166,7 @@ def tamper(hub, mutate, signer: str):
                                                              "<f2").tobytes()), "logprob"),
     (lambda m: setattr(m.completions[0], "token_ids", bytes([250]) * len(m.completions[0].token_ids)), "vocab"),
     (lambda m: setattr(m.card, "tokenizer", "other-tokenizer"), "tokenizer"),
-    (lambda m: setattr(m.task, "task", "no-such-task"), "task"),
+    (lambda m: setattr(m.task, "task", "no-such-task"), "other-task"),
     (lambda m: setattr(m, "prompt_ids", bytes([20, 21, 22])), "prompt"),
     (lambda m: setattr(m, "created", 1000.0), "stale"),
     # "stop" claims the completion ended with EOS: one that does not is malformed
@@ -389,7 +389,9 @@ def test_work_on_received_records_has_a_per_step_budget(victim):
     assert gather(few_bytes, budget=32, sender_cap=10**6).budget_hit == "bytes"
 
 
-def test_task_references_resolve_only_to_our_task_or_offline_ones(victim, monkeypatch):
+def test_groups_of_another_task_are_refused_as_such_without_loading_it(victim, monkeypatch):
+    """A swarm trains one task: a group of any other (a hub dataset, a reasoning-gym task, an offline one) is
+    refused as "other-task" before anything of it is built or loaded."""
     import sys
 
     hub = MemorySwarm()
@@ -399,7 +401,7 @@ def test_task_references_resolve_only_to_our_task_or_offline_ones(victim, monkey
             + hostile.task_references(m, ("count", "digits"), hub.clock()))  # offline, but not this prompt
     before = set(sys.modules)
     result = gather(a, budget=8, sender_cap=10**6)
-    assert result.rejected == {"task": 3, "prompt": 2}
+    assert result.rejected == {"other-task": 5}
     assert not {"datasets", "reasoning_gym"} & (set(sys.modules) - before)  # nothing was loaded to check
     monkeypatch.setattr(a.task, "score", lambda *args: 1 / 0)  # whatever the task's own code raises ...
     m2 = victim.signed_by(b"m2")  # (m sent only bad records: backed off)

@@ -281,7 +281,8 @@ def test_a_drained_view_refills_from_established_senders_without_a_directory_rea
     assert len(vouched) >= 2 and {s for s in vouched if s in gossip.held} == set(vouched), (vouched, gossip.held)
     reads, checks = counted_reads(q), []
     verify = q.exchange.transport.verify
-    q.exchange.transport.verify = lambda *a: (checks.append(a), verify(*a))[1]
+    # (an announcement's signature; receipts naming q are checked apart)
+    q.exchange.transport.verify = lambda *a: (a[0] != "receipt" and checks.append(a), verify(*a))[1]
     gossip.membership.view.clear()  # drained
     q.exchange.prefetch()
     assert reads == [] and not checks, (reads, len(checks))
