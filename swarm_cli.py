@@ -1,4 +1,5 @@
-"""Command line of the swarm node: `swarm run | join | bootstrap | local | status | eval | zoo | tasks | policies`.
+"""Command line of the swarm node: `swarm run | join | bootstrap | local | status | eval | zoo | tasks | policies |
+credit`.
 
 Heavy libraries (torch, transformers, hivemind) are imported inside the chosen subcommand, so `--help` is
 instant. Every subcommand that takes a configuration resolves it through node/config.py (flags, --set,
@@ -595,6 +596,42 @@ def cmd_policies(args) -> int:
     return 0
 
 
+def cmd_credit(args) -> int:
+    """`swarm credit verify FILE`: checks every receipt of a receipts file with its receiver's public key (offline)
+    and prints what they credit, by receiver; exit 1 when one does not check out."""
+    import collections
+
+    from node.swarm.receipts import verify_line
+    from protocol.receipts import ReceiptError
+
+    try:
+        lines = Path(args.file).read_text().splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        print(f"swarm credit: error: cannot read {args.file}: {getattr(err, 'strerror', None) or err}",
+              file=sys.stderr)
+        return 1
+    by = collections.defaultdict(lambda: [0, 0, 0])  # (receiver, generator) -> receipts, groups, rows
+    bad = 0
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            r = verify_line(line)
+        except ReceiptError as err:
+            bad += 1
+            print(f"line {number}: not verified: {err}", file=sys.stderr)
+            continue
+        counts = by[r.receiver, r.generator]
+        counts[0] += 1
+        counts[1] += len(r.groups)
+        counts[2] += r.rows
+    for (receiver, generator), (receipts, groups, rows) in sorted(by.items()):
+        print(f"receiver {receiver} credits {generator}: {rows} rows in {groups} groups ({receipts} receipts)")
+    verified = sum(c[0] for c in by.values())
+    print(f"{verified} receipts verified, {bad} not", file=sys.stderr)
+    return 1 if bad or not verified else 0
+
+
 def cmd_tasks(args) -> int:
     from node.tasks import task_names
 
@@ -786,6 +823,13 @@ def build_parser() -> argparse.ArgumentParser:
     policies = sub.add_parser("policies", help="list transfer policies (--transfer NAME): what a received group "
                                                 "teaches")
     policies.set_defaults(func=cmd_policies)
+    credit = sub.add_parser("credit", help="check signed receipts: what other peers trained on of a peer's groups",
+                            description="A peer that joins with --out keeps the signed receipts naming it in "
+                            "OUT/receipts.jsonl. `verify` checks each with its receiver's public key (in the "
+                            "receipt, and it must own the receiver's peer id) and prints the credit, by receiver.")
+    credit.add_argument("action", choices=["verify"])
+    credit.add_argument("file", help="a receipts file (OUT/receipts.jsonl)")
+    credit.set_defaults(func=cmd_credit)
     tasks = sub.add_parser("tasks", help="list task names")
     tasks.set_defaults(func=cmd_tasks)
     return parser

@@ -158,16 +158,18 @@ class Receipts:
 
     def want(self, subkey: bytes, peer_id: str, digest: bytes, route: tuple[str, tuple[str, ...]]) -> None:
         """A peer whose announcement credits us serves this receipts bundle: pulled unless pulled already."""
-        if digest not in self.pulled and subkey not in self.inflight:
+        if digest not in self.pulled:  # (the newest of a peer's bundles: its receipts are the newest it signed)
             self.wanted[subkey] = (peer_id, digest, route)
             self.wanted.move_to_end(subkey)
             while len(self.wanted) > 256:
                 self.wanted.popitem(last=False)
 
     def start(self) -> None:
-        """Starts pulling wanted receipts bundles, PULLS_IN_FLIGHT at most."""
-        while self.wanted and len(self.inflight) < PULLS_IN_FLIGHT:
-            subkey, (peer_id, digest, (via, maddrs)) = self.wanted.popitem(last=False)
+        """Starts pulling wanted receipts bundles, PULLS_IN_FLIGHT at most (one a peer)."""
+        for subkey in [k for k in self.wanted if k not in self.inflight]:
+            if len(self.inflight) >= PULLS_IN_FLIGHT:
+                break
+            peer_id, digest, (via, maddrs) = self.wanted.pop(subkey)
             self.pulled.add(digest)
             try:
                 self.inflight[subkey] = self.transport.pull_async(peer_id, "receipts", digest, BUNDLE_BYTES,
