@@ -392,14 +392,20 @@ def cmd_status(args) -> int:
     rejected = ", ".join(f"{k} {v}" for k, v in sorted(reply.rejected.items())) or "none"
     lines = [f"{reply.role} {reply.peer_id} (up {reply.uptime:.0f} s)"]
     if reply.role == "peer":
-        lines.append(f"model {reply.model}, step {reply.step}, G {reply.group_size}, reward {reply.reward:.3f}, "
-                     f"lambda {getattr(reply, 'lambda'):.2f}")
+        lines.append(f"model {reply.model}, task {reply.task or '?'}, step {reply.step}, G {reply.group_size}, "
+                     f"reward {reply.reward:.3f}, lambda {getattr(reply, 'lambda'):.2f}")
+    elif reply.task:
+        lines.append(f"the swarm's task: {reply.task}")
     lines.append(f"peers {reply.peers}, groups out {reply.groups_out}, in {reply.groups_in}, "
                  f"rejected: {rejected}" + (f", {reply.groups_per_minute:.0f} groups/min"
                                             if reply.role == "bootstrap" else ""))
     if reply.role == "peer":
-        lines.append(f"groups of ours other peers trained on: {reply.credited} (as {reply.credited_by} "
-                     f"peer{'s' if reply.credited_by != 1 else ''} say in their announcements)")
+        c = reply.credit
+        lines.append(f"credit: {c.rows} rows in {c.groups} groups of ours trained on by {c.receivers} "
+                     f"peer{'s' if c.receivers != 1 else ''}, from {c.receipts} signed receipts"
+                     + (f" (check them: swarm credit verify {c.file})" if c.file and c.receipts else "")
+                     + f"; {reply.credited} groups as {reply.credited_by} peer{'s' if reply.credited_by != 1 else ''}"
+                       f" say in their announcements")
     if reply.distrusted or reply.demoted:
         lines.append(f"senders distrusted for good {reply.distrusted} (false log-probs), demoted {reply.demoted} "
                      "(their groups pulled against ours)")
@@ -421,8 +427,10 @@ def cmd_status(args) -> int:
             lines.append(f"  {safe_text(p.peer_id, 64)}  {model} {safe_params(p.params)})"
                          f"{' LoRA' if p.lora else ''}, step {safe_count(p.step, MAX_STEP)}, "
                          f"read {p.age:.0f} s ago{trust}" + (f", {p.failures} failed pulls" if p.failures else "")
+                         + (f", task {safe_text(p.task, 48)}" if p.task and p.task != reply.task else "")
                          + (f"; {p.tokens} of its tokens trained on, mean weight {p.mean_weight:.2f}, "
-                            f"{100 * p.capped_share:.1f}% at the weight cap" if p.tokens else ""))
+                            f"{100 * p.capped_share:.1f}% at the weight cap" if p.tokens else "")
+                         + (f"; signed for {p.receipted_rows} rows of ours" if p.receipted_rows else ""))
     print("\n".join(lines))
     return 0
 

@@ -117,7 +117,8 @@ def test_address_file_discovery_one_configuration_path_and_status_of_both_roles(
             if "step 0," not in peer_status and "peers 1," in boot_status:
                 break
         assert address_file.read_text().strip().startswith("/ip4/127.0.0.1/tcp/")
-        assert peer_status.startswith("peer ") and "model tiny-add, step " in peer_status, peer_status
+        assert peer_status.startswith("peer ") and "model tiny-add, task arith-add (answer cap 8), step " in \
+            peer_status, peer_status
         assert "step 0," not in peer_status and "groups out 0," not in peer_status, peer_status
         assert boot_status.startswith("bootstrap ") and "peers 1," in boot_status, boot_status
         assert "0 groups/min" not in boot_status, boot_status  # the watch saw the peer's bundles arrive
@@ -126,6 +127,26 @@ def test_address_file_discovery_one_configuration_path_and_status_of_both_roles(
             boot_status
         age = int(re.search(rf"  {peer_id} .* read (\d+) s ago", boot_status).group(1))
         assert age <= 180, boot_status  # (issue 55: the bootstrap showed ~1.8e9 s, two clocks subtracted)
+        assert "the swarm's task: arith-add (answer cap 8), announced by 1 of 1 peers read" in boot_status
+        # issue 55, 1: a newcomer without --task adopts the swarm's task and says so; one with another task is
+        # told in one line and stops, unless --other-task keeps it
+        newcomer = [*CLI, "join", "--initial-peers-file", str(address_file), "--prompts", "2", "--control-port",
+                    "-1", "--model", "tiny-sub", "--steps", "1", "--startup-timeout", "60"]
+        adopted = subprocess.run(newcomer, capture_output=True, text=True, timeout=240, cwd=ROOT, env=env,
+                                 check=False)
+        assert adopted.returncode == 0, adopted.stderr[-2000:]
+        assert "task arith-add, the swarm's (arith-add (answer cap 8), announced by 1 of 1 peers read)" in \
+            adopted.stderr, adopted.stderr[-2000:]
+        other = subprocess.run([*newcomer, "--task", "digits"], capture_output=True, text=True, timeout=240,
+                               cwd=ROOT, env=env, check=False)
+        assert other.returncode == 2, other.stderr[-2000:]
+        assert other.stderr.strip().splitlines()[-1] == (
+            "swarm: error: this swarm trains arith-add (answer cap 8), announced by 1 of 1 peers read, not --task "
+            "digits: leave --task out to train the swarm's task, or pass --other-task to train yours here anyway "
+            "(the swarm then refuses its groups, and it theirs)"), other.stderr[-2000:]
+        kept = subprocess.run([*newcomer, "--task", "digits", "--other-task"], capture_output=True, text=True,
+                              timeout=240, cwd=ROOT, env=env, check=False)
+        assert kept.returncode == 0 and "not --task digits; kept (--other-task)" in kept.stderr, kept.stderr[-2000:]
     finally:
         assert stop(peer) == 0 and stop(boot) == 0
 

@@ -3,6 +3,7 @@ processes) seen through a real headless browser (Debian's chromium), as a volunt
 swarm, a peer that dies and comes back from its checkpoint, as the survivor sees it."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -71,7 +72,7 @@ def read_json(port: int) -> dict:
 def test_a_real_swarm_through_a_real_browser(tmp_path):
     from test_cli_network import free_port
 
-    boot_port, boot_board, peer_board = free_port(), free_port(), free_port()
+    boot_port, boot_board, peer_board, b_board = free_port(), free_port(), free_port(), free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     address = tmp_path / "boot.addr"
     boot = subprocess.Popen([*CLI, "bootstrap", "--port", str(boot_port), "--identity", str(tmp_path / "boot.id"),
@@ -90,17 +91,34 @@ def test_a_real_swarm_through_a_real_browser(tmp_path):
 
     # b trains on its own groups only (it still shares them): resumed from a checkpoint, it regenerates exactly
     # the groups it published after it, whatever a sent meanwhile
-    peers = [join("a", "tiny-add", board=peer_board), join("b", "tiny-sub", "--set", "swarm.received_groups=0")]
+    peers = [join("a", "tiny-add", board=peer_board),
+             join("b", "tiny-sub", "--set", "swarm.received_groups=0", board=b_board)]
     try:
-        deadline, snap = time.monotonic() + 300, {}
-        while time.monotonic() < deadline:  # until a's dashboard shows b, b's groups used and two evaluations
-            time.sleep(1)
+        deadline, snap, b_snap = time.monotonic() + 300, {}, {}
+        while time.monotonic() < deadline:  # until a's dashboard shows b, b's groups used and two evaluations,
+            time.sleep(1)  #                  and b's shows the rows a signed receipts for
             assert all(p.poll() is None for p in [boot, *peers]), (tmp_path / "a.log").read_text()[-3000:]
-            snap = read_json(peer_board)
+            snap, b_snap = read_json(peer_board), read_json(b_board)
             if (snap.get("peer_list") and snap["peer_list"][0].get("used")
-                    and len(snap.get("curves", {}).get("accuracy", [])) >= 2):
+                    and len(snap.get("curves", {}).get("accuracy", [])) >= 2
+                    and b_snap.get("credit", {}).get("rows")):
                 break
         assert snap["peer_list"][0]["used"] > 0 and snap["groups_in"] > 0, snap
+        # issue 55, 7: b's credit, from a's signed receipts, on b's dashboard and checked offline by anyone
+        credit, receipts = b_snap["credit"], tmp_path / "b-out" / "receipts.jsonl"
+        assert credit["rows"] > 0 and credit["receivers"] == 1 and credit["file"] == str(receipts), b_snap
+        b_dom = browse(f"http://127.0.0.1:{b_board}/")
+        shown = re.search(r"(\d+) rows in (\d+) of our groups, trained on by 1 peer,", b_dom)  # (more by now)
+        assert shown and int(shown.group(1)) >= credit["rows"] and int(shown.group(2)) >= credit["groups"], b_dom
+        assert f"swarm credit verify {receipts}" in b_dom
+        checked = subprocess.run([*CLI, "credit", "verify", str(receipts)], capture_output=True, text=True,
+                                 timeout=120, cwd=ROOT, check=False)
+        assert checked.returncode == 0 and " receipts verified, 0 not" in checked.stderr, checked.stderr
+        shot = tmp_path / "credit.png"
+        browse(f"http://127.0.0.1:{b_board}/", "--window-size=800,1100", f"--screenshot={shot}")
+        assert shot.read_bytes()[:4] == b"\x89PNG"
+        if os.environ.get("SWARM_CREDIT_SHOT"):  # (how docs/credit.png was made)
+            shutil.copy(shot, os.environ["SWARM_CREDIT_SHOT"])
         dom = browse(f"http://127.0.0.1:{peer_board}/")
         assert "swarm-node peer: tiny-add" in dom and '<div id="error"></div>' in dom, dom[-4000:]
         assert "<td>tiny-sub</td>" in dom  # the other peer, by the model name it announces
@@ -142,7 +160,7 @@ def test_a_real_swarm_through_a_real_browser(tmp_path):
         # draws anew (node/swarm/draws.py): a trains on them, refusing none of b's groups
         for newer in checkpoints(tmp_path / "b-out")[:-1]:
             shutil.rmtree(newer)
-        peers[1] = join("b", "tiny-sub", "--set", "swarm.received_groups=0", log_mode="a")
+        peers[1] = join("b", "tiny-sub", "--set", "swarm.received_groups=0", log_mode="a", board=b_board)
         deadline, snap = time.monotonic() + 300, {}
         while time.monotonic() < deadline and "rejoined:" not in since_death():
             time.sleep(1)

@@ -186,6 +186,7 @@ def watch_swarm(dht, status: NodeStatus, every: float, stop: threading.Event, sa
     seconds. Without, a read of the whole directory for each status line. A failing read (whatever the network
     or hivemind raises) is a log line, never the end of the daemon."""
     from node.swarm.seeding import SeedView
+    from node.swarm.swarm_task import majority
 
     watch = SwarmWatch()
     seeds = SeedView(dht, dht.settings, random.Random()) if gossip else None
@@ -212,5 +213,7 @@ def watch_swarm(dht, status: NodeStatus, every: float, stop: threading.Event, sa
         status.peers = seeds.estimate() if seeds is not None else len(watch.seen)
         status.groups_per_minute = watch.groups_per_minute()
         status.peer_list = watch.peer_list(now)
+        found = majority(watch.announcements.values())
+        status.task = found.describe() if found.task is not None else ""
         say(f"status: {status.peers} peers publishing, {status.groups_per_minute:.0f} groups/min, "
-            f"up {time.monotonic() - status.started:.0f} s")
+            f"up {time.monotonic() - status.started:.0f} s" + (f", task {status.task}" if status.task else ""))

@@ -71,10 +71,13 @@ svg { background: #fff; border: 1px solid #ddd; border-radius: 6px; }
 <div class="legend"><span style="color:#2a9d3a">&#9679; held-out ID accuracy</span>
 <span style="color:#d0342c">&#9679; held-out OOD accuracy</span>
 <span style="color:#7aa6d6">&#9679; sampled training reward</span></div>
+<div id="credit-panel"><h2>Credit: what other peers trained on of ours, from their signed receipts</h2>
+<div id="credit"></div></div>
 <h2>Rejected records, by reason</h2><div id="rejected"></div>
 <h2 id="peers-title">Peers</h2>
 <table id="peers"><thead><tr><th>peer</th><th>model</th><th>size</th><th>step</th><th>held-out ID</th>
-<th>their groups we used</th><th>our groups they used</th><th>read</th><th>standing</th></tr></thead>
+<th>their groups we used</th><th>our groups they used</th><th>our rows they signed for</th><th>read</th>
+<th>standing</th></tr></thead>
 <tbody></tbody></table>
 <script>
 "use strict";
@@ -114,16 +117,23 @@ function chart(curves) {
 }
 function render(s) {
   document.getElementById("title").textContent = "swarm-node " + s.role + (s.model ? ": " + s.model : "");
-  document.getElementById("peer").textContent = s.peer_id + "  (up " + Math.round(s.uptime) + " s)";
+  document.getElementById("peer").textContent = s.peer_id + "  (up " + Math.round(s.uptime) + " s)" +
+    (s.task ? (s.role === "peer" ? "  task " : "  the swarm's task: ") + s.task : "");
   const cards = document.getElementById("cards"); cards.replaceChildren();
   const acc = s.accuracy || {};
   if (s.role === "peer") cards.append(card("steps", s.step), card("reward (last 20 steps)", num(s.reward, 3)),
     card("held-out ID", num(acc["train/greedy"], 3)), card("held-out OOD", num(acc["test/greedy"], 3)),
     card("group size G", s.group_size));
   cards.append(card("peers present", s.peers), card("groups sent", s.groups_out), card("groups used", s.groups_in));
-  if (s.role === "peer") cards.append(card("our groups others trained on", s.credited),
-    card("peers that say so", s.credited_by));
+  const c = s.credit || {};
+  if (s.role === "peer") cards.append(card("our rows others trained on (signed)", c.rows || 0),
+    card("peers that signed for them", c.receivers || 0));
   else cards.append(card("groups / minute", num(s.groups_per_minute, 0)));
+  const panel = document.getElementById("credit-panel"); panel.hidden = s.role !== "peer";
+  document.getElementById("credit").textContent = (c.rows || 0) + " rows in " + (c.groups || 0) +
+    " of our groups, trained on by " + (c.receivers || 0) + (c.receivers === 1 ? " peer" : " peers") +
+    ", from " + (c.receipts || 0) + " signed receipts" + (c.file && c.receipts ? "; anyone can check them: swarm credit verify " + c.file : "") +
+    ". Their announcements say " + s.credited + " groups (" + s.credited_by + " peers; not signed).";
   cards.append(card("distrusted / demoted", s.distrusted + " / " + s.demoted));
   const rej = document.getElementById("rejected"); rej.replaceChildren();
   const reasons = Object.entries(s.rejected || {}).filter(e => e[1] > 0);
@@ -136,6 +146,7 @@ function render(s) {
     tr.append(el("td", p.peer_id.slice(0, 14) + "..."), el("td", p.model || "?"),
       el("td", p.family + " " + size(p.params) + (p.lora ? " LoRA" : "")), el("td", p.step, "n"),
       el("td", num(p.accuracy, 3), "n"), el("td", p.used, "n"), el("td", p.credited, "n"),
+      el("td", p.receipted_rows || 0, "n"),
       el("td", Math.round(p.age) + " s ago", "n"),
       el("td", s.role === "bootstrap" ? "" : (p.established ? "established" : "newcomer") +
         (p.failures ? ", " + p.failures + " failed pulls" : "")));
