@@ -635,8 +635,9 @@ def verdict_runs(results: dict, pair: tuple[str, str], label: str) -> dict[int, 
 
 
 def alone_reference_file(results: dict, path: Path) -> Path | None:
-    """Section 0's Alone cell per model (mean ID AUC over seeds, with the settings it was measured with): the
-    reference `swarm local` prints beside its own peers' AUC (node/observability/report.py alone_reference)."""
+    """Section 0's Alone cell per model (mean ID AUC over seeds, and each seed's, with the settings it was measured
+    with): the reference `swarm local` prints beside its own peers' AUC (node/observability/report.py
+    alone_reference)."""
     entries: dict[str, dict] = {}
     for res in results.values():
         run = res["run"]
@@ -658,7 +659,7 @@ def alone_reference_file(results: dict, path: Path) -> Path | None:
         steps = sorted(set.intersection(*(set(c) for c in curves)))
         return [[step, statistics.mean(c[step] for c in curves)] for step in steps]
 
-    path.write_text(json.dumps({m: {"auc": statistics.mean(e["aucs"]), "seeds": len(e["aucs"]),
+    path.write_text(json.dumps({m: {"auc": statistics.mean(e["aucs"]), "seeds": len(e["aucs"]), "aucs": e["aucs"],
                                     "settings": e["settings"], "curve": mean_curve(e["curves"])}
                                 for m, e in entries.items()}, indent=1) + "\n")
     return path

@@ -1,4 +1,5 @@
 """What a run shows: the progress line, alone / rejoined, and a run log whose memory does not grow."""
+import io
 import re
 
 from node.metrics import StepResult, SwarmMetrics
@@ -137,8 +138,14 @@ def test_swarm_local_compares_its_auc_with_the_alone_reference_of_the_same_setti
     path.write_text(json.dumps({"digit-add": {"auc": 0.351, "seeds": 3, "settings": settings}}))
     monkeypatch.setattr(report, "ALONE_REFERENCE", path)
     line = local_swarm.alone_line("digit-add", 0.4123, cfg)
-    assert line == ("held-out ID AUC 0.412 in the swarm vs 0.351 alone (mean of 3 Alone runs, bench/paper_tables.py "
+    assert line == ("held-out ID AUC 0.412 in the swarm vs 0.351 alone (mean of 3 Alone runs; bench/paper_tables.py "
                     "section 0)")
+    path.write_text(json.dumps({"digit-add": {"auc": 0.351, "seeds": 3, "aucs": [0.34, 0.351, 0.362],
+                                              "settings": settings}}))
+    assert local_swarm.alone_line("digit-add", 0.4123, cfg) == (
+        "held-out ID AUC 0.412 in the swarm vs 0.351 alone (mean of 3 Alone runs, which ranged 0.340-0.362, sd "
+        "0.011: above every one; bench/paper_tables.py section 0)")
+    assert "0.340-0.362, sd 0.011: within their range;" in local_swarm.alone_line("digit-add", 0.35, cfg)
     other = build_config({**local_swarm.LOCAL_DEFAULTS, "train": {"steps": 40, "prompts_per_step": 8}})
     assert "no Alone reference for digit-add with these settings" in local_swarm.alone_line("digit-add", 0.4, other)
     assert "no Alone reference for digit-sub" in local_swarm.alone_line("digit-sub", 0.4, cfg)
@@ -199,17 +206,35 @@ def test_held_out_accuracy_is_kept_over_time_and_survives_a_resume(tmp_path):
     assert path.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_local_swarm_time_left_is_the_slowest_peers():
-    from node.app.local_swarm import seconds_left
+def test_local_swarm_time_left_is_the_slowest_peers_at_its_measured_rate():
+    from node.app.local_swarm import StepRate
 
-    def rows(n, step_seconds, eval_seconds=0.0):
-        out = [StepResult(i, 0.5, 8, 4, 0.1, 0.2, 32, step_seconds=step_seconds) for i in range(n)]
-        out[-1].eval_seconds = eval_seconds
-        return out
+    rate = StepRate()
+    rate.see("a", 0, 0.0)  # (not past its first step: loading, joining)
+    rate.see("a", 1, 10.0)
+    rate.see("b", 2, 10.0)
+    assert rate.seconds_left({"a": 2, "b": 3}, total=100, now=20.0) is None  # a rate needs 2 steps measured
+    # a: 9 steps in 90 s (10 s a step), 90 to go; b: 18 in 90 s (5 s a step), 80 to go
+    assert rate.seconds_left({"a": 10, "b": 20}, total=100, now=100.0) == 90 * 10.0
+    assert rate.seconds_left({"a": 100, "b": 20}, total=100, now=100.0) == 80 * 5.0  # a finished: b's
+    assert rate.seconds_left({"a": 100, "b": 100}, total=100, now=100.0) == 0.0
 
-    assert seconds_left([rows(10, 2.0), rows(5, 1.0)], total=100) == 90 * 2.0  # 90 steps at 2 s vs 95 at 1 s
-    assert seconds_left([rows(20, 1.0, eval_seconds=20.0)], total=30) == 10 * 2.0  # evaluation time counts
-    assert seconds_left([rows(3, 1.0), []], total=10) is None  # a peer has not started: no estimate yet
+
+def test_the_console_is_one_table_on_a_terminal_and_one_line_a_period_in_a_log():
+    from rich.console import Console
+
+    from node.app.local_swarm import alone_at_end, live_table, one_line
+
+    runs = {"p0": [result(i, peers=1, groups_used=3) for i in range(4)] + [result(4, peers=0)], "p1": []}
+    console = Console(width=120, record=True, file=io.StringIO())
+    console.print(live_table(["p0", "p1"], runs, {"p0": None, "p1": None}, 10, "[30 s, about 2 min left]"))
+    text = console.export_text()
+    assert "[30 s, about 2 min left]" in text and text.count("p0") == 1 and text.count("p1") == 1
+    assert re.search(r"p0 +│ +5/10 +│ +0\.500 +│ +8 +│ +0 +│ +0 +│ +0 +│ running, alone", text), text
+    assert re.search(r"p1 +│ +- │", text) and "starting" in text
+    line = one_line(["p0", "p1"], runs, "[60 s]")
+    assert line == "[60 s] p0 step 5 reward 0.500 peers 0; p1 starting" and "\n" not in line
+    assert alone_at_end(runs["p0"]) == 1 and alone_at_end([result(0), result(1)]) == 0  # never met anyone
 
 
 def test_tensorboard_scalars_name_every_figure_of_a_step():

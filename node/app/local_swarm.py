@@ -1,14 +1,16 @@
 """`swarm local`: a bootstrap node and N heterogeneous zoo peers as separate processes on loopback.
 
 The same entry points as the docker compose swarm (`swarm bootstrap`, `swarm join`), as local processes.
-Shows one progress line per peer while they train, stops everything on Ctrl-C or SIGTERM at any moment
-(SIGTERM to each child by PID; SIGKILL to any still running when its own stop time-out has passed), and
-writes a summary of each peer's reward (summary.json and rewards.png) into the output folder.
+Shows the peers' progress while they train (a live table on a terminal, a line a minute in a log), stops
+everything on Ctrl-C or SIGTERM at any moment (SIGTERM to each child by PID; SIGKILL to any still running when
+its own stop time-out has passed), and writes a summary of each peer's reward (summary.json and rewards.png)
+into the output folder.
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import signal
 import subprocess
@@ -68,6 +70,7 @@ def peer_summary(rows: list[StepResult]) -> dict:
         "groups_used": sum(r.swarm.groups_used for r in rows),  # trained on (a group of equal rewards teaches nothing)
         "steps_with_received": sum(1 for r in rows if r.swarm.groups_received > 0),
         "steps_with_used": sum(1 for r in rows if r.swarm.groups_used > 0),
+        "alone_at_end": alone_at_end(rows),
         "rejected": rejected,
         "mean_group_size": sum(r.group_size for r in rows) / len(rows) if rows else 0.0,
         "max_peers_seen": max((r.swarm.peers for r in rows), default=0),
@@ -86,13 +89,31 @@ def reference_settings(cfg: NodeConfig) -> dict:
 
 
 def alone_line(model: str, auc: float, cfg: NodeConfig) -> str:
-    """'held-out ID AUC 0.41 in the swarm vs 0.35 alone (...)', or why there is no Alone figure to compare."""
+    """'held-out ID AUC 0.41 in the swarm vs 0.35 alone (mean of 6 Alone runs, which ranged 0.33-0.37, sd 0.01;
+    ...)', or why there is no Alone figure to compare."""
+    import statistics
+
     ref = alone_reference(model, reference_settings(cfg))
     if ref is None:
         return (f"held-out ID AUC {auc:.3f} in the swarm (no Alone reference for {model} with these settings: "
                 "bench/paper_tables.py --sections verdict measures one)")
-    return (f"held-out ID AUC {auc:.3f} in the swarm vs {ref['auc']:.3f} alone (mean of {ref['seeds']} Alone runs, "
-            f"bench/paper_tables.py section 0)")
+    aucs = [a for a in ref.get("aucs", []) if isinstance(a, (int, float))]
+    spread = (f", which ranged {min(aucs):.3f}-{max(aucs):.3f}, sd {statistics.stdev(aucs):.3f}"
+              if len(aucs) >= 2 else "")
+    where = ("" if len(aucs) < 2 else ": above every one" if auc > max(aucs) else
+             ": below every one" if auc < min(aucs) else ": within their range")
+    return (f"held-out ID AUC {auc:.3f} in the swarm vs {ref['auc']:.3f} alone (mean of {ref['seeds']} Alone runs"
+            f"{spread}{where}; bench/paper_tables.py section 0)")
+
+
+def alone_at_end(rows: list[StepResult]) -> int:
+    """The steps at the end of a peer's run with no other peer present (the others had finished, or left)."""
+    n = 0
+    for r in reversed(rows):
+        if r.swarm.peers:
+            break
+        n += 1
+    return n if n < len(rows) else 0  # (a peer that never met another is not "left alone at the end")
 
 
 def wait_for_address(proc: subprocess.Popen, timeout: float, lines: list[str] | None = None,
@@ -189,27 +210,65 @@ class SwarmProcesses:
             stop_all([self.bootstrap])
 
 
-def progress_line(name: str, rows: list[StepResult]) -> str:
-    if not rows:
-        return f"  {name:<22} starting"
-    last = rows[-1]
-    recent = [r.reward for r in rows[-10:]]
-    return (f"  {name:<22} step {last.step + 1:>4}  reward {sum(recent) / len(recent):.3f}  G {last.group_size:>2}"
-            f"  received {last.swarm.groups_used:>3}  peers {last.swarm.peers}"
-            f"  rejected {sum(last.swarm.rejected.values())}")
+class StepRate:
+    """Each peer's measured step rate, from when we first saw it past its first step until now (our clock): what
+    the time left is estimated from (a window of a few steps swings with evaluations and a busy CPU)."""
+
+    def __init__(self):
+        self.first: dict[str, tuple[float, int]] = {}  # peer -> (when, steps done) at its first sighting
+
+    def see(self, name: str, steps_done: int, now: float) -> None:
+        if steps_done >= 1 and name not in self.first:
+            self.first[name] = (now, steps_done)
+
+    def seconds_left(self, done: dict[str, int], total: int, now: float) -> float | None:
+        """The slowest peer's steps to go at its measured rate; None until every unfinished peer has a rate."""
+        left = [0.0]
+        for name, steps in done.items():
+            if steps >= total:
+                continue
+            since, at = self.first.get(name, (now, steps))
+            if steps - at < 2 or now <= since:
+                return None
+            left.append((total - steps) * (now - since) / (steps - at))
+        return max(left)
 
 
-def seconds_left(runs: list[list[StepResult]], total: int, recent: int = 20) -> float | None:
-    """The local swarm's time left: the slowest peer's steps to go times its recent seconds a step (training
-    and evaluation); None before every peer has done a step."""
-    if not runs or any(not rows for rows in runs):
-        return None
-    left = []
-    for rows in runs:
-        tail = rows[-recent:]
-        per_step = sum(r.step_seconds + r.eval_seconds for r in tail) / len(tail)
-        left.append(max(total - (rows[-1].step + 1), 0) * per_step)
-    return max(left)
+def live_table(names: list[str], runs: dict[str, list[StepResult]], codes: dict[str, int | None], total: int,
+               head: str):
+    """The terminal's live table (rich): one row a peer, redrawn in place."""
+    from rich.table import Table
+
+    table = Table(title=head, title_justify="left", expand=False)
+    for column, justify in (("peer", "left"), ("step", "right"), ("reward", "right"), ("G", "right"),
+                            ("received", "right"), ("peers", "right"), ("rejected", "right"), ("", "left")):
+        table.add_column(column, justify=justify)
+    for name in names:
+        rows, code = runs[name], codes.get(name)
+        state = "starting" if not rows else "running" if code is None else "done" if code == 0 else f"exit {code}"
+        if not rows:
+            table.add_row(name, "-", "-", "-", "-", "-", "-", state)
+            continue
+        last, recent = rows[-1], [r.reward for r in rows[-10:]]
+        table.add_row(name, f"{last.step + 1}" + (f"/{total}" if total else ""), f"{sum(recent) / len(recent):.3f}",
+                      str(last.group_size), str(last.swarm.groups_used), str(last.swarm.peers),
+                      str(sum(last.swarm.rejected.values())),
+                      state if state != "running" or last.swarm.peers else "running, alone")
+    return table
+
+
+def one_line(names: list[str], runs: dict[str, list[StepResult]], head: str) -> str:
+    """A period's report when the output is not a terminal: every peer on one line."""
+    parts = []
+    for name in names:
+        rows = runs[name]
+        if not rows:
+            parts.append(f"{name} starting")
+            continue
+        recent = [r.reward for r in rows[-10:]]
+        parts.append(f"{name} step {rows[-1].step + 1} reward {sum(recent) / len(recent):.3f} "
+                     f"peers {rows[-1].swarm.peers}")
+    return f"{head} " + "; ".join(parts)
 
 
 def peer_configs(cfg: NodeConfig, models: list[str], n: int) -> dict[str, NodeConfig]:
@@ -221,6 +280,49 @@ def peer_configs(cfg: NodeConfig, models: list[str], n: int) -> dict[str, NodeCo
             cfg, model=dataclasses.replace(cfg.model, name=model),
             train=dataclasses.replace(cfg.train, seed=cfg.train.seed + i))
     return out
+
+
+def watch(swarm: SwarmProcesses, names: list[str], total: int, started: float, stop: StopSignal) -> None:
+    """Shows the peers' progress until they end or we are stopped: on a terminal one live table redrawn in place
+    every 2 s (rich); otherwise one line a minute. The time left is the slowest peer's, at its measured rate."""
+    from rich.console import Console
+    from rich.live import Live
+
+    tty, rate = sys.stderr.isatty(), StepRate()
+    every, shown_at = (2 if tty else 60), -math.inf
+
+    def report() -> tuple[dict, str]:
+        now = time.monotonic()
+        runs = {name: swarm.metrics(name) for name in names}
+        done = {name: len(rows) for name, rows in runs.items()}
+        for name, steps in done.items():
+            rate.see(name, steps, now)
+        left = rate.seconds_left(done, total, now) if total else None
+        head = (f"[{now - started:.0f} s" + (f", about {max(left / 60, 1):.0f} min left" if left is not None
+                                             else ", estimating the time left" if total else "") + "]")
+        return runs, head
+
+    live = Live(console=Console(stderr=True), auto_refresh=False, transient=False) if tty else None
+    try:
+        if live is not None:
+            live.start()
+        while any(p.poll() is None for p in swarm.peers.values()) and not stop.event.wait(0.5):
+            if time.monotonic() - shown_at < every:  # (the peers' end is seen within 0.5 s)
+                continue
+            shown_at = time.monotonic()
+            runs, head = report()
+            if live is not None:
+                codes = {name: swarm.peers[name].poll() for name in names}
+                live.update(live_table(names, runs, codes, total, head), refresh=True)
+            else:
+                print(one_line(names, runs, head), file=sys.stderr, flush=True)
+        if live is not None:  # the last state, every peer's end included
+            runs, head = report()
+            live.update(live_table(names, runs, {n: swarm.peers[n].poll() for n in names}, total, head),
+                        refresh=True)
+    finally:
+        if live is not None:
+            live.stop()
 
 
 def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
@@ -266,22 +368,7 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
                              "--join-attempts", "5")
         print(f"{len(names)} peers started; logs, metrics and configurations in {out}/ (Ctrl-C stops "
               f"everything)", file=sys.stderr, flush=True)
-        tty, shown = sys.stderr.isatty(), {}  # a terminal: a block every 5 s; a log file: a line per peer
-        every, shown_at = (5 if tty else 60), time.monotonic()  # that moved, once a minute
-        while any(p.poll() is None for p in swarm.peers.values()) and not stop.event.wait(0.5):
-            if time.monotonic() - shown_at < every:  # (the peers' end is seen within 0.5 s, not at the next
-                continue  # report: a log file's reports are a minute apart)
-            shown_at = time.monotonic()
-            runs = {name: swarm.metrics(name) for name in names}
-            left = seconds_left(list(runs.values()), cfg.train.steps) if cfg.train.steps else None
-            head = f"[{time.monotonic() - started:.0f} s" + (f", about {left / 60:.0f} min left]" if left else "]")
-            moved = [name for name in names if len(runs[name]) != shown.get(name)]
-            if tty:
-                print(head, file=sys.stderr)
-            for name in names if tty else moved:
-                line = progress_line(name, runs[name])
-                print(line if tty else f"{head} {line.strip()}", file=sys.stderr, flush=True)
-                shown[name] = len(runs[name])
+        watch(swarm, names, cfg.train.steps, started, stop)
     except Stopped as err:
         print(f"local swarm stopped {err}", file=sys.stderr, flush=True)
     finally:
@@ -313,6 +400,9 @@ def run_local(args, cfg: NodeConfig, stop: StopSignal) -> int:
                   f"{accuracy_over_time([[step, acc, None] for step, acc in s['accuracy_curve']])}")
         if s["auc"] is not None:
             print(f"  {'':<22} {alone_line(configs[name].model.name, s['auc'], configs[name])}")
+        if s["alone_at_end"]:
+            print(f"  {'':<22} trained its last {s['alone_at_end']} steps alone (no other peer present: the "
+                  f"others had finished)")
     print(f"  written: {', '.join(map(str, written))}")
     codes = [p.returncode for p in swarm.peers.values()]
     return 0 if stop.event.is_set() or all(code == 0 for code in codes) else 1

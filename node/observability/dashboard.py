@@ -132,7 +132,8 @@ function render(s) {
   const panel = document.getElementById("credit-panel"); panel.hidden = s.role !== "peer";
   document.getElementById("credit").textContent = (c.rows || 0) + " rows in " + (c.groups || 0) +
     " of our groups, trained on by " + (c.receivers || 0) + (c.receivers === 1 ? " peer" : " peers") +
-    ", from " + (c.receipts || 0) + " signed receipts" + (c.file && c.receipts ? "; anyone can check them: swarm credit verify " + c.file : "") +
+    ", from " + (c.receipts || 0) + " signed receipts" +
+    (c.file && c.receipts ? "; anyone can check them: swarm credit verify " + c.file : "") +
     ". Their announcements say " + s.credited + " groups (" + s.credited_by + " peers; not signed).";
   cards.append(card("distrusted / demoted", s.distrusted + " / " + s.demoted));
   const rej = document.getElementById("rejected"); rej.replaceChildren();

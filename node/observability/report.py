@@ -317,7 +317,7 @@ def plot_curves(curves: dict[str, list[list[float]]], path: str | Path, title: s
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig, ax = plt.subplots(figsize=(8, 5.5))
     for i, (name, points) in enumerate(curves.items()):
         color = f"C{i}"
         if points:
@@ -327,8 +327,8 @@ def plot_curves(curves: dict[str, list[list[float]]], path: str | Path, title: s
             ax.plot(*zip(*reference, strict=True), "--", color=color, lw=1.2, label=f"{name}: alone")
     ax.set(xlabel="step", ylabel="held-out ID accuracy (greedy pass@1)", ylim=(0, 1), title=title)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2, frameon=False)  # (below the
+    fig.tight_layout()  #                                                             axes: it covers no curve)
     fig.savefig(path, dpi=100)
     plt.close(fig)
     return Path(path)
