@@ -129,6 +129,8 @@ class Peer:
         if taken and self.transfer.asks_greedy:
             taken = self.gate(taken, seed=self.cfg.train.seed * 100003 + step)
             swarm_metrics.gated = len(received.groups) - len(taken)
+        if self.exchange is not None:
+            self.exchange.trained_on(taken, step)  # (signed receipts, with our next announcement)
         ledger = self.exchange.ledger if self.exchange is not None else None
         if ledger is not None and ledger.watches_alignment:
             self.keep_anchors(groups)

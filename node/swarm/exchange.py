@@ -252,7 +252,7 @@ class GroupExchange:
             refs = {kind: BundleRef(self.transport.serve(kind, value), len(value), n)
                     for kind, value, n in (("groups", bundle, len(wires) - unsent),
                                            ("summaries", sum_bundle, min(len(sums), MAX_BUNDLE)))}
-            receipts = self.receipts.issue(self.step, now)  # (the step whose training used the groups: the last)
+            receipts = self.receipts.issue(now)  # (the groups the last step trained on)
             if receipts is not None:
                 self.receipts_ref = BundleRef(self.transport.serve("receipts", receipts), len(receipts),
                                               len(self.receipts.served))
@@ -557,8 +557,6 @@ class GroupExchange:
             if state is not None:  # credit where it is due: announced with our next groups, and signed
                 peer_id = state.announcement.peer_id
                 remember(self.given, peer_id, self.given.get(peer_id, 0) + 1, CREDIT_MEMORY)
-                self.receipts.used(peer_id, received.group.item.ref.index, received.created,
-                                   len(received.group.completions))
             result.groups.append(received)
             taken[sender] += len(received.group.completions)
         else:
@@ -599,6 +597,14 @@ class GroupExchange:
             remember(self.credited, peer_id, max(mine[0], self.credited.get(peer_id, 0)), CREDIT_MEMORY)
             if announcement.receipts is not None:
                 self.receipts.want(sender, peer_id, announcement.receipts.digest, self.pulls.route(announcement))
+
+    def trained_on(self, received: list[Received], step: int) -> None:
+        """Notes the received groups this step trains on (after any gate): signed for with our next announcement,
+        one receipt per generator (receipts.py)."""
+        for r in received:
+            peer_id = self.peer_id_of(r.sender)
+            if peer_id:
+                self.receipts.used(peer_id, r.group.item.ref.index, r.created, len(r.group.completions), step)
 
     def peer_id_of(self, sender: bytes) -> str:
         """The peer id a sender's newest announcement we know names ("" when none)."""

@@ -104,7 +104,8 @@ class Receipts:
     def __init__(self, transport: SwarmTransport, task: str, path: Path | None = None):
         """task: the task our groups are of; path: where kept receipts are written (None: nowhere)."""
         self.transport, self.task, self.path = transport, task, path
-        self.pending: dict[str, list[ReceiptGroup]] = {}  # generator peer id -> its groups we used this step
+        self.pending: dict[str, list[ReceiptGroup]] = {}  # generator peer id -> its groups we trained on at
+        self.pending_step = -1  #                                                    our step pending_step
         self.served: collections.deque[bytes] = collections.deque(maxlen=SERVED)
         self.published = BoundedSet(PUBLISHED_MEMORY)  # (created, index) of our own groups
         self.counted = BoundedSet(COUNTED_MEMORY)  # (receiver, created, index) credited already
@@ -134,20 +135,23 @@ class Receipts:
         self.lines = len(lines)
 
     # ---- as a receiver ---------------------------------------------------------------------------------
-    def used(self, generator: str, index: int, created: float, rows: int) -> None:
-        """Notes a received group we train on this step (generator: its peer id)."""
+    def used(self, generator: str, index: int, created: float, rows: int, step: int) -> None:
+        """Notes a received group we train on at our step `step` (generator: its peer id)."""
+        if step != self.pending_step:  # (a step whose receipts were not issued: issued now, under their step)
+            self.issue(self.transport.now())
+            self.pending_step = step
         groups = self.pending.setdefault(generator, [])
         if len(groups) < MAX_RECEIPT_GROUPS:
             groups.append(ReceiptGroup(index, created, rows))
 
-    def issue(self, step: int, now: float) -> bytes | None:
-        """Signs one receipt per generator for the groups noted since the last call (our step `step`); returns
+    def issue(self, now: float) -> bytes | None:
+        """Signs one receipt per generator for the groups noted since the last call (all of one step); returns
         the receipts bundle to serve when there are new ones (None otherwise)."""
         if not self.pending:
             return None
         for generator, groups in self.pending.items():
-            body = encode_receipt(Receipt(self.transport.peer_id, self.transport.own_subkey, generator, step, now,
-                                          self.task, tuple(groups)))
+            body = encode_receipt(Receipt(self.transport.peer_id, self.transport.own_subkey, generator,
+                                          self.pending_step, now, self.task, tuple(groups)))
             self.served.append(pack_signed(body, self.transport.sign("receipt", receipt_digest(body))))
         self.pending = {}
         return pack_bundle(list(reversed(self.served)), BUNDLE_BYTES)[0]
