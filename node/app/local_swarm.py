@@ -298,7 +298,9 @@ def watch(swarm: SwarmProcesses, names: list[str], total: int, started: float, s
         for name, steps in done.items():
             rate.see(name, steps, now)
         left = rate.seconds_left(done, total, now) if total else None
-        head = (f"[{now - started:.0f} s" + (f", about {max(left / 60, 1):.0f} min left" if left is not None
+        finished = bool(total) and all(steps >= total for steps in done.values())
+        head = (f"[{now - started:.0f} s" + (", every peer done" if finished else
+                                             f", about {max(left / 60, 1):.0f} min left" if left is not None
                                              else ", estimating the time left" if total else "") + "]")
         return runs, head
 
