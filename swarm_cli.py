@@ -427,7 +427,8 @@ def cmd_status(args) -> int:
             lines.append(f"  {safe_text(p.peer_id, 64)}  {model} {safe_params(p.params)})"
                          f"{' LoRA' if p.lora else ''}, step {safe_count(p.step, MAX_STEP)}, "
                          f"read {p.age:.0f} s ago{trust}" + (f", {p.failures} failed pulls" if p.failures else "")
-                         + (f", task {safe_text(p.task, 48)}" if p.task and p.task != reply.task else "")
+                         + (f", task {safe_text(p.task, 48)}" if p.task and not reply.task.startswith(p.task)
+                            else "")
                          + (f"; {p.tokens} of its tokens trained on, mean weight {p.mean_weight:.2f}, "
                             f"{100 * p.capped_share:.1f}% at the weight cap" if p.tokens else "")
                          + (f"; signed for {p.receipted_rows} rows of ours" if p.receipted_rows else ""))

@@ -553,10 +553,6 @@ class GroupExchange:
         outcome[sender][0] += 1
         outcome[sender][1] += informative
         if informative or not self.cfg.informative_only:
-            state = self.ledger.known.get(sender)
-            if state is not None:  # credit where it is due: announced with our next groups, and signed
-                peer_id = state.announcement.peer_id
-                remember(self.given, peer_id, self.given.get(peer_id, 0) + 1, CREDIT_MEMORY)
             result.groups.append(received)
             taken[sender] += len(received.group.completions)
         else:
@@ -599,11 +595,12 @@ class GroupExchange:
                 self.receipts.want(sender, peer_id, announcement.receipts.digest, self.pulls.route(announcement))
 
     def trained_on(self, received: list[Received], step: int) -> None:
-        """Notes the received groups this step trains on (after any gate): signed for with our next announcement,
-        one receipt per generator (receipts.py)."""
+        """Notes the received groups this step trains on (after any gate): credit where it is due, announced with
+        our next groups (credits) and signed, one receipt per generator (receipts.py)."""
         for r in received:
             peer_id = self.peer_id_of(r.sender)
             if peer_id:
+                remember(self.given, peer_id, self.given.get(peer_id, 0) + 1, CREDIT_MEMORY)
                 self.receipts.used(peer_id, r.group.item.ref.index, r.created, len(r.group.completions), step)
 
     def peer_id_of(self, sender: bytes) -> str:
