@@ -4,7 +4,7 @@ PROTOCOL_VERSION = 5  # 2: groups bundles in the columnar, compressed layout of 
 #                       item is drawn from its generator's identity and second (codec.drawn_index, `created` that
 #                       second), and a node's libp2p key signs its records (a subkey proves its peer id)
 MAX_RECORD_TTL = 600.0  # seconds: no record under the swarm's keys may expire later than this from now
-CLOCK_SKEW = 60.0  # seconds of clock disagreement tolerated on top (FIELD-NOTES: peers agree within 3 s)
+CLOCK_SKEW = 60.0  # seconds of clock disagreement tolerated on top (peers measured here agreed within 3 s)
 ANNOUNCE_SHARDS = 64  # DHT keys the announcements are spread over (a peer's shard: a hash of its subkey)
 SHARD_LEVELS = (ANNOUNCE_SHARDS, 256, 1024, 4096)  # the same announcements spread over ever more shards, level by
 #                     level (4 times as many each), so that some level holds a few announcements a shard at any

@@ -78,3 +78,23 @@ def test_an_import_against_the_layers_fails_with_the_contracts_name(tmp_path):
     assert "node.swarm.boundary -> node.swarm.dht" in out.stdout
     assert "the transfer room (what a received group teaches) sits below the learner" in out.stdout.replace("\n", " ")
     assert "node.rl.transfer.guard -> node.swarm.senders" in out.stdout
+
+
+def test_nothing_in_the_project_points_outside_it():
+    """Issue 56: the project carries its own specification; no file tracked in it names documents that a user
+    who clones it does not have (a workspace's shared notes beside the repository)."""
+    tracked = subprocess.run(["git", "ls-files"], capture_output=True, text=True, cwd=ROOT, check=False).stdout.split()
+    if not tracked:  # (not a git checkout: every text file under the project instead)
+        tracked = [str(p.relative_to(ROOT)) for p in ROOT.rglob("*") if p.is_file() and ".venv" not in p.parts]
+    outside = ("../shared", "shared/docs", "FIELD-NOTES", "DESIGN.md")
+    found = []
+    for name in tracked:
+        path = ROOT / name
+        if path.suffix in (".png", ".safetensors", ".bin", ".gguf", ".pt", ".json") or not path.is_file():
+            continue
+        try:
+            text = path.read_text()
+        except UnicodeDecodeError:
+            continue
+        found += [f"{name}: {mark}" for mark in outside if mark in text and name != "tests/test_lint.py"]
+    assert found == []
