@@ -132,20 +132,22 @@ def test_address_file_discovery_one_configuration_path_and_status_of_both_roles(
         # told in one line and stops, unless --other-task keeps it
         newcomer = [*CLI, "join", "--initial-peers-file", str(address_file), "--prompts", "2", "--control-port",
                     "-1", "--model", "tiny-sub", "--steps", "1", "--startup-timeout", "60"]
-        adopted = subprocess.run(newcomer, capture_output=True, text=True, timeout=240, cwd=ROOT, env=env,
-                                 check=False)
+        def started(*extra):  # (the three at once: each waits mostly on its own start-up)
+            return subprocess.Popen([*newcomer, *extra], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                    text=True, cwd=ROOT, env=env)
+
+        runs = [started(), started("--task", "digits"), started("--task", "digits", "--other-task")]
+        said = [p.communicate(timeout=240)[1] for p in runs]  # (read to the end: a full pipe never blocks one)
+        adopted, other, kept = (subprocess.CompletedProcess(p.args, p.returncode, "", err)
+                                for p, err in zip(runs, said, strict=True))
         assert adopted.returncode == 0, adopted.stderr[-2000:]
         assert "task arith-add, the swarm's (arith-add (answer cap 8), announced by 1 of 1 peers read)" in \
             adopted.stderr, adopted.stderr[-2000:]
-        other = subprocess.run([*newcomer, "--task", "digits"], capture_output=True, text=True, timeout=240,
-                               cwd=ROOT, env=env, check=False)
         assert other.returncode == 2, other.stderr[-2000:]
         assert other.stderr.strip().splitlines()[-1] == (
             "swarm: error: this swarm trains arith-add (answer cap 8), announced by 1 of 1 peers read, not --task "
             "digits: leave --task out to train the swarm's task, or pass --other-task to train yours here anyway "
             "(the swarm then refuses its groups, and it theirs)"), other.stderr[-2000:]
-        kept = subprocess.run([*newcomer, "--task", "digits", "--other-task"], capture_output=True, text=True,
-                              timeout=240, cwd=ROOT, env=env, check=False)
         assert kept.returncode == 0 and "not --task digits; kept (--other-task)" in kept.stderr, kept.stderr[-2000:]
     finally:
         assert stop(peer) == 0 and stop(boot) == 0
