@@ -79,7 +79,9 @@ class Peer:
             self.exchange = GroupExchange(transport, cfg.swarm, self.loaded.tokenizer, card, self.backend.eos_ids,
                                           self.task, cfg.generation.max_new_tokens, seed=cfg.train.seed,
                                           model=display_name(cfg.model.name), trust=cfg.trust,
-                                          informative=self.transfer.informative, receipts_file=receipts_file)
+                                          informative=self.transfer.informative,
+                                          keep_uninformative=not cfg.swarm.informative_only,
+                                          receipts_file=receipts_file)
         self.anchors: list[Group] = []  # our right completions, one a group, newest last (at most ANCHORS)
         self.probed: int | None = None  # the step of the last anchor probe
         self.start_step, self.history = 0, {}  # (a resumed peer's: node/persistence/checkpoint.py resume_peer)
@@ -217,7 +219,7 @@ class Peer:
         published = self.exchange.publish(groups, summaries, step)
         sender_cap = max(1, int(own_completions * self.cfg.swarm.max_sender_share))
         received = self.exchange.gather(self.cfg.swarm.received_groups, sender_cap)
-        credited, credited_by = self.exchange.credit()
+        credited, credited_by = self.exchange.credit.claimed()
         return received, SwarmMetrics(
             credited=credited, credited_by=credited_by,
             published=published.published, unsent=published.unsent, publish_ok=published.ok,
@@ -242,7 +244,7 @@ class Peer:
         alone)."""
         if self.exchange is None:
             return {}
-        receipts = self.exchange.receipts
+        receipts = self.exchange.credit.receipts
         c = receipts.credit
         return {"receipts": c.receipts, "receivers": c.receivers, "groups": c.groups, "rows": c.rows,
                 "file": str(receipts.path) if receipts.path is not None else ""}

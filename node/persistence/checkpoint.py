@@ -55,7 +55,7 @@ def write_state(peer: Peer, folder: Path, steps_done: int, history: dict) -> Non
     (folder / "ledger.bin").write_bytes(b"".join(k for k in ledger if len(k) == DIGEST))
     state = {"format": FORMAT, "step": steps_done, "rng": _rng_state(peer.rng), "policy": peer.policy.state_dict(),
              "history": history, "model": peer.loaded.base, "lora": peer.loaded.lora, "time": time.time(),
-             "given": list(peer.exchange.given.items()) if peer.exchange is not None else []}  # credit we give
+             "given": list(peer.exchange.credit.given.items()) if peer.exchange is not None else []}  # credit we give
     (folder / "state.json").write_text(json.dumps(state))
     write_config(peer.cfg, folder / "swarm-config.toml")
 
@@ -77,7 +77,7 @@ def restore_state(peer: Peer, folder: Path) -> tuple[int, dict]:
     peer.policy.load_state_dict(state["policy"])
     if peer.exchange is not None:  # the credit we announce goes on from where it was (oldest first)
         for peer_id, groups in state.get("given", []):
-            peer.exchange.given[str(peer_id)] = int(groups)
+            peer.exchange.credit.given[str(peer_id)] = int(groups)
     if peer.exchange is not None and (folder / "ledger.bin").exists():
         raw = (folder / "ledger.bin").read_bytes()
         for i in range(0, len(raw) - DIGEST + 1, DIGEST):

@@ -25,11 +25,11 @@ budget. Length summaries are de-duplicated per sender and step; node/sagc/policy
 from __future__ import annotations
 
 import collections
+import functools
 import logging
 import random
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -37,11 +37,9 @@ from node.config import SwarmConfig, TrustConfig
 from node.errors import first_line
 from node.generation.rollouts import Group, Received, has_variance
 from node.tasks import Task
-from protocol import SHARD_LEVELS
 from protocol.bundle2 import pack_groups, unpack_groups
 from protocol.codec import (
     MAX_BUNDLE,
-    MAX_CREDITS,
     MAX_MADDRS,
     Announcement,
     BundleRef,
@@ -64,15 +62,12 @@ from protocol.codec import (
 
 from . import SwarmTransport
 from .boundary import Receiver, decode_received, rebuild_received
-from .bounded import BoundedSet, remember
-from .directory import RESCUE_STEPS, Directory
+from .bounded import BoundedSet
+from .credit import Credit
+from .discovery import Discovery
 from .display import safe_text
 from .draws import Draws
-from .gossip import Gossip
-from .membership import NEWCOMER_PUSH_FANOUT, PUSH_FANOUT
-from .pulls import Pulls
 from .queues import RoundRobin
-from .receipts import Receipts
 from .retokenize import ForeignTokenizers
 from .senders import SenderLedger
 
@@ -152,9 +147,6 @@ def make_card(model, tokenizer, backend: str, temperature: float, top_p: float, 
                     temperature=temperature, top_p=top_p, software=__version__, tokenizer_source=tokenizer_source)
 
 
-CREDIT_MEMORY = 4096  # peers remembered for the credit they gave us, and for the credit we give
-
-
 def to_wire(group: Group, card: WireCard, step: int, created: float) -> WireGroup:
     """A group as it travels; created: the second its prompt was drawn (draws.py), which binds it to us."""
     ref = group.item.ref
@@ -166,21 +158,18 @@ class GroupExchange:
     def __init__(self, transport: SwarmTransport, cfg: SwarmConfig, tokenizer, card: WireCard, eos_ids: set[int],
                  task: Task, max_new_tokens: int, sleep: Callable[[float], None] = time.sleep, seed: int = 0,
                  model: str = "", trust: TrustConfig | None = None,
-                 informative: Callable[[list[float]], bool] = has_variance, receipts_file: Path | None = None):
+                 informative: Callable[[list[float]], bool] = has_variance, keep_uninformative: bool = False,
+                 receipts_file: Path | None = None):
         """task: the task this peer trains on (received references to it reuse it); max_new_tokens: this
         peer's generation limit, which no received completion may exceed; model: its name in announcements;
         trust: the sender ledger's bounds; informative: whether a received group with these rewards can teach
-        (the transfer policy's; swarm.informative_only leaves the others out); receipts_file: where the signed
-        receipts naming us are kept (None: nowhere)."""
+        (the transfer policy's: it scores senders); keep_uninformative: groups that cannot teach are gathered too
+        (else left out, and counted); receipts_file: where the signed receipts naming us are kept (None:
+        nowhere)."""
         self.transport, self.cfg, self.tokenizer, self.card = transport, cfg, tokenizer, card
-        self.informative = informative
+        self.informative, self.keep_uninformative = informative, keep_uninformative
         self.model = model
         self.accuracy = -1.0  # our latest held-out ID accuracy, announced (-1: not evaluated yet)
-        self.published = 0  # own groups published in all (no one can credit us with more)
-        self.given: collections.OrderedDict[str, int] = collections.OrderedDict()  # sender peer id -> its groups
-        #                                  we trained on in all, the most recently used last (announced: credits)
-        self.credited: collections.OrderedDict[str, int] = collections.OrderedDict()  # peer id -> our groups it
-        #                                  says it trained on (its latest announcement; kept after it leaves)
         self.sleep = sleep
         self.limits = Limits(max_tokens=max_new_tokens)
         self.receiver = Receiver(tokenizer, frozenset(eos_ids), self.limits, task, cfg.max_age,
@@ -192,17 +181,13 @@ class GroupExchange:
         self.summary_steps = BoundedSet(MEMORY)  # (sender, step) pairs whose summaries were counted
         self.logged = BoundedSet(4096)  # (sender, reason) already logged once
         self.pending: list = []  # futures of asynchronous publishes not yet collected
-        self.prefetched: Future | None = None  # the announcement fetch started at the beginning of the step
         self.ledger = SenderLedger(KNOWN_SENDERS, self.rng, trust)
-        self.pulls = Pulls(transport, self.ledger, self.rng,
-                           {"groups": self.limits.max_bytes, "summaries": SUMMARY_BUNDLE_BYTES})
         self.task = SwarmTask(task.name, task.version, max_new_tokens)  # announced: a swarm trains one task
-        self.directory = Directory(cfg, self.rng.randrange(SHARD_LEVELS[-1]), self.unusable_tokenizer, self.task)
-        self.receipts = Receipts(transport, task.name, receipts_file)
-        self.receipts_ref: BundleRef | None = None  # our receipts bundle's, as last served
-        self.gossip_steps = 0  # steps whose view pulls we started (_start_gossip)
-        self.gossip = Gossip(transport, random.Random(seed + 1), cfg.max_age) if cfg.gossip else None
-        self._heard = 0  # pushes taken before this step (gossip.heard then)
+        self.discovery = Discovery(transport, cfg, self.ledger, self.rng, self.task, self.unusable_tokenizer,
+                                   {"groups": self.limits.max_bytes, "summaries": SUMMARY_BUNDLE_BYTES},
+                                   random.Random(seed + 1), learned=lambda s, a: self.credit.read(s, a))
+        self.directory, self.pulls, self.gossip = self.discovery.directory, self.discovery.pulls, self.discovery.gossip
+        self.credit = Credit(transport, task.name, receipts_file, self.pulls.route)
         self._refused: dict[str, int] = {}  # streams our pull handler refused before this step, by reason
         self.maddrs = tuple(transport.visible_maddrs()[:MAX_MADDRS])
 
@@ -220,12 +205,12 @@ class GroupExchange:
         newest announcement we read last first (our clock, never what a peer claims)."""
         from .control import peer_info
 
-        now = self.transport.now()
+        now, credit = self.transport.now(), self.credit
         live = [self.ledger.known[k] for k in self.ledger.live(now)]
         return [peer_info(s.announcement, now - s.seen, s.established, s.failures,
-                          used=self.given.get(s.announcement.peer_id, 0),
-                          credited=self.credited.get(s.announcement.peer_id, 0), tokens=s.tokens,
-                          receipted_rows=self.receipts.credit.by_receiver.get(s.announcement.peer_id, 0),
+                          used=credit.given.get(s.announcement.peer_id, 0),
+                          credited=credit.credited.get(s.announcement.peer_id, 0), tokens=s.tokens,
+                          receipted_rows=credit.receipts.credit.by_receiver.get(s.announcement.peer_id, 0),
                           capped_share=s.capped_share, mean_weight=s.mean_weight)
                 for s in sorted(live, key=lambda s: -s.seen)]
 
@@ -242,7 +227,7 @@ class GroupExchange:
         wires = [to_wire(g, self.card, step, self.draws.stamp_of(g.item.ref.index)) for g in groups]
         for wire in wires:  # our own groups, echoed back by their generator (us), are duplicates
             self.seen.add(group_identity(wire))
-            self.receipts.published_group(wire.created, wire.index)
+            self.credit.receipts.published_group(wire.created, wire.index)
         bundle, unsent = pack_groups(wires, self.limits.max_bytes)
         sums = [encode_summary(s) for s in summaries]
         sum_bundle, _ = pack_bundle(sums, SUMMARY_BUNDLE_BYTES)
@@ -252,35 +237,20 @@ class GroupExchange:
             refs = {kind: BundleRef(self.transport.serve(kind, value), len(value), n)
                     for kind, value, n in (("groups", bundle, len(wires) - unsent),
                                            ("summaries", sum_bundle, min(len(sums), MAX_BUNDLE)))}
-            receipts = self.receipts.issue(now)  # (the groups the last step trained on)
-            if receipts is not None:
-                self.receipts_ref = BundleRef(self.transport.serve("receipts", receipts), len(receipts),
-                                              len(self.receipts.served))
+            receipts = self.credit.serve(now)  # (the groups the last step trained on)
             announcement = Announcement(self.transport.peer_id, self.maddrs, step, now, self.card, **refs,
-                                        relays=self.relays(), model=self.model, accuracy=self.accuracy,
-                                        credits=tuple(self.given.items())[-MAX_CREDITS:], task=self.task,
-                                        receipts=self.receipts_ref)
+                                        relays=self.discovery.relays(), model=self.model, accuracy=self.accuracy,
+                                        credits=self.credit.credits(), task=self.task, receipts=receipts)
             value = encode_announcement(announcement)
-            if self.gossip is not None:
-                self.gossip.serve(value, now, self.ledger.vouched(now))
+            self.discovery.serve(value, now)
             self.pending.append(self.transport.announce_async(value, self.cfg.record_ttl,
                                                               levels=self.directory.writes()))
         except (TimeoutError, OSError, RuntimeError, ValueError) as err:
             log.warning("announcing our groups failed (%s); training goes on", err)
             ok = False
         ok &= self._collect_publishes()
-        self.published += len(wires) - unsent
+        self.credit.published += len(wires) - unsent
         return PublishResult(len(wires) - unsent, unsent, ok, len(bundle) + len(sum_bundle))
-
-    def credit(self) -> tuple[int, int]:
-        """(our groups other peers say they trained on, how many peers say so): each peer's latest figure, at
-        most what we published (a claim cannot exceed it), summed."""
-        return sum(min(n, self.published) for n in self.credited.values()), len(self.credited)
-
-    def relays(self) -> tuple[str, ...]:
-        """In client mode (no inbound connections), the peers that relay pulls to us: the last ones we pulled
-        from directly, which are reachable and hold a connection we opened."""
-        return self.pulls.relays() if self.cfg.client_mode else ()
 
     def _collect_publishes(self) -> bool:
         """Collects the outcome of the publishes that have finished (never waits); False if one failed."""
@@ -297,23 +267,11 @@ class GroupExchange:
 
     # ---- gathering --------------------------------------------------------------------------------------
     def prefetch(self) -> None:
-        """At the beginning of a step: starts reading the next announcement shards (one read in flight at a
-        time, never doubled) and pulling from senders known already, so both work while we generate; while a
-        seed's view is on its way (a newcomer's, or a stranded one's), the pulls wait for it (gather). A view that
-        drained below pull_peers takes the entries we hold of our established senders first (no read, no check)."""
-        seeded = self._start_gossip()  # (first: an initial peer's view on its way spares a whole read)
-        self.receipts.collect(self.peer_id_of)
-        self.receipts.start()
-        if self.prefetched is None or self.prefetched.done():
-            now = self.transport.now()
-            if self.gossip is not None:
-                self.gossip.refill(self.ledger.vouched(now), self.cfg.pull_peers)
-            view = self.gossip.size() if self.gossip is not None else -1
-            shards = self.directory.shards_to_read(now, len(self.ledger.live(now)), view, seeded,
-                                                   self.ledger.helping(now))
-            self.prefetched = self.transport.fetch_shards_async(shards) if shards else None
-        if self.gossip is None or not self.gossip.seeding:  # (a seed's view on its way may name the senders
-            self._start_pulls()  #                           that help: pulls then start once it is taken, in gather)
+        """At the beginning of a step: starts discovery's reads and pulls (discovery.py) and the receipts' pulls,
+        so that they work while we generate."""
+        self.discovery.begin()
+        self.credit.receipts.collect(self.peer_id_of)
+        self.credit.receipts.start()
 
     def work_budget(self) -> WorkBudget:
         c = self.cfg
@@ -327,16 +285,12 @@ class GroupExchange:
         taken = queues.taken  # sender -> completions accepted this step
         outcome: dict[bytes, list[int]] = collections.defaultdict(lambda: [0, 0, 0])  # accepted, informative,
         deadline = self.transport.now() + self.cfg.gather_deadline  #                    rejected
-        self._collect_views(result)  # first: views pulled meanwhile (a newcomer's initial peers' too) may fill
-        self._start_pulls()  # the senders they named, pulled while a slow directory read is awaited
-        wait = 0.0 if self._view_full() else max(deadline - self.transport.now(), 0.0)  # a full view finds
-        read = self._announcements(result, wait)  # senders: a slow directory read is taken when it lands
-        if read is not None:
-            self.directory.note_read(len(read))
-            self.ledger.forget(getattr(read, "withdrawn", ()))  # withdrawn since we learned them
-            self._learn(read, result)
-            self.transport.relay_owners = self.relay_owners()
-        self._start_pulls()  # senders learned just now
+        reject = functools.partial(self._reject, result)
+        self.discovery.take_views(reject)  # first: views pulled meanwhile may name senders, pulled at once
+        late, failed = self.discovery.read(max(deadline - self.transport.now(), 0.0), reject)
+        result.late_fetches += late
+        if failed:
+            result.rejected["fetch"] += failed
         result.peers = len(self.ledger.present(self.transport.now()))
         interval = 0.05
         while True:
@@ -359,11 +313,7 @@ class GroupExchange:
                 self.ledger.succeeded(sender, informative / accepted)
             elif rejected:
                 self.ledger.failed(sender, self.step, refused=True)
-        if self.gossip is not None:
-            heard = self.gossip.heard
-            self._renew_view()
-            result.view, result.pushes = self.gossip.size(), heard - self._heard
-            self._heard = heard
+        result.view, result.pushes = self.discovery.end()
         refused = self.transport.refused_streams()
         result.streams_refused = {k: n - self._refused.get(k, 0) for k, n in refused.items()
                                   if n > self._refused.get(k, 0)}
@@ -371,129 +321,8 @@ class GroupExchange:
         return result
 
     def keep_view(self) -> None:
-        """One round of peer sampling without gathering groups, for a peer that serves and does not train (a
-        benchmark's publishers): the view pulls started last round are taken, the view renewed, the next pulls
-        and pushes started."""
-        if self.gossip is None:
-            return
-        self._collect_views(GatherResult())
-        self._renew_view()
-        self._start_gossip()
-
-    def _collect_views(self, result: GatherResult) -> None:
-        """Takes the view pulls that finished (ours, pushers' and initial peers'): each entry checked as an
-        announcement, its sender learned when new, refusals counted in `result`."""
-        if self.gossip is not None:
-            self.gossip.collect(lambda subkey, value: self._check_gossiped(subkey, value, result),
-                                lambda sender, reason, detail: self._reject(result, sender, reason, detail))
-
-    def _renew_view(self) -> None:
-        """Ends the view's round: senders distrusted or demoted leave the view; pushes are taken only once we have
-        2 established senders (a newcomer's pushes come from whoever watches for newcomers)."""
-        known = self.ledger.known.items()
-        self.gossip.drop([s for s, state in known if self.ledger.shunned(state.announcement.peer_id)])
-        self.gossip.end_round(take_pushes=len(self.ledger.vouched(self.transport.now())) >= 2)
-
-    def relay_owners(self) -> dict[str, int]:
-        """The peers whose live announcement names us as a relay (the only owners our node relays pulls for),
-        each with the largest bundle it announced (what a relayed pull of it may carry, dht.py)."""
-        me, now = self.transport.peer_id, self.transport.now()
-        return {s.announcement.peer_id: max(s.announcement.groups.size, s.announcement.summaries.size)
-                for s in self.ledger.known.values() if me in s.announcement.relays and s.expires > now}
-
-    def _announcements(self, result: GatherResult, wait: float) -> dict | None:
-        """The announcements read this step (None: no read finished), waiting at most `wait` seconds: a read
-        still running then is kept for the next step."""
-        future, self.prefetched = self.prefetched, None
-        if future is None:
-            return None
-        try:
-            return future.result(timeout=wait)
-        except TimeoutError:
-            if not future.done():  # still running: taken when it lands
-                self.prefetched = future
-            else:
-                log.debug("a directory read timed out (silent DHT nodes?); the next step reads again")
-            result.late_fetches += 1
-            return None
-        except Exception as err:  # noqa: BLE001 (the network layer's failures must never stop training)
-            log.warning("reading announcements failed (%s); this step trains on what it has", first_line(err))
-            result.rejected["fetch"] += 1
-            return None
-
-    def _learn(self, records: dict, result: GatherResult) -> None:
-        """Remembers the senders of valid, fresh announcements that speak our tokenizer; refuses the others,
-        once per announcement."""
-        now = self.transport.now()
-        for sender, (value, expires) in records.items():
-            if self.directory.read_before(value):
-                continue
-            announcement = self._check(sender, value, result)
-            if announcement is not None:
-                self.ledger.learn(sender, announcement, expires, seen=now)
-                self._read_credit(sender, announcement)
-
-    def _check(self, sender: bytes, value: bytes, result: GatherResult) -> Announcement | None:
-        """An announcement whose signature holds, decoded and checked (directory.py): None when refused (counted
-        the first time it is read) or stale."""
-        checked = self.directory.check(value, self.transport.now())
-        if isinstance(checked, tuple):
-            self._reject(result, sender, *checked)
-            return None
-        if checked is None:  # stale, or refused when first read (a view may carry it again)
-            return None
-        if not self.transport.owns(sender, checked.peer_id):  # (else anyone could aim pulls at anyone)
-            self._reject(result, sender, "identity", f"an announcement naming peer id {checked.peer_id[:16]!r}, "
-                                                     f"which its signing key does not own")
-            return None
-        return checked
-
-    def _check_gossiped(self, sender: bytes, value: bytes, result: GatherResult) -> Announcement | None:
-        """A view entry's announcement (its signature checked by gossip.py): checked as one read from the DHT,
-        and its sender learned when it is new to us."""
-        new = not self.directory.read_before(value)
-        announcement = self._check(sender, value, result)
-        if announcement is not None and self.ledger.shunned(announcement.peer_id):
-            return None  # (not a refusal: it stays out of our view, and is not pulled)
-        if announcement is not None and new:
-            self.ledger.learn(sender, announcement, announcement.created + self.cfg.max_age,
-                               seen=self.transport.now())
-            self._read_credit(sender, announcement)
-        return announcement
-
-    def _view_full(self) -> bool:
-        """Peer sampling is on and our view holds at least as many peers as we pull from."""
-        return self.gossip is not None and self.gossip.size() >= self.cfg.pull_peers
-
-    def _start_gossip(self) -> bool:
-        """Starts this step's view pulls: from established senders first; while our view is empty and none is
-        established, from the senders we know from the DHT and from our initial peers (seeds), and from the seeds
-        not asked yet while we are stranded (past our first step, within RESCUE_STEPS, no sender has helped).
-        Returns whether a seed's view is on its way or brought entries."""
-        if self.gossip is None:
-            return False
-        now = self.transport.now()
-        present = [] if self.gossip.size() else self.ledger.present(now)
-        self.gossip_steps += 1
-        stranded = 2 <= self.gossip_steps <= RESCUE_STEPS and self.ledger.helping(now) == 0
-        seeded = self.gossip.ask_seeds(stranded)
-        vouched = self.ledger.vouched(now)
-        self.gossip.start(vouched or present, self._gossip_route)
-        self.gossip.push(present, self._gossip_route, PUSH_FANOUT if vouched else NEWCOMER_PUSH_FANOUT)
-        self.gossip.hear()
-        return seeded
-
-    def _gossip_route(self, subkey: bytes) -> tuple[str, str, tuple[str, ...]] | None:
-        """(peer id, relay, addresses) of a view pull to `subkey`, from its newest announcement we know."""
-        state = self.ledger.known.get(subkey)
-        if state is None:
-            return None
-        via, maddrs = self.pulls.route(state.announcement)
-        return state.announcement.peer_id, via, maddrs
-
-    def _start_pulls(self) -> None:
-        """Starts pulling the latest bundles of newly chosen senders, up to swarm.pull_peers in flight."""
-        self.pulls.start(self.step, self.cfg.pull_peers, self.cfg.explore_pulls)
+        """One round of peer sampling without gathering groups (a benchmark's publishers: discovery.py)."""
+        self.discovery.keep_view(functools.partial(self._reject, GatherResult()))
 
     def _collect(self, queues: RoundRobin, result: GatherResult, work: WorkBudget) -> None:
         """Takes the pulls that have finished: groups bundles into the round-robin queues, summaries to the
@@ -545,14 +374,13 @@ class GroupExchange:
                     lambda limit: len(result.groups) >= limit or bool(work.exhausted()), handle)
 
     def _use(self, received: Received, result: GatherResult, taken: collections.Counter, outcome: dict) -> None:
-        """An accepted group is trained on unless the transfer policy finds it uninformative (GRPO: equal rewards
-        everywhere, zero advantage) and swarm.informative_only leaves those out; either way it counts for the
-        sender's informative share."""
+        """An accepted group is gathered unless it cannot teach (`informative`) and those are left out
+        (keep_uninformative); either way it counts for the sender's informative share."""
         sender = received.sender
         informative = self.informative(received.group.rewards)
         outcome[sender][0] += 1
         outcome[sender][1] += informative
-        if informative or not self.cfg.informative_only:
+        if informative or self.keep_uninformative:
             result.groups.append(received)
             taken[sender] += len(received.group.completions)
         else:
@@ -584,24 +412,9 @@ class GroupExchange:
             self._reject(result, sender, err.reason, str(err))
             return None
 
-    def _read_credit(self, sender: bytes, announcement: Announcement) -> None:
-        """What an announcement says it trained on of ours (a peer cannot credit itself: protocol/codec.py); its
-        receipts bundle is then pulled, and the signed receipts naming us are checked and kept (receipts.py)."""
-        mine = [n for peer_id, n in announcement.credits if peer_id == self.transport.peer_id]
-        if mine and announcement.peer_id != self.transport.peer_id:
-            peer_id = announcement.peer_id
-            remember(self.credited, peer_id, max(mine[0], self.credited.get(peer_id, 0)), CREDIT_MEMORY)
-            if announcement.receipts is not None:
-                self.receipts.want(sender, peer_id, announcement.receipts.digest, self.pulls.route(announcement))
-
     def trained_on(self, received: list[Received], step: int) -> None:
-        """Notes the received groups this step trains on (after any gate): credit where it is due, announced with
-        our next groups (credits) and signed, one receipt per generator (receipts.py)."""
-        for r in received:
-            peer_id = self.peer_id_of(r.sender)
-            if peer_id:
-                remember(self.given, peer_id, self.given.get(peer_id, 0) + 1, CREDIT_MEMORY)
-                self.receipts.used(peer_id, r.group.item.ref.index, r.created, len(r.group.completions), step)
+        """Notes the received groups this step trains on, after any gate (credit.py: announced and signed)."""
+        self.credit.trained_on(received, step, self.peer_id_of)
 
     def peer_id_of(self, sender: bytes) -> str:
         """The peer id a sender's newest announcement we know names ("" when none)."""
@@ -611,8 +424,7 @@ class GroupExchange:
     def peer_name(self, sender: bytes) -> str:
         """How logs name a sender: its peer id (Qm..., as `swarm status` and the progress show it) when its
         announcement is known, else its identity key's digest."""
-        state = self.ledger.known.get(sender)
-        return state.announcement.peer_id if state is not None else f"with identity {sender[-12:].hex()}"
+        return self.peer_id_of(sender) or f"with identity {sender[-12:].hex()}"
 
     def _reject(self, result: GatherResult, sender: bytes, reason: str, detail: str) -> None:
         result.rejected[reason] += 1

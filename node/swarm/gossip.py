@@ -58,9 +58,10 @@ class Held:
 
 
 class Gossip:
-    def __init__(self, transport: SwarmTransport, rng: random.Random, max_age: float):
+    def __init__(self, transport: SwarmTransport, rng: random.Random, max_age: float, options: dict | None = None):
+        """options: the view's (Membership's keyword arguments; a benchmark's control turns its defences off)."""
         self.transport, self.max_age = transport, max_age
-        self.membership = Membership(transport.own_subkey, rng)
+        self.membership = Membership(transport.own_subkey, rng, **(options or {}))
         self.pulls: dict[bytes, Future] = {}  # identity -> its view pull in flight
         self.pushed: dict[str, Future] = {}  # peer id that pushed to us -> the pull of its view in flight
         self.held: OrderedDict[bytes, Entry] = OrderedDict()  # identity -> its own entry, as its view brought it

@@ -1,4 +1,5 @@
 """Sharing through an in-memory swarm: groups flow, hostile records are dropped and counted, peers go on."""
+import functools
 import itertools
 import time
 import zlib
@@ -362,7 +363,7 @@ def test_a_generators_group_seen_again_is_a_duplicate_and_a_copy_before_it_costs
     hub.served["a"] = served
     then = b.step(3).swarm
     assert then.groups_used == 4 and then.rejected == {} and then.duplicates == 0
-    assert b.exchange.given == {"a": 8} and "thief" not in b.exchange.given  # credit: the generator's
+    assert b.exchange.credit.given == {"a": 8} and "thief" not in b.exchange.credit.given  # credit: the generator's
 
 
 def test_one_sender_cannot_fill_a_step(victim):
@@ -623,19 +624,19 @@ def test_credit_flows_back_to_the_sender_and_cannot_be_self_given_or_inflated():
         a.step(step)
         b.step(step)
     a_id = a.exchange.transport.peer_id
-    used = b.exchange.given[a_id]
+    used = b.exchange.credit.given[a_id]
     assert used > 0
     b.step(3)  # announces what it trained on of a's so far (then takes more)
     m = a.step(3).swarm  # a reads that announcement
-    assert (m.credited, m.credited_by) == (used, 1) == a.exchange.credit()
+    assert (m.credited, m.credited_by) == (used, 1) == a.exchange.credit.claimed()
     card = zoo_card()
     ref = BundleRef(b"\0" * 16, 10, 1)
     liar = Announcement("liar", (), 0, hub.clock(), card, ref, ref, credits=(("liar", 10**6), (a_id, 10**6)))
     hub.transport("liar").announce_async(encode_announcement(liar), 60)
     a.step(4)
-    credited, by = a.exchange.credit()
-    assert by == 2 and credited == used + a.exchange.published  # the lie clamped at what a ever published
-    assert a.exchange.published == 5 * 4 < 10**6
+    credited, by = a.exchange.credit.claimed()
+    assert by == 2 and credited == used + a.exchange.credit.published  # the lie clamped at what a ever published
+    assert a.exchange.credit.published == 5 * 4 < 10**6
 
 
 def test_the_credit_a_peer_gives_survives_its_restart(tmp_path):
@@ -646,11 +647,11 @@ def test_the_credit_a_peer_gives_survives_its_restart(tmp_path):
     for step in range(2):
         a.step(step)
         b.step(step)
-    given = dict(b.exchange.given)
+    given = dict(b.exchange.credit.given)
     assert given and sum(given.values()) > 0
     point = save_checkpoint(b, tmp_path, 2, keep=1, history={})
     again = resume_peer(b.cfg, point, transport=hub.transport("taker"))
-    assert dict(again.exchange.given) == given  # announced on from there, not from 0
+    assert dict(again.exchange.credit.given) == given  # announced on from there, not from 0
 
 
 def test_an_announcement_naming_a_peer_id_its_key_does_not_own_is_refused_and_never_pulled():
@@ -684,7 +685,8 @@ def test_a_distrusted_sender_leaves_the_view_and_does_not_come_back_through_othe
     assert b"b" not in a.exchange.gossip.membership.view and b"b" not in a.exchange.gossip.held
     value = hub.announcements[hub.transport("b").shard][b"b"][0]
     result = GatherResult()
-    assert a.exchange._check_gossiped(b"b", value, result) is None and not result.rejected
+    reject = functools.partial(a.exchange._reject, result)
+    assert a.exchange.discovery._check_gossiped(b"b", value, reject) is None and not result.rejected
 
 
 def test_groups_are_judged_fresh_when_their_pull_arrived_not_when_a_slow_step_gets_to_them():

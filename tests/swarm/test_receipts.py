@@ -21,7 +21,7 @@ from protocol.receipts import (
 
 
 def served_receipts(p) -> list[Receipt]:
-    return [decode_receipt(unpack_signed(s)[0]) for s in p.exchange.receipts.served]
+    return [decode_receipt(unpack_signed(s)[0]) for s in p.exchange.credit.receipts.served]
 
 
 def test_a_generator_is_credited_with_exactly_the_rows_its_receiver_signed_for():
@@ -34,11 +34,11 @@ def test_a_generator_is_credited_with_exactly_the_rows_its_receiver_signed_for()
         a.step(step)
     signed = [r for r in served_receipts(b) if r.generator == "giver"]
     assert signed and all(r.receiver == "taker" and r.receiver_key == b"taker" for r in signed)
-    credit = a.exchange.receipts.credit
+    credit = a.exchange.credit.receipts.credit
     assert credit.groups == sum(len(r.groups) for r in signed) > 0
     assert credit.rows == sum(r.rows for r in signed) == 4 * credit.groups  # group size 4: every row in b's loss
     assert credit.receipts == len(signed) and credit.by_receiver == {"taker": credit.rows}
-    assert credit.groups <= b.exchange.given["giver"]  # (the last step's are signed with b's next announcement)
+    assert credit.groups <= b.exchange.credit.given["giver"]  # (the last step's are signed with b's next announcement)
     assert a.credit()["rows"] == credit.rows and a.credit()["receivers"] == 1
     listed = {p["peer_id"]: p for p in a.known_peers()}
     assert listed["taker"]["receipted_rows"] == credit.rows
