@@ -123,11 +123,12 @@ def other_task(theirs: SwarmTask | None, ours: SwarmTask) -> bool:
 
 class Directory:
     def __init__(self, cfg: SwarmConfig, cursor: int, unusable_tokenizer: Callable[[WireCard], str],
-                 task: SwarmTask | None = None):
+                 task: SwarmTask | None = None, decode: Callable[[bytes], Announcement] = decode_announcement):
         """cursor: where the rotations start (drawn at random by the caller, below the finest level's count: each
         level's at cursor mod its count); unusable_tokenizer(card): why a card's tokenizer cannot be used here
-        ("" when it can); task: ours (an announcement of another is refused as "other-task"; None: any)."""
-        self.cfg, self.unusable_tokenizer, self.task = cfg, unusable_tokenizer, task
+        ("" when it can); task: ours (an announcement of another is refused as "other-task"; None: any); decode:
+        an announcement's bytes to its fields (raises RecordError; a simulation of many peers shares the results)."""
+        self.cfg, self.unusable_tokenizer, self.task, self.decode = cfg, unusable_tokenizer, task, decode
         self.cursors = [cursor % count for count in SHARD_LEVELS]
         self.read = BoundedSet(READ_MEMORY)  # digests of announcements read already
         self.valid: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()  # digest -> valid
@@ -234,7 +235,7 @@ class Directory:
         if not self.read.add(digest):
             return None
         try:
-            announcement = decode_announcement(value)
+            announcement = self.decode(value)
         except RecordError as err:
             return "announcement", str(err)
         if self.task is not None and other_task(announcement.task, self.task):

@@ -28,7 +28,7 @@ from concurrent.futures import Future
 from node.config import SwarmConfig
 from node.errors import first_line
 from protocol import SHARD_LEVELS
-from protocol.codec import Announcement, SwarmTask, WireCard
+from protocol.codec import Announcement, SwarmTask, WireCard, decode_announcement
 
 from . import SwarmTransport
 from .directory import RESCUE_STEPS, Directory
@@ -46,12 +46,13 @@ class Discovery:
     def __init__(self, transport: SwarmTransport, cfg: SwarmConfig, ledger: SenderLedger, rng: random.Random,
                  task: SwarmTask | None, unusable_tokenizer: Callable[[WireCard], str], limits: dict[str, int],
                  gossip_rng: random.Random, learned: Learned = lambda sender, announcement: None,
-                 membership: dict | None = None):
+                 membership: dict | None = None, decode: Callable[[bytes], Announcement] = decode_announcement):
         """ledger: the senders we know and how they served us (shared with the exchange, which scores them);
         limits: the largest bundle of each kind pulled from a sender; learned: told of every announcement new to
-        us that passed the checks; membership: options of the view (membership.py; a benchmark's control)."""
+        us that passed the checks; membership: options of the view (membership.py; a benchmark's control); decode: an
+        announcement's bytes to its fields (directory.py)."""
         self.transport, self.cfg, self.ledger, self.learned = transport, cfg, ledger, learned
-        self.directory = Directory(cfg, rng.randrange(SHARD_LEVELS[-1]), unusable_tokenizer, task)
+        self.directory = Directory(cfg, rng.randrange(SHARD_LEVELS[-1]), unusable_tokenizer, task, decode)
         self.pulls = Pulls(transport, ledger, rng, limits)
         self.gossip = Gossip(transport, gossip_rng, cfg.max_age, membership) if cfg.gossip else None
         self.reading: Future | None = None  # the directory read in flight (one at a time, never doubled)

@@ -42,7 +42,7 @@ from protocol.codec import Announcement, RecordError, bundle_digest
 from protocol.view import MAX_VIEW_BYTES, MAX_VIEW_ENTRIES, SignedAnnouncement, pack_view, unpack_view
 
 from . import SwarmTransport, finished
-from .membership import PULL_FANOUT, PUSH_FANOUT, PUSH_LIMIT, Entry, Membership
+from .membership import PULL_FANOUT, PUSH_FANOUT, Entry, Membership
 
 VIEW_PULL_TIMEOUT = 5.0  # seconds a view pull may take (the step never waits for it)
 HELD = 256  # peers whose own signed announcement we keep (to vouch for them)
@@ -161,10 +161,10 @@ class Gossip:
                 self.seeds_missed.clear()
 
     def hear(self) -> None:
-        """Takes the pushes made to us since the last step: more than PUSH_LIMIT peers, and none is taken (a
+        """Takes the pushes made to us since the last step: more than the push limit's peers, and none is taken (a
         flood); else each pusher's view is pulled (over the connection it opened), its own entry to be taken."""
         pushers = [p for p in dict.fromkeys(self.transport.take_hellos()) if p not in self.pushed]
-        if len(pushers) > PUSH_LIMIT:
+        if len(pushers) > self.membership.push_limit:
             self.flooded += 1
             return
         for peer_id in pushers:
