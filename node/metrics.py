@@ -66,6 +66,9 @@ class SwarmMetrics:
     peers: int = 0  # other peers with a live group record at the last poll
     seconds: float = 0.0  # publish + gather
     wait_seconds: float = 0.0  # of which waiting for fresh groups
+    cpu_seconds: float = 0.0  # CPU of the sharing on our main thread (discovery, publish, gather, receipts)
+    network_cpu_seconds: float = 0.0  # CPU of our network thread (the DHT's event loop) during the step
+    daemon_cpu_seconds: float = 0.0  # CPU of our network daemon (p2pd, a process of its own) during the step
     budget_hit: str = ""  # the per-step work budget that ended processing, if any
     late_fetches: int = 0  # DHT fetches not finished by the gather deadline (the step went on without them)
     pull_failures: int = 0  # pulls that found the sender gone or unreachable (backed off; not rejections)
@@ -106,6 +109,7 @@ class StepResult:
     tokens: int  # completion tokens generated
     padded_tokens: int = 0  # decode slots spent (a padded batch runs every row as long as its longest)
     step_seconds: float = 0.0
+    cpu_seconds: float = 0.0  # CPU the step used: every thread of this process and our network daemon
     time: float = field(default_factory=time.time)  # wall clock (Unix seconds) when the step ended
     eval: dict[str, float] = field(default_factory=dict)  # held-out pass@1 after this step's update, when
     #                                                       evaluated (node/evaluation.py: "train/greedy", ...)

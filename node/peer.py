@@ -109,9 +109,11 @@ class Peer:
     def step(self, step: int) -> StepResult:
         before = self.evaluate()[0] if step == 0 and self.cfg.eval.every > 0 else {}
         self.announce_accuracy(before)
-        step_start = time.perf_counter()
+        step_start, cpu_start, network_start = time.perf_counter(), time.process_time(), self.network_cpu()
+        sharing = time.thread_time()
         if self.exchange is not None:
             self.exchange.prefetch()  # other peers' records arrive while we generate
+        sharing = time.thread_time() - sharing
         train = self.cfg.train
         group_size = self.policy.choose()
         n_prompts = prompts_for(train.batch_mode, group_size, train.prompts_per_step, train.completions_per_step)
@@ -126,13 +128,17 @@ class Peer:
             shuffle_rewards(groups, self.rng)
         own_summaries = [summarize(g, self.family, step) for g in groups]
         local = groups[: self.cfg.swarm.local_groups] if self.cfg.swarm.local_groups else groups
+        shared = time.thread_time()
         received, swarm_metrics = self.share(groups, own_summaries, step, sum(len(g.completions) for g in local))
+        sharing += time.thread_time() - shared
         taken = received.groups
         if taken and self.transfer.asks_greedy:
             taken = self.gate(taken, seed=self.cfg.train.seed * 100003 + step)
             swarm_metrics.gated = len(received.groups) - len(taken)
         if self.exchange is not None:
+            shared = time.thread_time()
             self.exchange.trained_on(taken, step)  # (signed receipts, with our next announcement)
+            sharing += time.thread_time() - shared
         ledger = self.exchange.ledger if self.exchange is not None else None
         if ledger is not None and ledger.watches_alignment:
             self.keep_anchors(groups)
@@ -153,13 +159,22 @@ class Peer:
         group_metrics = self.policy.after_step(own_summaries, received.summaries, self.family)
         tokens = sum(sum(g.lengths) for g in groups)
         padded = self.backend.decode_slots(groups)  # decode slots spent on our own groups
+        network = [end - start for start, end in zip(network_start, self.network_cpu(), strict=True)]
+        if self.exchange is not None:
+            swarm_metrics.cpu_seconds = sharing
+            swarm_metrics.network_cpu_seconds, swarm_metrics.daemon_cpu_seconds = network
         result = StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, padded,
                             step_seconds=time.perf_counter() - step_start, loss=loss_metrics, swarm=swarm_metrics,
-                            group=group_metrics, eval_before=before)
+                            group=group_metrics, eval_before=before,
+                            cpu_seconds=time.process_time() - cpu_start + network[1])
         if self.evaluates_after(step):
             result.eval, result.eval_seconds = self.evaluate()
             self.announce_accuracy(result.eval)
         return result
+
+    def network_cpu(self) -> tuple[float, float]:
+        """CPU our network has used in all: (its thread's, its daemon's); zeros when alone."""
+        return self.exchange.transport.cpu_seconds() if self.exchange is not None else (0.0, 0.0)
 
     def gate(self, received: list[Received], seed: int) -> list[Received]:
         """The received groups the transfer policy admits once it knows our own greedy answer's reward b on each

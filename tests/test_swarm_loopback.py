@@ -53,6 +53,10 @@ def test_three_heterogeneous_peers_share_and_learn(tmp_path):
         assert s["steps_with_used"] >= 10 and s["groups_used"] > 0, (name, s)
         assert s["groups_received"] >= s["groups_used"], (name, s)
         assert s["rejected"] == {}, (name, s)  # honest peers reject nothing
+        # the swarm's own CPU, measured where it is spent (the main thread, the DHT thread, p2pd), is a share of
+        # each step's CPU, every part of it at work
+        assert s["cpu_sharing"] > 0 and s["cpu_network"] > 0 and s["cpu_daemon"] > 0, (name, s)
+        assert 0 < s["swarm_cpu_share"] < 0.5 and s["cpu_step"] > s["cpu_sharing"] + s["cpu_network"], (name, s)
         # held-out accuracy (every 25 steps and after the last): before training and at the end, both splits
         assert set(s["accuracy"]) == set(s["accuracy_start"]) == {"train/greedy", "train/sampled", "test/greedy",
                                                                   "test/sampled"}, (name, s)

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -54,6 +55,21 @@ def accuracy_points(rows: list[StepResult]) -> list[list[float]]:
     return [[steps_done, acc] for r in rows for steps_done, acc, _ in evaluations(r) if acc is not None]
 
 
+def swarm_cpu(rows: list[StepResult]) -> dict:
+    """The swarm's own CPU in a peer's steps after the first (which waits for the others), means a step: a step's
+    CPU in all, and of it the sharing on the main thread, the network thread's and the network daemon's (read in
+    clock ticks: a step's is often 0, so means, not medians), and their sum's share of the steps' CPU."""
+    rows = [r for r in rows[1:] if r.cpu_seconds > 0]
+    if not rows:
+        return {}
+    parts = {"cpu_sharing": [r.swarm.cpu_seconds for r in rows],
+             "cpu_network": [r.swarm.network_cpu_seconds for r in rows],
+             "cpu_daemon": [r.swarm.daemon_cpu_seconds for r in rows]}
+    total = sum(r.cpu_seconds for r in rows)
+    return {"cpu_step": total / len(rows), **{k: sum(v) / len(rows) for k, v in parts.items()},
+            "swarm_cpu_share": sum(map(sum, parts.values())) / total}
+
+
 def peer_summary(rows: list[StepResult]) -> dict:
     rewards = [r.reward for r in rows]
     rejected: dict[str, int] = {}
@@ -77,6 +93,7 @@ def peer_summary(rows: list[StepResult]) -> dict:
         "accuracy_start": rows[0].eval_before if rows else {},  # held-out pass@1 before training
         "accuracy_curve": accuracy_points(rows),
         "accuracy": next((r.eval for r in reversed(rows) if r.eval), {}),  # the last evaluation
+        **swarm_cpu(rows),
         "auc": held_out_auc([r.eval["train/greedy"] for r in rows if "train/greedy" in r.eval])  # ID, after step 0
         if any("train/greedy" in r.eval for r in rows) else None,
     }
@@ -91,8 +108,6 @@ def reference_settings(cfg: NodeConfig) -> dict:
 def alone_line(model: str, auc: float, cfg: NodeConfig) -> str:
     """'held-out ID AUC 0.41 in the swarm vs 0.35 alone (mean of 6 Alone runs, which ranged 0.33-0.37, sd 0.01;
     ...)', or why there is no Alone figure to compare."""
-    import statistics
-
     ref = alone_reference(model, reference_settings(cfg))
     if ref is None:
         return (f"held-out ID AUC {auc:.3f} in the swarm (no Alone reference for {model} with these settings: "

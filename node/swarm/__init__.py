@@ -169,6 +169,11 @@ class SwarmTransport(Protocol):
         """Streams other peers opened to our pull handler that it refused, by reason, in all (intake.py)."""
         ...
 
+    def cpu_seconds(self) -> tuple[float, float]:
+        """CPU the network has used in all, outside the caller's thread: (our network thread's, the network
+        daemon's); 0.0 where there is none (the in-process swarm)."""
+        ...
+
     def withdraw(self) -> None:
         """Replaces this peer's records with tombstones and stops serving (on a clean stop)."""
         ...

@@ -43,6 +43,7 @@ from node.config import SwarmConfig
 from node.errors import IdentityCorrupt, IdentityInUse, Stopped, SwarmUnreachable, first_line
 from node.swarm import Records, ServedBundles
 from node.swarm.intake import IntakeRefused, Pacer, StreamLimits, frame, parse_request, read_request
+from node.system.cpu import process_cpu, thread_cpu
 from node.system.process import IdentityLock, ensure_port_free, kill_pids, own_children
 from protocol import (
     ANNOUNCE_SHARDS,
@@ -858,6 +859,11 @@ class SwarmDHT:
                 log.warning("withdrawing our records timed out; they will expire by themselves")
                 break
         self._published.clear()
+
+    def cpu_seconds(self) -> tuple[float, float]:
+        """(our DHT thread's CPU seconds, our p2pd daemon's), in all."""
+        child = getattr(getattr(self._node, "p2p", None), "_child", None)
+        return thread_cpu(self._thread), process_cpu(child.pid if child is not None else None)
 
     def shutdown(self) -> None:
         """Stops the node; bounded in time and never raises (a stuck daemon is killed)."""

@@ -111,6 +111,9 @@ class MemoryTransport:
     def refused_streams(self) -> dict[str, int]:
         return {}  # (in memory, nothing is refused at the door)
 
+    def cpu_seconds(self) -> tuple[float, float]:
+        return 0.0, 0.0  # (no thread and no daemon: everything runs in the caller's)
+
     def take_hellos(self) -> list[str]:
         taken = list(self.hub.hellos[self.peer_id])
         self.hub.hellos[self.peer_id].clear()

@@ -52,6 +52,7 @@ def big_group(step, vocab=49152, g=16, t=2048):
 
 def test_large_groups_cross_peer_to_peer_30_times(pair):
     a, b = pair
+    thread_before, daemon_before = b.cpu_seconds()
     for step in range(30):
         data = encode_group(big_group(step))
         assert len(data) > 100_000  # far above the ~16 KiB that kills hivemind's stock DHT process
@@ -59,6 +60,8 @@ def test_large_groups_cross_peer_to_peer_30_times(pair):
         bundle = b.pull_async(a.peer_id, "groups", b"", 8 << 20, timeout=30, maddrs=tuple(a.visible_maddrs()))
         got = decode_group(unpack_bundle(bundle.result(40), 8 << 20)[0], receiver_vocab=49152)
         assert got.step == step and got.completions[3].token_ids == big_group(step).completions[3].token_ids
+    thread_after, daemon_after = b.cpu_seconds()  # the puller's DHT thread and its p2pd both worked for it
+    assert thread_after > thread_before > 0 and daemon_after > daemon_before > 0, (b.cpu_seconds(), thread_before)
 
 
 def test_asynchronous_announcement_lands(pair):
