@@ -217,7 +217,7 @@ class SAGCConfig:
     candidates: tuple[int, ...] = (4, 8, 12, 16)  # group sizes to choose from, ascending
     tau: float = 2.0  # a group straggles when max length > tau * median length
     delta: float = 0.3  # straggler-rate budget
-    eta: float = 1.0  # dual step size (calibrated in bench/sagc_sim.py: 0.05 and 0.2 overshot the budget)
+    eta: float = 1.0  # dual step size (calibrated in bench/sim/sagc.py: 0.05 and 0.2 overshot the budget)
     lambda_max: float = 10.0  # upper bound of the dual variable
     prior_alpha: float = 1.0  # Beta prior of each size's straggler probability
     prior_beta: float = 1.0

@@ -14,7 +14,7 @@ log-probs per completion. Version 2 packs one peer's groups of one step (one mod
   nearly constant and compresses to almost nothing (ids kept whole and in order are what zstd finds repeated:
   the completions of one prompt share most of their text); `log-probs`: float16, concatenated.
 
-Measured on real groups (bench/bench_bundle.py; one bundle of 16 groups x 8): tiny-add 11.8 -> 2.9 B/token,
+Measured on real groups (bench/network/bundle.py; one bundle of 16 groups x 8): tiny-add 11.8 -> 2.9 B/token,
 digit-add 3.9 -> 1.3, SmolLM2-135M 4.9 -> 3.3 and, at a 151,936-id width, 6.1 -> 3.3 (version 1 -> 2).
 
 The receiver never trusts any of it. `unpack_bundle2` bounds the decompressed size before decompressing

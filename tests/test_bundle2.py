@@ -18,7 +18,7 @@ QWEN_WIDTH = 151_936  # ids of 3 bytes
 
 @pytest.fixture(scope="module")
 def wires():
-    import bench_bundle
+    from bench.network import bundle as bench_bundle
 
     return bench_bundle.real_groups("tiny-add", "arith", 8, prompts=16, group_size=8)
 

@@ -1,12 +1,13 @@
-"""Property-based fuzzing of every decoder a stranger reaches (bench/fuzz.py has the targets and runs 10^6
+"""Property-based fuzzing of every decoder a stranger reaches (bench/attacks/fuzz.py has the targets and runs 10^6
 inputs): on any bytes, and on any mutation of what honest peers send, each decoder returns or refuses with the
 protocol's own error; it never raises anything else. Honest encodings decode."""
 import random
 
-import fuzz
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+
+from bench.attacks import fuzz
 
 CORPUS = fuzz.seed_corpus()
 SHORT = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)

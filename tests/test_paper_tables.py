@@ -11,39 +11,39 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from bench.experiments import grid, runner, runs, stats
 
-import paper_tables  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_paired_interval_and_equal_time_interpolation():
-    mean, half = paper_tables.paired_interval([0.1, 0.2, 0.3])
+    mean, half = stats.paired_interval([0.1, 0.2, 0.3])
     assert mean == pytest.approx(0.2) and half == pytest.approx(4.303 * 0.1 / math.sqrt(3))
-    assert math.isnan(paper_tables.paired_interval([0.5])[1])
+    assert math.isnan(stats.paired_interval([0.5])[1])
     evals = [{"seconds": 0.0, "a": 0.0}, {"seconds": 10.0, "a": 1.0}, {"seconds": 20.0, "a": 0.5}]
-    assert paper_tables.at_seconds(evals, "a", 5.0) == pytest.approx(0.5)
-    assert paper_tables.at_seconds(evals, "a", 15.0) == pytest.approx(0.75)
-    assert paper_tables.at_seconds(evals, "a", 99.0) == 0.5  # beyond the run: its last evaluation
+    assert stats.at_seconds(evals, "a", 5.0) == pytest.approx(0.5)
+    assert stats.at_seconds(evals, "a", 15.0) == pytest.approx(0.75)
+    assert stats.at_seconds(evals, "a", 99.0) == 0.5  # beyond the run: its last evaluation
     alone = [{"seconds": 0.0, "a": 0.0}, {"seconds": 5.0, "a": 0.2}, {"seconds": 10.0, "a": 0.2},
              {"seconds": 15.0, "a": 0.2}]
-    assert paper_tables.final(alone, "a") == pytest.approx(0.2)  # the last three evaluations
-    assert paper_tables.equal_time(evals, alone, "a") == pytest.approx((0.5 + 1.0 + 0.75) / 3)
+    assert stats.final(alone, "a") == pytest.approx(0.2)  # the last three evaluations
+    assert stats.equal_time(evals, alone, "a") == pytest.approx((0.5 + 1.0 + 0.75) / 3)
 
 
 def test_plan_shares_alone_runs_across_pairs():
-    runs = paper_tables.plan(3, 10, 5, {"ftis"})
+    runs = grid.plan(3, 10, 5, {"ftis"})
     alone = [r for r in runs if r.policy == "alone"]
     assert len(alone) == 3 * 5  # five zoo models in the four pairs, three seeds
     assert len(runs) - len(alone) == 3 * 4 * 6
-    only = paper_tables.plan(3, 10, 5, {"ftis"}, ("tokenizer",), ("alone", "nois", "f-tis"))
+    only = grid.plan(3, 10, 5, {"ftis"}, ("tokenizer",), ("alone", "nois", "f-tis"))
     assert sorted({r.models for r in only}) == [("tiny-add-bpe",), ("tiny-add-bpe", "tiny-sub"), ("tiny-sub",)]
     assert len(only) == 3 * 2 + 3 * 2
     assert len({r.key for r in runs}) == len(runs)
 
 
 def test_verdict_plan_has_every_control_and_shares_alone_runs():
-    runs = paper_tables.plan(8, 150, 25, {"verdict"})
-    primary = paper_tables.VERDICT_PAIRS["complementary"]
+    runs = grid.plan(8, 150, 25, {"verdict"})
+    primary = grid.VERDICT_PAIRS["complementary"]
     cells = {(r.models, r.label) for r in runs if r.seed == 0 and set(r.models) <= set(primary)}
     assert cells == {((m,), "Alone") for m in primary} | {((m,), "Alone-2x") for m in primary} | {
         (primary, label) for label in ("NoIS", "F-TIS", "success-gated", "F-TIS-seq", "verified-imitation",
@@ -51,59 +51,59 @@ def test_verdict_plan_has_every_control_and_shares_alone_runs():
     assert {r.seed for r in runs if r.models == primary} == set(range(8))  # the primary pair: every seed
     for label in ("NoIS", "F-TIS", "verified-imitation"):  # the endpoint's comparisons: every seed
         assert {r.seed for r in runs if r.label == label} == set(range(8)), label
-    for label in paper_tables.ABLATION_CELLS:  # the fixes tried and their parts: 3
+    for label in grid.ABLATION_CELLS:  # the fixes tried and their parts: 3
         assert {r.seed for r in runs if r.label == label} == {0, 1, 2}, label
-    assert {r.seed for r in runs if r.models == paper_tables.VERDICT_PAIRS["lora"]} == {0, 1}  # secondary: 2
+    assert {r.seed for r in runs if r.models == grid.VERDICT_PAIRS["lora"]} == {0, 1}  # secondary: 2
     assert len({r.key for r in runs}) == len(runs)  # a model's Alone runs serve every pair it is in
     assert sum(r.models == ("digit-sub-bpe",) and r.label == "Alone" for r in runs) == 8  # primary and secondary
     assert sum(r.models == ("digit-add",) and r.label == "Alone" for r in runs) == 2  # the secondary pairs only
-    page = paper_tables.plan(8, 150, 25, {"verdict"}, verdict_pairs=paper_tables.PAGE_PAIRS,
-                             verdict_cells=paper_tables.PAGE_CELLS)  # the page's default: no char pair, no fixes
-    assert not {r.label for r in page} & set(paper_tables.ABLATION_CELLS) - {"success-gated"}
-    assert not any(r.models == paper_tables.VERDICT_PAIRS["char"] for r in page)
+    page = grid.plan(8, 150, 25, {"verdict"}, verdict_pairs=grid.PAGE_PAIRS,
+                             verdict_cells=grid.PAGE_CELLS)  # the page's default: no char pair, no fixes
+    assert not {r.label for r in page} & set(grid.ABLATION_CELLS) - {"success-gated"}
+    assert not any(r.models == grid.VERDICT_PAIRS["char"] for r in page)
     assert {r.seed for r in page if r.label == "success-gated"} == {0, 1, 2}  # the cheap baseline: ABLATION_SEEDS
     assert {r.seed for r in page if r.label == "Alone-2x"} == set(range(8))
-    few = paper_tables.plan(5, 150, 25, {"verdict"}, verdict_pairs=("complementary",),
+    few = grid.plan(5, 150, 25, {"verdict"}, verdict_pairs=("complementary",),
                             verdict_cells=("Alone", "verified-imitation"))
     assert sorted({r.label for r in few}) == ["Alone", "verified-imitation"] and len(few) == 5 * 3
     double = next(r for r in runs if r.label == "Alone-2x")
     single = next(r for r in runs if r.label == "Alone" and r.models == double.models and r.seed == double.seed)
     assert double.cost == 2 * single.cost
-    cfg = {m: paper_tables.peer_config(double, m, {}) for m in double.models}
+    cfg = {m: runner.peer_config(double, m, {}) for m in double.models}
     assert [c.train.prompts_per_step for c in cfg.values()] == [16]  # twice the base's 8
-    assert paper_tables.peer_config(double, double.models[0], {"train": {"prompts_per_step": 4}}
+    assert runner.peer_config(double, double.models[0], {"train": {"prompts_per_step": 4}}
                                     ).train.prompts_per_step == 8  # twice the smoke scale's
-    base = paper_tables.peer_config(single, single.models[0], {})
+    base = runner.peer_config(single, single.models[0], {})
     assert (base.task.name, base.train.group_policy, base.generation.max_new_tokens) == ("digits", "sagc", 64)
-    assert base.train.seed == paper_tables.peer_config(
+    assert base.train.seed == runner.peer_config(
         next(r for r in runs if r.models == primary and r.seed == single.seed), single.models[0], {}).train.seed
 
 
 def test_auc_equal_time_and_power():
     evals = [{"step": 0, "seconds": 0.0, "a": 0.1}, {"step": 10, "seconds": 10.0, "a": 0.3},
              {"step": 20, "seconds": 20.0, "a": 0.5}]
-    assert paper_tables.auc(evals, "a") == pytest.approx(0.4)  # step 0 is not in the area
+    assert stats.auc(evals, "a") == pytest.approx(0.4)  # step 0 is not in the area
     slow = [{"step": 0, "seconds": 0.0, "a": 0.1}, {"step": 10, "seconds": 40.0, "a": 0.9},
             {"step": 20, "seconds": 80.0, "a": 0.9}]
-    mine, other = paper_tables.auc_at_equal_time(evals, slow, "a")  # over the first 20 s, at 10 s and 20 s
+    mine, other = stats.auc_at_equal_time(evals, slow, "a")  # over the first 20 s, at 10 s and 20 s
     assert mine == pytest.approx(0.4) and other == pytest.approx((0.3 + 0.5) / 2)
-    sd, achieved, needed = paper_tables.power([0.05, 0.07, 0.03, 0.05])
+    sd, achieved, needed = stats.power([0.05, 0.07, 0.03, 0.05])
     assert sd == pytest.approx(statistics.stdev([0.05, 0.07, 0.03, 0.05]))
     z = statistics.NormalDist()
     assert achieved == pytest.approx(z.cdf(0.05 * 2 / sd - 3.182))
     assert needed == 3  # sd 0.016: three seeds see +0.05 with 80%; two do not
     assert z.cdf(0.05 * math.sqrt(2) / sd - 12.706) < 0.8 <= z.cdf(0.05 * math.sqrt(3) / sd - 4.303)
-    assert math.isnan(paper_tables.power([0.1])[0])
+    assert math.isnan(stats.power([0.1])[0])
 
 
 def test_sagc_time_to_reach_target():
     curve = [(0.0, 0.1), (10.0, 0.3), (20.0, 0.5)]
-    assert paper_tables.time_to_reach(curve, 0.4) == pytest.approx(15.0)  # halfway between 0.3 and 0.5
-    assert paper_tables.time_to_reach(curve, 0.05) == 0.0 and math.isinf(paper_tables.time_to_reach(curve, 0.6))
-    assert paper_tables.time_to_reach([(0.0, 0.1), (5.0, 0.45), (9.0, 0.2), (12.0, 0.5)], 0.4) == pytest.approx(
+    assert stats.time_to_reach(curve, 0.4) == pytest.approx(15.0)  # halfway between 0.3 and 0.5
+    assert stats.time_to_reach(curve, 0.05) == 0.0 and math.isinf(stats.time_to_reach(curve, 0.6))
+    assert stats.time_to_reach([(0.0, 0.1), (5.0, 0.45), (9.0, 0.2), (12.0, 0.5)], 0.4) == pytest.approx(
         5.0 * 0.3 / 0.35)  # the first crossing, not a later one
     peers = {"peer0": [(0.0, 0.2), (10.0, 0.4)], "peer1": [(0.0, 0.0), (14.0, 0.6), (30.0, 0.7)]}
-    assert paper_tables.swarm_curve(peers) == [(0.0, pytest.approx(0.1)), (12.0, pytest.approx(0.5))]
+    assert stats.swarm_curve(peers) == [(0.0, pytest.approx(0.1)), (12.0, pytest.approx(0.5))]
 
 
 def test_runs_recorded_under_the_old_names_read_as_the_policies_they_are():
@@ -111,26 +111,26 @@ def test_runs_recorded_under_the_old_names_read_as_the_policies_they_are():
     rule under its current name, so the page's committed runs still fill its cells."""
     old = {"section": "verdict", "models": ["a", "b"], "variant": "f-tis", "seed": 0, "steps": 5, "eval_every": 5,
            "settings": [["swarm.received_baseline", "greedy"], ["loss.received_floor", "1"]], "label": "F-TIS-gated"}
-    now = paper_tables.current_run(old)
+    now = runs.current_run(old)
     assert (now["policy"], now["settings"], now["label"]) == ("verified-imitation", [], "verified-imitation")
-    f2 = paper_tables.current_run({**old, "settings": [["swarm.received_baseline", "greedy"],
+    f2 = runs.current_run({**old, "settings": [["swarm.received_baseline", "greedy"],
                                                        ["loss.received_floor", "2"]], "label": "F-TIS-gated-f2"})
     assert (f2["policy"], f2["settings"], f2["label"]) == ("verified-imitation", [["transfer.floor", "2"]],
                                                             "imitation, floor 2")
-    seq = paper_tables.current_run({**old, "settings": [["loss.received_weights", "sequence"]], "label": "F-TIS-seq"})
+    seq = runs.current_run({**old, "settings": [["loss.received_weights", "sequence"]], "label": "F-TIS-seq"})
     assert (seq["policy"], seq["settings"]) == ("f-tis", [["transfer.sequence_weights", "true"]])
-    outcome = paper_tables.current_run({**old, "variant": "outcome", "settings": [], "label": "outcome"})
+    outcome = runs.current_run({**old, "variant": "outcome", "settings": [], "label": "outcome"})
     assert (outcome["policy"], outcome["label"]) == ("success-gated", "success-gated")
-    floor_only = paper_tables.current_run({**old, "settings": [["loss.received_floor", "1"]], "label": "F-TIS+floor"})
-    assert floor_only["policy"] not in paper_tables.VERDICT_CELLS  # a rule no policy is: no cell asks for it
-    assert paper_tables.current_run(now) == now
-    cell = dict((label, (policy, settings)) for label, policy, settings in paper_tables.VERDICT_CELLS)
+    floor_only = runs.current_run({**old, "settings": [["loss.received_floor", "1"]], "label": "F-TIS+floor"})
+    assert floor_only["policy"] not in grid.VERDICT_CELLS  # a rule no policy is: no cell asks for it
+    assert runs.current_run(now) == now
+    cell = dict((label, (policy, settings)) for label, policy, settings in grid.VERDICT_CELLS)
     assert cell[now["label"]] == (now["policy"], ()) and cell[f2["label"]] == (f2["policy"], (("transfer.floor", "2"),))
 
 
 def test_mixed_tokenizer_plan_and_drawdown():
-    runs = paper_tables.plan(3, 10, 5, {"mixed"})
-    zoo = paper_tables.MIXED["zoo"]
+    runs = grid.plan(3, 10, 5, {"mixed"})
+    zoo = grid.MIXED["zoo"]
     assert len(runs) == 3 * (3 + 5) and len({r.key for r in runs}) == len(runs)
     swarm = [r for r in runs if r.models == zoo]
     assert sorted({(r.label, r.policy) for r in swarm}) == [
@@ -143,23 +143,23 @@ def test_mixed_tokenizer_plan_and_drawdown():
     by_weight = next(r for r in swarm if r.label == "F-TIS, foreign rows by weight")
     assert ("transfer.foreign_rows", "weight") in by_weight.settings and "foreign_rows=weight" in by_weight.key
     assert {r.models for r in runs if r.policy == "alone"} == {(m,) for m in zoo}
-    smoke = paper_tables.plan(1, 3, 2, {"mixed"}, smoke=True)  # the smoke run: the first three policies
+    smoke = grid.plan(1, 3, 2, {"mixed"}, smoke=True)  # the smoke run: the first three policies
     assert {r.label for r in smoke if r.models == zoo} == {"skip foreign", "ratio = 1", "cross-tokenizer F-TIS"}
-    smol = paper_tables.plan(1, 10, 5, {"mixed"}, mixed=("smollm2",),
+    smol = grid.plan(1, 10, 5, {"mixed"}, mixed=("smollm2",),
                              mixed_policies=("cross-tokenizer F-TIS", "F-TIS, no demotion", "skip foreign"))
     assert {r.label for r in smol} == {"cross-tokenizer F-TIS", "F-TIS, no demotion", "skip foreign"}
     assert len(smol) == 3 and all("smollm2-135m" in r.models and ("train.prompts_per_step", "4") in r.settings
                                   for r in smol)
-    lr = {m: paper_tables.peer_config(smol[0], m, {}).train.lr for m in smol[0].models}
+    lr = {m: runner.peer_config(smol[0], m, {}).train.lr for m in smol[0].models}
     assert lr == {"tiny-add": 0.0, "tiny-sub": 0.0, "tiny-add-bpe": 0.0, "smollm2-135m": 1e-5}  # one model's setting
-    assert paper_tables.drawdown([0.1, 0.5, 0.3, 0.6, 0.2, 0.4]) == pytest.approx(0.4)
-    assert paper_tables.drawdown([0.1, 0.2, 0.2, 0.3]) == 0.0
+    assert stats.drawdown([0.1, 0.5, 0.3, 0.6, 0.2, 0.4]) == pytest.approx(0.4)
+    assert stats.drawdown([0.1, 0.2, 0.2, 0.3]) == 0.0
 
 
 @pytest.mark.slow
 def test_smoke_run_writes_the_report_and_resumes(tmp_path):
     out, results = tmp_path / "runs", tmp_path / "docs" / "RESULTS.md"
-    cmd = [sys.executable, str(ROOT / "bench" / "paper_tables.py"), "--smoke", "--out", str(out),
+    cmd = [sys.executable, "-m", "bench.experiments.results", "--smoke", "--out", str(out),
            "--results", str(results)]
     first = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
@@ -185,18 +185,18 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
     # provenance: the commit and the command, with the zoo when it is not the shipped one
     zoo = os.environ.get("SWARM_ZOO_DIR")
     assert one["commit"] and one["command"].startswith(
-        (f"SWARM_ZOO_DIR={zoo} " if zoo else "") + "python bench/paper_tables.py --smoke")
+        (f"SWARM_ZOO_DIR={zoo} " if zoo else "") + "python -m bench.experiments.results --smoke")
     assert [e["step"] for e in evals] == [0, 2, 3] and all(0 <= e["train/greedy"] <= 1 for e in evals)
     again = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=300, check=False)
-    planned = paper_tables.plan(1, 3, 2, {"verdict", "ftis", "ablation", "mix", "mixed"}, pairs=("expertise",),
-                                variants=paper_tables.SMOKE_VARIANTS, verdict_pairs=("complementary",),
+    planned = grid.plan(1, 3, 2, {"verdict", "ftis", "ablation", "mix", "mixed"}, pairs=("expertise",),
+                                variants=grid.SMOKE_VARIANTS, verdict_pairs=("complementary",),
                                 smoke=True)
     assert again.returncode == 0 and f"({len(planned)} done before)" in again.stdout, again.stdout
     assert sorted(p.name for p in out.glob("*.json")) == done
 
 
 def test_transfer_columns_table_reads_scores_by_operator_and_columns():
-    import transfer_columns
+    from bench.experiments import transfer_columns
 
     results = [{"m": {"cell": "Alone-2x", "start": {"+1": [1.0, 0.0], "-2": [1.0]},
                       "end": {"+1": [1.0, 1.0], "-2": [0.0], "+3": [0.0, 0.0, 1.0]}}},

@@ -1,9 +1,10 @@
-"""bench/real_models.py on made-up metrics: each run's held-out figures at equal steps, the paired differences
-over seeds, and the comparison at equal wall clock."""
+"""bench/experiments/real_models.py on made-up metrics: each run's held-out figures at equal steps, the paired
+differences over seeds, and the comparison at equal wall clock."""
 import json
 
 import pytest
-import real_models  # (bench/ is on sys.path: tests/conftest.py)
+
+from bench.experiments import real_models
 
 
 def rows(steps: int, accuracies: dict[int, float], step_seconds: float, used: int = 0) -> list[dict]:

@@ -138,13 +138,13 @@ def test_swarm_local_compares_its_auc_with_the_alone_reference_of_the_same_setti
     path.write_text(json.dumps({"digit-add": {"auc": 0.351, "seeds": 3, "settings": settings}}))
     monkeypatch.setattr(report, "ALONE_REFERENCE", path)
     line = local_swarm.alone_line("digit-add", 0.4123, cfg)
-    assert line == ("held-out ID AUC 0.412 in the swarm vs 0.351 alone (mean of 3 Alone runs; bench/paper_tables.py "
-                    "section 0)")
+    assert line == ("held-out ID AUC 0.412 in the swarm vs 0.351 alone (mean of 3 Alone runs; "
+                    "bench/experiments/results.py section 0)")
     path.write_text(json.dumps({"digit-add": {"auc": 0.351, "seeds": 3, "aucs": [0.34, 0.351, 0.362],
                                               "settings": settings}}))
     assert local_swarm.alone_line("digit-add", 0.4123, cfg) == (
         "held-out ID AUC 0.412 in the swarm vs 0.351 alone (mean of 3 Alone runs, which ranged 0.340-0.362, sd "
-        "0.011: above every one; bench/paper_tables.py section 0)")
+        "0.011: above every one; bench/experiments/results.py section 0)")
     assert "0.340-0.362, sd 0.011: within their range;" in local_swarm.alone_line("digit-add", 0.35, cfg)
     other = build_config({**local_swarm.LOCAL_DEFAULTS, "train": {"steps": 40, "prompts_per_step": 8}})
     assert "no Alone reference for digit-add with these settings" in local_swarm.alone_line("digit-add", 0.4, other)

@@ -1,8 +1,8 @@
-"""The discovery simulation (bench/sim_discovery.py) at a small N, every honest peer running the node's own
+"""The discovery simulation (bench/sim/discovery.py) at a small N, every honest peer running the node's own
 discovery step (node/swarm/discovery.py): the defences hold the attacker near its identity share and newcomers
 find senders at once; without them the attacker's share of views grows several-fold. (The 100-10,000 peer table
 in docs/BENCHMARKS.md comes from the same code at full size.)"""
-import sim_discovery as sim
+from bench.sim import discovery as sim
 
 
 def measure(*flags, seeding="neighbours"):

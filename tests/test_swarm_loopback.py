@@ -15,7 +15,7 @@ is, against a noise of about 0.03 in the difference of the two windows); the ful
 (+0.16 / +0.16 at step 100, +0.13 at 60). Its rise is not reliable within a test's budget in a swarm: +0.05 to
 +0.23 at 150 steps in six runs, +0.04 in one at 250, while the groups it received scored 0.49-0.59 (measured
 before issue 12 lowered the zoo's learning rates). Whether a peer gains from the swarm is measured on held-out
-accuracy, with seeds and Alone runs, by bench/paper_tables.py (docs/RESULTS.md), not here.
+accuracy, with seeds and Alone runs, by bench/experiments/results.py (docs/RESULTS.md), not here.
 """
 import json
 import statistics

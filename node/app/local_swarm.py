@@ -42,7 +42,7 @@ from node.system.process import PARENT_ENV, StopSignal, kill_pids
 DEFAULT_MODELS = ("digit-sub-bpe", "digit-add-bpe", "digit-add-bpe-lora", "digit-add")
 # `swarm local`'s own defaults (below the user's file, environment and flags): several processes share 2 cores
 # here, so a quarter of the default prompts a step; zoo sequences are short and 4 vLLM engines share the RAM.
-# The settings of bench/paper_tables.py's section 0, so its Alone runs are the summary's reference
+# The settings of bench/experiments/results.py's section 0, so its Alone runs are the summary's reference
 LOCAL_DEFAULTS = {"train": {"steps": 150, "prompts_per_step": 8}, "swarm": {"received_groups": 8},
                   "generation": {"vllm_kv_cache_gib": 0.25}, "eval": {"every": 25},
                   "task": {"name": "digits"}}  # sums and differences: each expert has something to teach
@@ -111,14 +111,14 @@ def alone_line(model: str, auc: float, cfg: NodeConfig) -> str:
     ref = alone_reference(model, reference_settings(cfg))
     if ref is None:
         return (f"held-out ID AUC {auc:.3f} in the swarm (no Alone reference for {model} with these settings: "
-                "bench/paper_tables.py --sections verdict measures one)")
+                "bench/experiments/results.py --sections verdict measures one)")
     aucs = [a for a in ref.get("aucs", []) if isinstance(a, (int, float))]
     spread = (f", which ranged {min(aucs):.3f}-{max(aucs):.3f}, sd {statistics.stdev(aucs):.3f}"
               if len(aucs) >= 2 else "")
     where = ("" if len(aucs) < 2 else ": above every one" if auc > max(aucs) else
              ": below every one" if auc < min(aucs) else ": within their range")
     return (f"held-out ID AUC {auc:.3f} in the swarm vs {ref['auc']:.3f} alone (mean of {ref['seeds']} Alone runs"
-            f"{spread}{where}; bench/paper_tables.py section 0)")
+            f"{spread}{where}; bench/experiments/results.py section 0)")
 
 
 def alone_at_end(rows: list[StepResult]) -> int:
@@ -171,7 +171,7 @@ def stop_all(procs: list[subprocess.Popen], grace: float = CHILD_STOP_GRACE) -> 
 
 class SwarmProcesses:
     """A bootstrap and `swarm join` peers as processes on loopback, each with a log (and a metrics file):
-    the entry points of docker compose, as `swarm local`, the hostile-peer tests and bench/attacks.py use
+    the entry points of docker compose, as `swarm local`, the hostile-peer tests and bench/attacks/catalogue.py use
     them. Every process is started here and ended here, by its PID."""
 
     def __init__(self, out: Path, env: dict[str, str] | None = None):

@@ -187,7 +187,7 @@ def held_out_auc(values: list[float]) -> float:
 
 
 def alone_reference(model: str, settings: dict, path: Path | None = None) -> dict | None:
-    """The Alone runs' held-out ID AUC for a zoo model, as bench/paper_tables.py measured it (section 0), if it
+    """The Alone runs' held-out ID AUC for a zoo model, as bench/experiments/results.py measured it (section 0), if it
     was measured with these settings (REFERENCE_KEYS); else None."""
     try:
         entry = json.loads((path or ALONE_REFERENCE).read_text()).get(model)

@@ -1,6 +1,7 @@
 """The swarm: the DHT facade over hivemind (dht.py), sharing groups across it (exchange.py), the in-process
 transport tests and benchmarks use (memory.py) and the local control API (control.py). The catalogue of attacks
-a hostile peer can make is not part of the installed node: bench/hostile.py, for tests and bench/attacks.py."""
+a hostile peer can make is not part of the installed node: bench/attacks/hostile.py, for tests and
+bench/attacks/catalogue.py."""
 from __future__ import annotations
 
 from collections import OrderedDict

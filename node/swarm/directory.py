@@ -53,7 +53,7 @@ from .bounded import BoundedSet, remember
 
 READ_BUDGET = 16  # announcements read a step on average while peer sampling fills the view (about 28 KB), and
 #                   by the bootstrap (seeding.py); 64 before 2026-12-05 (whose 6 ms of checks at 10,000 peers made a
-#                   newcomer the busiest peer: bench/sim_discovery.py)
+#                   newcomer the busiest peer: bench/sim/discovery.py)
 FANOUT = SHARD_LEVELS[1] // SHARD_LEVELS[0]  # shards of the next level within a shard (4); a peer writes at the
 #                   coarsest level whose shards hold fewer than FANOUT announcements by its estimate
 ESTIMATE_DECAY = 0.8  # the weight a read leaves to what the reads before it said about the swarm's size

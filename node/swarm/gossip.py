@@ -245,7 +245,7 @@ class Gossip:
         `vouched` identities (their own announcements as their views brought them, checked then, unexpired), as a
         passive view refills an active one; costs no check and no read. Returns how many were added. (A view
         drains now and then in a large swarm, when most of its entries expire or go silent at once: measured in
-        bench/sim_discovery.py at 10,000 peers, about 0.1% of established peers a round, each then re-reading about
+        bench/sim/discovery.py at 10,000 peers, about 0.1% of established peers a round, each then re-reading about
         16 announcements from the directory, the busiest peers' extra checks.)"""
         now = self.transport.now()
         if self.size() >= want:

@@ -14,7 +14,7 @@ of Brahms (Bortnikov et al., "Brahms: Byzantine resilient random membership samp
   its share of identities, not of messages. Unlike Brahms, pushes are not offered to the samplers: the pushed
   stream is the one an attacker fills at will (it knows every peer and pushes to each as much as the limit lets
   through), while pulled entries come from peers we chose to ask, established senders first, who hand out what
-  helped them first (`sample`). Measured in bench/sim_discovery.py at 1,000 peers with 10% Sybil identities
+  helped them first (`sample`). Measured in bench/sim/discovery.py at 1,000 peers with 10% Sybil identities
   pushing 2 a round to every peer: the samplers' Sybil share 0.29 when fed pushes too, 0.01 without.
 
 The renewed view is up to `push_slots` pushed, `pull_slots` pulled and `sample_slots` sampled entries (each part
@@ -24,7 +24,7 @@ once and never handed out, and a sampler holding one starts afresh), or when ren
 
 Everything here is pure bookkeeping on entries the caller has validated already (decoded, signature, age,
 tokenizer: the exchange's trust boundary); it never touches the network, so a simulation runs the same code
-(bench/sim_discovery.py).
+(bench/sim/discovery.py).
 """
 from __future__ import annotations
 

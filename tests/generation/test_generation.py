@@ -1,7 +1,6 @@
 """Transformers backend: complete groups whose behaviour log-probs are those of the sampled distribution."""
 import pytest
 import torch
-from transformers.generation.logits_process import TopPLogitsWarper
 
 from node.config import GenerationConfig
 from node.generation.rollouts import Group, split_completion
@@ -12,17 +11,7 @@ from node.rl.learner import sequence_logprobs
 from node.rl.transfer.base import clamped_weights
 from node.rl.transfer.guard import divergence
 from node.tasks import get_task
-
-
-def forward_logprobs(model, prompt, completion, temperature, top_p):
-    """Log-probs of `completion` under the tempered, nucleus-filtered next-token distribution."""
-    ids = torch.tensor([prompt + completion])
-    with torch.no_grad():
-        logits = model(input_ids=ids).logits[0, len(prompt) - 1: -1] / temperature  # [T, V]
-    if top_p < 1.0:
-        logits = TopPLogitsWarper(top_p)(None, logits)
-    logp = torch.log_softmax(logits.float(), dim=-1)
-    return logp.gather(1, torch.tensor(completion)[:, None]).squeeze(1)
+from tests.fixtures import MODEL_DEFAULTS, forward_logprobs
 
 
 @pytest.mark.parametrize("temperature, top_p", [(1.0, 1.0), (0.7, 1.0), (0.7, 0.9)])
@@ -45,11 +34,6 @@ def test_behaviour_logprobs_match_a_forward_pass(tiny, temperature, top_p):
             assert torch.allclose(torch.tensor(c.logprobs), ref, atol=1e-4), (c, ref)
             checked += len(c.token_ids)
     assert checked >= 24
-
-
-# what a hub model's generation_config may carry; none of it is configured here
-MODEL_DEFAULTS = {"do_sample": True, "repetition_penalty": 1.3, "no_repeat_ngram_size": 1, "top_k": 2, "min_p": 0.3,
-                  "temperature": 0.5, "top_p": 0.5}
 
 
 @pytest.mark.parametrize("lora", [False, True])

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_generation import MODEL_DEFAULTS, forward_logprobs  # same folder: pytest puts it on sys.path
 
 from node.config import GenerationConfig, ModelConfig
 from node.generation.vllm_backend import import_failure_message, lora_rank_slot
 from node.models.loading import encode_prompt, load_model
 from node.tasks import get_task
+from tests.fixtures import MODEL_DEFAULTS, forward_logprobs
 
 ROOT = Path(__file__).resolve().parents[2]
 TOL = 1e-4  # float32 engine vs float32 transformers forward (measured: ~3e-6 at most)

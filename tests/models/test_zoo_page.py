@@ -2,9 +2,9 @@
 greedy pass@1 before any update that every run of docs/results/runs measured (its models table)."""
 from pathlib import Path
 
-import paper_tables
 import pytest
 
+from bench.experiments import grid, report, runner, runs
 from node.evaluation import as_metrics, evaluate
 from node.peer import Peer
 
@@ -14,12 +14,12 @@ SLACK = 2 / 256  # two prompts of the 256: greedy decoding of the same weights m
 #                   on another CPU's kernels (the files themselves are checked against the manifest's SHA-256)
 
 
-@pytest.mark.parametrize("model", paper_tables.VERDICT_PAIRS["complementary"])
+@pytest.mark.parametrize("model", grid.VERDICT_PAIRS["complementary"])
 def test_a_fresh_clone_reproduces_the_pages_step0_accuracy(model):
-    stated = paper_tables.step0_figures(paper_tables.load(RUNS))[model]
+    stated = report.step0_figures(runs.load(RUNS))[model]
     assert all(len(values) == 1 for values in stated.values()), stated  # one figure per metric across runs
-    run = paper_tables.Run("verdict", (model,), "alone", 0, 1, 1)
-    peer = Peer(paper_tables.peer_config(run, model, {}))  # the configuration the page's runs had
+    run = grid.Run("verdict", (model,), "alone", 0, 1, 1)
+    peer = Peer(runner.peer_config(run, model, {}))  # the configuration the page's runs had
     try:
         scores, _ = evaluate(peer.backend, peer.loaded.tokenizer, peer.eval_task, peer.cfg.eval)
     finally:

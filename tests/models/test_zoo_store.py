@@ -143,7 +143,7 @@ def test_zoo_commands(capsys, tmp_path, monkeypatch):
                                                ("digit-sub", "digits", 142)])
 def test_the_shipped_zoo_starts_where_the_published_runs_started(name, task, right):
     """Held-out greedy answers right before any training, of 512 prompts of the task: for arith those
-    bench/paper_tables.py evaluates, for digits the start the README states: those of the weights the results
+    bench/experiments/results.py evaluates, for digits the start the README states: those of the weights the results
     were measured on (an arith zoo built from the same recipe on another CPU started at 0.174 / 0.109 / 0.213
     instead of 0.248 / 0.180 / 0.256). Within 2 prompts: an argmax between two nearly equal logits may fall
     either way on another CPU's kernels. The digits figures are under the work-checking verifier (a right answer

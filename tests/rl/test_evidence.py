@@ -127,7 +127,7 @@ def steps_to_bound(log_ratio: list[list[float]], most: int = 50) -> int:
 
 
 def test_padding_our_model_likes_is_caught_on_its_tokens_within_a_few_steps():
-    """The stealth attack as it ran (bench/attacks.py stealth-k4/k8): its padding rows are right answers, which
+    """The stealth attack as it ran (the attack catalogue's stealth-k4/k8): its padding rows are right answers, which
     our trained model gives far more than 0.5 a token (0.9 here), so its tokens' mean ratio is above 1 (received
     tokens' mean weight 1.00-1.01 against 0.76-0.78 clean): the two families reach the bound within 6 steps."""
     poison, padding = [math.log(2.0) + 0.05] * 3, [math.log(0.9)] * 3

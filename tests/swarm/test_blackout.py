@@ -8,8 +8,8 @@ from pathlib import Path
 
 from hivemind.dht.crypto import RSASignatureValidator
 from hivemind.utils.crypto import RSAPrivateKey
-from hostile import HostileDHT
 
+from bench.attacks.hostile import HostileDHT
 from node.config import SwarmConfig
 from node.swarm.dht import SwarmDHT, identity_bytes
 from protocol import CLOCK_SKEW, MAX_RECORD_TTL

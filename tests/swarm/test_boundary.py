@@ -2,11 +2,11 @@
 with no peer, network or memory; the exchange's tests take the same function through a swarm."""
 import dataclasses
 
-import hostile
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.attacks import hostile
 from node.swarm.boundary import Receiver, admit, decode_received, rebuild_received
 from node.swarm.retokenize import ForeignTokenizers
 from protocol.codec import Limits, RecordError, WireCompletion, WireGroup, encode_group

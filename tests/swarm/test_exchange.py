@@ -5,11 +5,11 @@ import time
 import zlib
 from concurrent.futures import Future
 
-import hostile
 import msgpack
 import numpy as np
 import pytest
 
+from bench.attacks import hostile
 from node.config import build_config
 from node.generation.rollouts import score_completion
 from node.models.loading import encode_prompt
@@ -33,56 +33,16 @@ from protocol.codec import (
     encode_group,
     pack_bundle,
 )
+from tests.fixtures import gather, peer, publish_bundles, zoo_card
 
 IDENTITIES = itertools.count()
 CHAR = build_tokenizer()  # the zoo's character tokenizer (tiny-add's, tiny-sub's)
-
-
-def peer(hub, name, model="tiny-add", transfer="auto", **swarm):
-    """A zoo peer in the in-memory swarm that reads every announcement shard each step and (unless told)
-    trains on every valid group, informative or not, so that these tests count what flows. Its seed comes from
-    its name: peers draw prompts of their own, as real peers do (two peers with one seed draw the same task
-    items, and where their models sample the same completions, the groups are one group, used once)."""
-    cfg = build_config({"model": {"name": model}, "task": {"name": "arith"},
-                        "train": {"group_policy": "fixed", "group_size": 4, "prompts_per_step": 4,
-                                  "seed": zlib.crc32(name.encode()) % 1000},
-                        "swarm": {"gather_deadline": 0.2, "shards_per_step": ANNOUNCE_SHARDS,
-                                  "informative_only": False, **swarm},
-                        "transfer": {"policy": transfer}})
-    return Peer(cfg, transport=hub.transport(name))
 
 
 def latest_records(hub, name: str, kind: str = "groups") -> list[bytes]:
     """The records of the bundle a peer serves now."""
     bundle = hub.served[name].latest(kind)[1]
     return unpack_groups(bundle, Limits()) if kind == "groups" else msgpack.unpackb(bundle, raw=True)
-
-
-def publish_bundles(hub, sender: str, card: WireCard | None = None, **bundles: bytes) -> None:
-    """As any peer would, honest or not: serves the given bundles (kind=bytes; the other kind, if never served,
-    empty) and announces them with a card of our tokenizer."""
-    t = hub.transport(sender)
-    for kind in ("groups", "summaries"):
-        if kind in bundles or sender not in hub.served or hub.served[sender].latest(kind) is None:
-            t.serve(kind, bundles.get(kind, msgpack.packb([])))
-    refs = {}
-    for kind in ("groups", "summaries"):
-        digest, bundle = hub.served[sender].latest(kind)
-        refs[kind] = BundleRef(digest, len(bundle), 1)
-    t.announce_async(encode_announcement(Announcement(sender, (), 0, hub.clock(), card or zoo_card(), **refs)), 60)
-
-
-def zoo_card() -> WireCard:
-    from node.models.tokenizer import build_tokenizer, tokenizer_fingerprint
-
-    tok = build_tokenizer()
-    return WireCard("qwen2", 1, False, tokenizer_fingerprint(tok), len(tok), "transformers", 1.0, 1.0, "test")
-
-
-def gather(p: Peer, budget: int, sender_cap: int):
-    """One gather as a step makes it: announcements read and pulls started first."""
-    p.exchange.prefetch()
-    return p.exchange.gather(budget=budget, sender_cap=sender_cap)
 
 
 @pytest.fixture(scope="module")

@@ -4,11 +4,11 @@ slowly once the view is full."""
 import dataclasses
 
 import msgpack
-from test_exchange import gather, peer, publish_bundles
 
 from node.swarm.memory import MemorySwarm
 from protocol.codec import decode_announcement, encode_announcement
 from protocol.view import SignedAnnouncement, pack_view, unpack_view
+from tests.fixtures import counted_reads, gather, peer, publish_bundles
 
 
 def only_reads(p, names: set[str]):
@@ -88,14 +88,6 @@ def test_a_peer_whose_view_pull_fails_leaves_the_view_and_stays_a_sender_until_i
     assert b"a" not in b.exchange.gossip.membership.view
     assert b.exchange.gossip.missed >= 1
     assert b"a" in b.exchange.ledger.known  # its groups are still pulled: a view miss says nothing of them
-
-
-def counted_reads(p) -> list[int]:
-    """The number of shards of each directory read peer p starts from now on."""
-    reads = []
-    fetch = p.exchange.transport.fetch_shards_async
-    p.exchange.transport.fetch_shards_async = lambda shards: (reads.append(len(shards)), fetch(shards))[1]
-    return reads
 
 
 def steps_among(p, others, steps: int, first: int = 0) -> None:

@@ -5,9 +5,9 @@ C and drove the receivers' reward to 0 for good). Its groups must all be refused
 learn as they do in a clean run with the same seeds."""
 import statistics
 
-import hostile
 import pytest
 
+from bench.attacks import hostile
 from node.config import SwarmConfig, build_config
 from node.peer import Peer
 from node.swarm.dht import SwarmDHT
@@ -74,7 +74,7 @@ def test_the_published_poisoning_attack_is_refused_and_honest_learning_is_unchan
 
 
 BEHAVE, AFTER = 8, 10  # identities behave for BEHAVE steps; they must be distrusted within AFTER steps
-#                      (bench/attacks.py's behave-* rows: 12 behaving steps of 60, k = 1, 4, 8, every poison)
+#                      (bench/attacks/catalogue.py's behave-* rows: 12 behaving steps of 60, k = 1, 4, 8, every poison)
 
 
 def test_identities_that_behave_then_poison_lose_their_place_and_never_reach_the_gradient_again():

@@ -1,5 +1,5 @@
 """One hostile peer against a real swarm: a bootstrap and two honest `swarm join` processes on loopback, and an
-attacker speaking our wire format through its own hivemind node (bench/hostile.py). Every attack goes through
+attacker speaking our wire format through its own hivemind node (bench/attacks/hostile.py). Every attack goes through
 the real network path; each test checks that the honest peers are alive, their steps stay short and their
 memory flat, and that each hostile record is counted once, under its reason.
 
@@ -9,9 +9,9 @@ test_hostile_poison.py, process faults (9-12) in test_hostile_process.py.
 """
 import time
 
-import hostile
 import pytest
 
+from bench.attacks import hostile
 from node.app.local_swarm import SwarmProcesses
 from node.config import SwarmConfig
 from node.swarm.dht import SwarmDHT

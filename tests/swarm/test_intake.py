@@ -141,9 +141,8 @@ def test_an_empty_chunk_is_refused_by_the_receiver():
 
 def test_a_sender_of_endless_empty_chunks_costs_a_puller_one_refusal():
     """Issue 23, 5, through real nodes: a signed first chunk, then empty chunks for as long as the reader reads
-    (bench/hostile.py EmptyChunkDHT); the pull is refused at the first empty one, at once."""
-    from hostile import EmptyChunkDHT
-
+    (bench/attacks/hostile.py EmptyChunkDHT); the pull is refused at the first empty one, at once."""
+    from bench.attacks.hostile import EmptyChunkDHT
     from protocol.codec import WireCard
 
     card = WireCard("qwen2", 1, False, "fp", 99, "transformers", 1.0, 1.0, "0.1.0")

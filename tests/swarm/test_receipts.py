@@ -4,8 +4,6 @@ import dataclasses
 import subprocess
 import sys
 
-from test_exchange import peer
-
 from node.swarm.memory import MemorySwarm
 from node.swarm.receipts import Receipts, check_receipt, receipt_line, verify_line
 from protocol.receipts import (
@@ -18,6 +16,7 @@ from protocol.receipts import (
     receipt_digest,
     unpack_signed,
 )
+from tests.fixtures import peer
 
 
 def served_receipts(p) -> list[Receipt]:

@@ -3,9 +3,6 @@ directory and view pulls, never reads the whole directory, serves only entries t
 newcomer that pulls it first trains on received groups in its first step without a whole-directory read."""
 import random
 
-from test_exchange import peer
-from test_gossip import counted_reads
-
 from node.config import SwarmConfig
 from node.swarm.directory import FANOUT
 from node.swarm.memory import MemorySwarm
@@ -13,6 +10,7 @@ from node.swarm.seeding import SeedView
 from protocol import ANNOUNCE_SHARDS
 from protocol.codec import bundle_digest
 from protocol.view import SignedAnnouncement, pack_view, unpack_view
+from tests.fixtures import counted_reads, peer
 
 
 def bootstrap(hub, **cfg) -> SeedView:
@@ -79,7 +77,7 @@ def test_a_newcomer_seeded_by_the_bootstrap_reads_no_whole_directory_and_trains_
 def test_a_newcomer_whose_directory_read_hangs_pulls_the_senders_its_seed_named_in_its_first_step():
     """Silent DHT nodes hold a newcomer's first directory read; its seed's view named fewer senders than it pulls
     from, so the step awaits the read up to its deadline: the senders already named are pulled meanwhile, and
-    it trains on their groups in its first step (10 silent DHT servers of 32 in bench/bench_gossip.py: the
+    it trains on their groups in its first step (10 silent DHT servers of 32 in bench/network/gossip.py: the
     first received groups came a step late, twice, before)."""
     import threading
     from concurrent.futures import Future

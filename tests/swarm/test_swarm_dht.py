@@ -3,8 +3,8 @@ import time
 
 import numpy as np
 import pytest
-from hostile import HostileDHT
 
+from bench.attacks.hostile import HostileDHT
 from node.config import SwarmConfig
 from node.errors import SwarmUnreachable
 from node.swarm.dht import SwarmDHT, announcement_kind, record_key, signature_check

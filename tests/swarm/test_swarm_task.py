@@ -1,11 +1,10 @@
 """A swarm has one task (issue 55, 1): announcements carry it, a joining peer learns it, a differing one is told."""
 import random
 
-from test_exchange import peer
-
 from node.swarm.memory import MemorySwarm
 from node.swarm.swarm_task import SWARM, Found, majority, read_swarm_task, settle
 from protocol.codec import Announcement, BundleRef, SwarmTask, WireCard, decode_announcement, encode_announcement
+from tests.fixtures import peer
 
 DIGITS = SwarmTask("digits", "1", 64)
 ARITH = SwarmTask("arith-add", "1", 8)

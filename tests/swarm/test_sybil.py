@@ -5,9 +5,9 @@ at every step of both honest peers: all newcomers together contribute at most `s
 per-sender cap completions to a step, however many identities; the per-step intake stays within its caps and
 the swarm phase within the gather deadline (+ the CPU budget); and the established honest peer is not crowded
 out."""
-import hostile
 import pytest
 
+from bench.attacks import hostile
 from node.config import SwarmConfig, build_config
 from node.peer import Peer
 from node.swarm.dht import SwarmDHT

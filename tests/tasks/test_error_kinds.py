@@ -1,6 +1,5 @@
-"""bench/error_kinds.py's classifier: the first wrong step of a column-arithmetic completion, by kind."""
-from error_kinds import first_mistake
-
+"""bench/experiments/error_kinds.py's classifier: the first wrong step of a column-arithmetic completion, by kind."""
+from bench.experiments.error_kinds import first_mistake
 from node.tasks.digits import worked
 
 SUM = (703567, "+", 578)

@@ -6,7 +6,7 @@ and alone-<model>.jsonl for every model. Prints a table per seed, the paired dif
 their 95% interval where there are two seeds or more, what the swarm's trust mechanism did, and draws every
 held-out accuracy curve to --plot.
 
-    python bench/real_models.py docs/results/real-models docs/results/real-models/seed1 --plot out.png
+    python -m bench.experiments.real_models docs/results/real-models docs/results/real-models/seed1 --plot out.png
 """
 from __future__ import annotations
 
@@ -16,8 +16,7 @@ import math
 import statistics
 from pathlib import Path
 
-from paper_tables import paired_interval, power  # (bench/ is the script's folder: first on sys.path)
-
+from bench.experiments.stats import paired_interval, power
 from node.observability.report import held_out_auc
 
 

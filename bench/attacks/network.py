@@ -1,10 +1,10 @@
 """Attacks on a peer's network intake (issue 23), each measured beside its control in the same run, and a table.
 
-The training attacks live in bench/attacks.py; these need no model. A victim `SwarmDHT` runs in a process of its
-own (so that its CPU time, memory and open files, with its p2pd daemon's, are its own), serving a 1 MiB bundle;
+The training attacks live in bench/attacks/catalogue.py; these need no model. A victim `SwarmDHT` runs in a process
+of its own (so that its CPU time, memory and open files, with its p2pd daemon's, are its own), serving a 1 MiB bundle;
 strangers are `SwarmDHT` nodes of this process speaking the wire directly.
 
-    python bench/attacks_network.py [--only header-flood,relay] [--out bench/out/attacks-network]
+    python -m bench.attacks.network [--only header-flood,relay] [--out bench/out/attacks-network]
 
 Rows: header-flood (a 16 GiB length header, then up to 768 MiB of body, stream after stream), idle-streams (500
 streams that send 3 bytes and stop), pull-loop (one stranger pulling as fast as it can), store-flood (one stranger
@@ -26,8 +26,7 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 from node.config import SwarmConfig  # noqa: E402
 from node.swarm import dht as dht_module  # noqa: E402

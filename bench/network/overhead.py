@@ -8,7 +8,7 @@ p2pd daemon (node/system/cpu.py). Prints, per peer, the means a step after the f
 swarm step, and a swarm step's CPU against an alone step's (the rest of the difference is training on the groups
 received).
 
-    .venv/bin/python bench/overhead.py [--steps 40] [--peers 4]
+    .venv/bin/python -m bench.network.overhead [--steps 40] [--peers 4]
 """
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 from node.app.local_swarm import read_metrics, swarm_cpu  # noqa: E402
 

@@ -6,7 +6,7 @@ output size, and the largest difference between the two log-probs (they must agr
 Batches are real: the task's prompts as each model is prompted (chat template, plain-text question, or the zoo's
 compact prompt) and completions the model samples itself.
 
-    python bench/bench_head.py [--models tiny-add,smollm2-135m,gemma3-270m] [--prompts 4] [--group-size 8]
+    python -m bench.perf.head [--models tiny-add,smollm2-135m,gemma3-270m] [--prompts 4] [--group-size 8]
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The attack catalogue: what a hostile volunteer can publish, built with the real wire format.
 
-Used by the hostile-peer tests and by bench/attacks.py (docs/SECURITY.md has the threat model and the
+Used by the hostile-peer tests and by bench/attacks/catalogue.py (docs/SECURITY.md has the threat model and the
 measured table). Every builder returns what a hostile peer would publish: encoded records, packed into
 bundles under its own signed subkey by `HostileDHT`, a SwarmDHT that refuses nothing itself, so whatever
 stops an attack is always the honest receivers' and DHT holders' own checks. An attacker knows everything

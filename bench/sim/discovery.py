@@ -33,7 +33,7 @@ distinct answering senders. Prints a table row per N (busiest peer: the median o
 busiest, and the worst round's; the 99th percentile of all honest peer-rounds of the measured rounds) with the
 simulation's wall time, and draws docs/plots/discovery.png.
 
-    .venv/bin/python bench/sim_discovery.py [--peers 100 1000 10000] [--rounds 40] [--warmup 15]
+    .venv/bin/python -m bench.sim.discovery [--peers 100 1000 10000] [--rounds 40] [--warmup 15]
 """
 from __future__ import annotations
 
@@ -48,8 +48,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 from node.config import SwarmConfig  # noqa: E402
 from node.swarm import SERVES_PER_BUNDLE, Records  # noqa: E402

@@ -7,7 +7,7 @@ second half), padding utilisation (useful / decode-slot tokens: one padded batch
 transformers backend, none with vLLM) and final reward (last 20% of steps). The best fixed size is the largest
 whose straggler rates stay within delta + 0.05.
 
-    python bench/sagc_real.py [--steps 80] [--seeds 2] [--prompts 16] [--backend transformers|vllm]
+    python -m bench.experiments.sagc_real [--steps 80] [--seeds 2] [--prompts 16] [--backend transformers|vllm]
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Both backends wrap the same loaded model and produce the same thing (complete gr
 Rounds alternate between them; the first round of each warms up and is not counted. Prints completion
 tokens/s (median over rounds), their ratio, vLLM's engine start-up and the median weight-sync time.
 
-    python bench/bench_vllm.py [--models small-add smollm2-135m] [--dtype float32] [--repeats 5]
+    python -m bench.perf.vllm [--models small-add smollm2-135m] [--dtype float32] [--repeats 5]
 """
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ publishers in one process, one fetch of each of the two keys per step).
 
 Needs root (network namespaces); cleans up its namespaces and processes on any exit, SIGTERM included.
 
-    .venv/bin/python bench/bench_gossip.py [--peers 5,10,20,50,100] [--legacy-peers 5,10,20,50] [--steps 12]
+    .venv/bin/python -m bench.network.gossip [--peers 5,10,20,50,100] [--legacy-peers 5,10,20,50] [--steps 12]
         [--silent-dht K] [--silent-peers K]   # DHT servers / publishers that freeze before the reader starts
 """
 from __future__ import annotations
@@ -30,8 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 RUN_ENV = "SGB_RUN"  # this run's tag, which its helper processes inherit: names and subnet of its own
 RUN = os.environ.get(RUN_ENV) or f"{os.getpid() % 0x10000:04x}"
@@ -269,9 +268,9 @@ def new_publish(initial: str, n: int, seed: int, period: float, groups: int, tok
                 gossip: bool = True) -> int:
     """n publishers (the production publish path) in this process; prints "ready", then publishes a fresh
     bundle from each every period until killed, and with `gossip` keeps its view as a peer does."""
-    import hostile
     import numpy as np
 
+    from bench.attacks import hostile
     from node.config import SwarmConfig
 
     v = hostile.victim_for("tiny-add", "arith-add")
@@ -294,9 +293,9 @@ def new_read(initial: str, steps: int, period: float, groups: int, tokens: int, 
              whole_read_every: float = 30.0, gossip: bool = True) -> int:
     """The reader (inside its namespace): the production exchange, prefetch at the start of a step and gather
     after the generation time; one JSON line per step, then one with the DHT's largest value."""
-    import hostile
     import numpy as np
 
+    from bench.attacks import hostile
     from node.config import SwarmConfig
     from protocol import ANNOUNCE_SHARDS
     from protocol.codec import announcement_shard

@@ -6,7 +6,7 @@ prompts where a group of G sampled completions holds at least one right answer (
 from). A pair is complementary when each model's groups hold a right answer on less than 5% of the prompts of
 the operator it lacks while its partner's do on at least 30%: the check printed at the end.
 
-    python bench/complementarity.py [--models digit-add,digit-sub] [--prompts 256] [--group 8]
+    python -m bench.experiments.complementarity [--models digit-add,digit-sub] [--prompts 256] [--group 8]
 """
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ import statistics
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 OPERATORS = {"+": "digits-add", "-": "digits-sub"}
 LACKS, HAS = 0.05, 0.30  # the complementarity thresholds (share of prompts with a right answer in a group)

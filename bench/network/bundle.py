@@ -5,7 +5,7 @@ Qwen2.5's vocabulary width (151,936 ids: 3 bytes each). Each version-2 bundle is
 must give the very groups version 1 gives. Issue 25's bounds: <= 3 B/token on zoo groups, <= 3.5 on SmolLM2's
 at 49k and 151k widths.
 
-    .venv/bin/python bench/bench_bundle.py [--prompts 16] [--group-size 8]
+    .venv/bin/python -m bench.network.bundle [--prompts 16] [--group-size 8]
 """
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 CASES = [  # (model, task, max new tokens, vocabulary width to stamp or None, bound in B/token)
     ("tiny-add", "arith", 8, None, 3.0),

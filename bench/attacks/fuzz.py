@@ -18,7 +18,7 @@ a value or refuses it with the protocol's own error (RecordError, IntakeRefused;
 parse: DecodeError); anything else is a crash, reported with the input. Memory: the process's RSS after a
 warm-up and at the end.
 
-    python bench/fuzz.py [--inputs 1000000] [--targets group,chunks] [--seed 0]
+    python -m bench.attacks.fuzz [--inputs 1000000] [--targets group,chunks] [--seed 0]
 
 tests/test_fuzz.py runs the same targets under hypothesis (property-based, shrinking) for a short CI run.
 """
@@ -32,9 +32,6 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from google.protobuf.message import DecodeError
 

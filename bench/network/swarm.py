@@ -6,7 +6,7 @@
    (encode, publish, gather, decode, validate, re-score; waiting between polls reported apart) as a share
    of step time, and the peak resident memory of all its processes together (sampled every 0.5 s).
 
-    python bench/bench_swarm.py [--repeats 40] [--steps 40] [--peers 4]
+    python -m bench.network.swarm [--repeats 40] [--steps 40] [--peers 4]
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from node.config import SwarmConfig
 from node.swarm.dht import SwarmDHT
 from protocol.codec import WireCard, WireCompletion, WireGroup, encode_group, pack_bundle
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def bundle(step: int, groups: int = 8, g: int = 8, tokens: int = 64) -> bytes:

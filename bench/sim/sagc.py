@@ -15,7 +15,7 @@ For fixed G in {4, 8, 12, 16} and SAGC, over several seeds in one run, for both 
 clock (token-steps, and as a ratio to fixed G=16), straggler rate (overall and second half), mean log2 G and
 padding utilisation; checks the frontier claim; writes a plot.
 
-    python bench/sagc_sim.py [--steps 300] [--seeds 5] [--plot bench/out/sagc_sim.png]
+    python -m bench.sim.sagc [--steps 300] [--seeds 5] [--plot bench/out/sagc_sim.png]
 """
 from __future__ import annotations
 

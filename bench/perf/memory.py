@@ -7,7 +7,7 @@
 2. Long run: `swarm run` of many fast steps (tiny-add, checkpoints on), its RSS sampled while it runs; flat
    means no per-step state that grows.
 
-    python bench/bench_memory.py [--model smollm2-135m] [--rows 8,16,32,64] [--completion 64] [--budget 2048]
+    python -m bench.perf.memory [--model smollm2-135m] [--rows 8,16,32,64] [--completion 64] [--budget 2048]
                                  [--long-steps 4000]
 """
 from __future__ import annotations
@@ -21,8 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # `python bench/bench_memory.py` from a checkout
+ROOT = Path(__file__).resolve().parents[2]
 
 from node.system.process import rss_mb  # noqa: E402 (after the path)
 

@@ -6,18 +6,16 @@ of: an operand digit misread (the column's digits are not the operands' digits t
 (digits right, the carried or borrowed one wrong or missing), the step's arithmetic (terms right, result wrong),
 the number of steps (every step shown right, too few or too many), or the answer after right steps.
 
-    python bench/error_kinds.py [--models digit-add,digit-sub] [--prompts 128] [--splits train,test]
+    python -m bench.experiments.error_kinds [--models digit-add,digit-sub] [--prompts 128] [--splits train,test]
 """
 from __future__ import annotations
 
 import argparse
 import collections
 import re
-import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 KINDS = ("right", "operand digit misread", "carry / borrow term", "step arithmetic", "number of steps",
          "answer after right steps")

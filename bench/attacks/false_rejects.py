@@ -8,7 +8,7 @@ Where the run's metrics name the sender of each group (`received_from`, `refused
 also prints the share per pair of peers, receiver <- sender, each peer named by its model (the peer ids come
 from the peers' logs: "joined swarm ... as <peer id>").
 
-    python bench/false_rejects.py OUT [OUT_AFTER]
+    python -m bench.attacks.false_rejects OUT [OUT_AFTER]
 """
 from __future__ import annotations
 
@@ -17,8 +17,7 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[2]
 
 from node.metrics import read_metrics  # noqa: E402
 

@@ -7,7 +7,7 @@ workings and without them, so that a ceiling on the partner's operator can be re
 learnt, long ones not" or otherwise. One seed; the cells are paper_tables' own (same configuration, seeds and
 prompts as the page's runs of that seed).
 
-    python bench/transfer_columns.py [--steps 150] [--seed 0] [--prompts 768] [--workers 2] [--out FILE]
+    python -m bench.experiments.transfer_columns [--steps 150] [--seed 0] [--prompts 768] [--workers 2] [--out FILE]
 """
 from __future__ import annotations
 
@@ -21,9 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+ROOT = Path(__file__).resolve().parents[2]
 
 CELLS = ("Alone-2x", "verified-imitation")  # the bigger-batch control and the node's default transfer
 
@@ -47,8 +45,9 @@ def by_columns(peer, prompts: int) -> dict[str, list[float]]:
 def run_cell(label: str, models: tuple[str, ...], steps: int, seed: int, prompts: int) -> dict:
     """Trains one paper_tables cell (one peer alone, or the pair sharing); each model's scores before and after."""
     import torch
-    from paper_tables import VERDICT_CELLS, Run, run_peers
 
+    from bench.experiments.grid import VERDICT_CELLS, Run
+    from bench.experiments.runner import run_peers
     from node.system.runtime import quiet_libraries
 
     quiet_libraries()
@@ -84,7 +83,7 @@ def table(results: list[dict], pair: tuple[str, str]) -> list[str]:
 
 
 def main(argv=None) -> int:
-    from paper_tables import VERDICT_PAIRS
+    from bench.experiments.grid import VERDICT_PAIRS
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default="complementary", choices=sorted(VERDICT_PAIRS))

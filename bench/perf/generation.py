@@ -5,8 +5,8 @@ step). Prints completion tokens/s for both (median over repeats, interleaved) an
 both in one batch), and the backend with its prompts in length pieces (generation.length_pieces, the default 2:
 prompts sorted by length, each batch decoding until its own longest completion ends) vs in one batch.
 
-    python bench/bench_generation.py [--models tiny-add small-add] [--smollm2] [--repeats 7]
-    python bench/bench_generation.py --task digits --models digit-add digit-sub --prompts 8 --group-size 16
+    python -m bench.perf.generation [--models tiny-add small-add] [--smollm2] [--repeats 7]
+    python -m bench.perf.generation --task digits --models digit-add digit-sub --prompts 8 --group-size 16
 """
 from __future__ import annotations
 

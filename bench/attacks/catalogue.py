@@ -1,7 +1,7 @@
 """The attack catalogue against a small local swarm, one run per attack, and a table.
 
 Each run: a bootstrap and two honest `swarm join` processes (tiny-add full fine-tuning and tiny-add-lora, on
-arith-add, seeds 0 and 1) for --steps steps, and a hostile peer (bench/hostile.py: its own hivemind node,
+arith-add, seeds 0 and 1) for --steps steps, and a hostile peer (bench/attacks/hostile.py: its own hivemind node,
 our wire format) publishing the attack every half second. The same swarm without an attacker is the control;
 it runs twice, so the table also shows what two clean runs differ by (the noise band). Per attack: what the
 honest peers refused (by reason) or dropped in the loss (implausible), their reward over the last 20 steps
@@ -11,7 +11,7 @@ attacks run on the digits task (digit-add and digit-add-lora, 8 prompts and up t
 against verified-imitation, whose floor lifts received right answers to weight 1; the digits verifier checks the
 work (a right answer after made-up work scores 0), the floor's cap (transfer.floor_div) is the second line.
 
-    python bench/attacks.py [--steps 80] [--only poison-floor,clean] [--out bench/out/attacks]
+    python -m bench.attacks.catalogue [--steps 80] [--only poison-floor,clean] [--out bench/out/attacks]
 
 Writes <out>/results.json (resumable: finished runs are kept) and <out>/table.md.
 """
@@ -29,8 +29,7 @@ from collections.abc import Callable
 from concurrent.futures import CancelledError
 from pathlib import Path
 
-import hostile
-
+from bench.attacks import hostile
 from node.app.local_swarm import SwarmProcesses
 from node.config import SwarmConfig
 from node.system.process import rss_mb

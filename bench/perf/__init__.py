@@ -1,0 +1,1 @@
+"""Speed and memory of generation, the learner, the output head and vLLM."""

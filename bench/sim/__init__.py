@@ -1,0 +1,1 @@
+"""Simulations that run the node's own code at sizes one machine cannot host."""
