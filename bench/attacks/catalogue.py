@@ -38,7 +38,7 @@ from node.system.runtime import quiet_libraries
 HONEST = {"full": ("tiny-add", 0), "lora": ("tiny-add-lora", 1)}
 COUNTING = {"full": ("tiny-count", 0), "lora": ("tiny-count", 1)}
 DIGITS = {"full": ("digit-add", 0), "lora": ("digit-add-lora", 1)}  # carries experts that lack borrows
-GATED = ["transfer.policy=verified-imitation"]  # the default where the work is checked (docs/TRANSFER.md)
+GATED = ["transfer.policy=verified-imitation"]  # the default where the work is checked (docs/ALGORITHMS.md)
 PLAIN = ["transfer.policy=f-tis"]  # the paper's F-TIS (not the default on tasks whose verifier checks the work)
 PEER_ARGS = ["--set", "train.prompts_per_step=16", "--set", "swarm.received_groups=16"]
 DIGITS_ARGS = ["--set", "train.prompts_per_step=8", "--set", "swarm.received_groups=8"]  # the verdict's scale

@@ -84,7 +84,7 @@ SECTION_HEAD = (
     "scored against our own greedy answer's reward instead of their group's mean, so a "
     "partner's group right everywhere teaches where we fail, groups we already solve are left out; and received "
     "right answers weigh at least 1; named F-TIS-gated until 2026-12-06; the node's default on tasks whose "
-    "verifier checks the work, as digits' does, since 2026-12-03: docs/TRANSFER.md); imitation, floor 0 and "
+    "verifier checks the work, as digits' does, since 2026-12-03: docs/ALGORITHMS.md); imitation, floor 0 and "
     "floor 2 (verified-imitation with its right answers at F-TIS's weight, or at C = 2); F-TIS-or (the filter as "
     "the seed's summary reads it: every received row at or below its group's mean dropped). "
     "The primary endpoint, fixed before the runs: ID AUC. Equal time compares both runs over the same span of "
@@ -623,7 +623,7 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
         "SmolLM2 swarm is scaled down, as it says). Held-out sets (node/evaluation.py): "
         f"{BASE['eval']['prompts']} prompts of each split at item indices training never draws; accuracy is greedy "
         "pass@1 (evaluated as the table above says). The paper's MATH-500 table has the same shape: "
-        "Alone vs F-TIS for each peer of a pair (the policies: docs/TRANSFER.md).", ""]
+        "Alone vs F-TIS for each peer of a pair (the policies: docs/ALGORITHMS.md).", ""]
     earlier = ran & set(EARLIER_SECTIONS)
     lines = [
         "# Results: does joining the swarm pay?", "",

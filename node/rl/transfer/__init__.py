@@ -7,6 +7,6 @@
 - guard.py: what every policy sits behind (invalid log-probs, plausibility bounds, the evidence against each
   sender reported to the sender ledger);
 - plan.py: a batch's plan (the guard, then the policy), which the learner, blind to the policy, trains on;
-- example.py: one built group through every policy (the table in docs/TRANSFER.md and its test).
+- example.py: one built group through every policy (the table in docs/ALGORITHMS.md and its test).
 Nothing here networks or runs a peer (an import-linter contract in pyproject.toml says so).
 """

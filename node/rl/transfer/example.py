@@ -1,4 +1,4 @@
-"""One built received group through every transfer policy: what each does to it, as a table (docs/TRANSFER.md;
+"""One built received group through every transfer policy: what each does to it, as a table (docs/ALGORITHMS.md;
 `python -m node.rl.transfer.example` prints it, tests/rl/transfer/test_example.py asserts it value by value).
 
 The group: a partner's four completions of one prompt, three tokens each, our verifier's rewards 1, 1, 0, 0, on

@@ -1,5 +1,5 @@
 """What each transfer policy does to one built received group (node/rl/transfer/example.py), value by value; and
-the table of it in docs/TRANSFER.md is the one the code prints."""
+the table of it in docs/ALGORITHMS.md is the one the code prints."""
 import math
 from pathlib import Path
 
@@ -53,5 +53,5 @@ def test_every_registered_policy_is_in_the_table_and_asserted_here():
 
 
 def test_the_docs_show_the_table_the_code_prints():
-    page = (Path(__file__).parents[3] / "docs" / "TRANSFER.md").read_text()
+    page = (Path(__file__).parents[3] / "docs" / "ALGORITHMS.md").read_text()
     assert table() in page
