@@ -296,7 +296,7 @@ def drawn_index(subkey: bytes, stamp: int, slot: int) -> int:
     """The training item index of the `slot`-th prompt the identity `subkey` draws at second `stamp`: what
     binds a group to the peer that generated it. A receiver checks it (`is_drawn`) against the identity whose
     signature the group's bundle carries, so a group re-published by anyone but its generator is refused,
-    and a copy kept whole stays its generator's (docs/SECURITY.md, "Front-running")."""
+    and a copy kept whole stays its generator's (docs/SECURITY.md, "Defences")."""
     if not 0 <= slot < DRAW_SLOTS:
         raise ValueError(f"slot {slot} outside 0..{DRAW_SLOTS - 1}")
     return _draw_hash(subkey, stamp) << 8 | slot
