@@ -17,9 +17,9 @@ import re
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from node.metrics import read_metrics
 
-from node.metrics import read_metrics  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 DECODE_REASONS = {"tokenizer", "vocab", "logprob", "version", "malformed", "oversize", "type"}  # refused before a
 #   group counts as received (exchange.py: decode_received); the others after (rebuild_received, the memory)

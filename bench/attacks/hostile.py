@@ -17,7 +17,8 @@ from dataclasses import dataclass
 
 from node.errors import SwarmUnreachable
 from node.models.loading import encode_prompt
-from node.swarm.dht import NOT_SERVED, SwarmDHT, announcement_kind, record_key
+from node.swarm.dht import SwarmDHT, announcement_kind, record_key
+from node.swarm.streams import NOT_SERVED
 from node.tasks import Task, get_task, offline_task
 from protocol import ANNOUNCE_SHARDS
 from protocol import swarm_pb2 as pb

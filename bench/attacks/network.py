@@ -26,14 +26,15 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from node.config import SwarmConfig
+from node.swarm import relay as relay_module
+from node.swarm import streams as streams_module
+from node.swarm.dht import SwarmDHT, bundle_handler
+from node.swarm.intake import frame
+from node.system.process import child_pids, rss_mb
+from protocol.codec import bundle_chunks, pack_bundle
 
-from node.config import SwarmConfig  # noqa: E402
-from node.swarm import dht as dht_module  # noqa: E402
-from node.swarm.dht import SwarmDHT, bundle_handler  # noqa: E402
-from node.swarm.intake import frame  # noqa: E402
-from node.system.process import child_pids, rss_mb  # noqa: E402
-from protocol.codec import bundle_chunks, pack_bundle  # noqa: E402
+ROOT = Path(__file__).resolve().parents[2]
 
 SWARM = "net"
 BUNDLE = pack_bundle([bytes(1 << 10)] * 1000, 2 << 20)[0]  # ~1 MiB
@@ -210,11 +211,11 @@ def idle_streams(victim: Victim) -> dict:
         opened = s._call(open_all(500), timeout=120)
         time.sleep(1)
         peak = victim.fds()
-        time.sleep(dht_module.REQUEST_TIMEOUT + 5)
+        time.sleep(streams_module.REQUEST_TIMEOUT + 5)
         after = victim.fds()
         for writer in writers:
             writer.close()
-        return {"attack": f"{peak} at peak, {after} after {dht_module.REQUEST_TIMEOUT + 6:.0f} s",
+        return {"attack": f"{peak} at peak, {after} after {streams_module.REQUEST_TIMEOUT + 6:.0f} s",
                 "control": f"{rest} at rest",
                 "detail": f"{opened} streams opened; refused {victim.counters()['refused']}",
                 "target": "fds bounded, back to rest after the time-out", "holds": after <= rest + 4}
@@ -317,10 +318,11 @@ def relay_run(owners: int, requesters: int, bounded: bool) -> tuple[int, int, di
     owner relayed through one peer while `requesters` identities each keep 2 relayed pulls in flight for each of
     `owners` identities that send a first chunk of 1 byte (of 1000 declared) and stall (issue 54, 2). Unbounded:
     the relay's limits before issue 54 (RELAY_TIMEOUT for every chunk after the first, any owner in any slot)."""
-    saved = dht_module.RELAY_CHUNK, dht_module.RELAY_STRANGER_SLOTS, dht_module.RELAY_MIN_RATE
+    saved = relay_module.RELAY_CHUNK, relay_module.RELAY_STRANGER_SLOTS, relay_module.RELAY_MIN_RATE
     if not bounded:
-        dht_module.RELAY_CHUNK, dht_module.RELAY_STRANGER_SLOTS = dht_module.RELAY_TIMEOUT, dht_module.RELAY_STREAMS
-        dht_module.RELAY_MIN_RATE = 0
+        relay_module.RELAY_CHUNK = relay_module.RELAY_TIMEOUT
+        relay_module.RELAY_STRANGER_SLOTS = relay_module.RELAY_STREAMS
+        relay_module.RELAY_MIN_RATE = 0
     r = SwarmDHT(SwarmConfig(name=SWARM))
     maddrs = tuple(r.visible_maddrs())
     probe = stranger(maddrs)
@@ -370,7 +372,7 @@ def relay_run(owners: int, requesters: int, bounded: bool) -> tuple[int, int, di
         return attacked, before, dict(r.intake.refused)
     finally:
         stop.set()
-        dht_module.RELAY_CHUNK, dht_module.RELAY_STRANGER_SLOTS, dht_module.RELAY_MIN_RATE = saved
+        relay_module.RELAY_CHUNK, relay_module.RELAY_STRANGER_SLOTS, relay_module.RELAY_MIN_RATE = saved
         for node in (*attackers, *stallers, honest, probe, r):
             node.shutdown()
 
@@ -420,7 +422,8 @@ def reflection(victim: Victim) -> dict:
         s._remember_dial = lambda *args: None  # the control: a dial per pull, as before issue 23
         control = pulls(per_pull_identity=False)
         return {"attack": f"{attacked} connection(s) for 20 pulls", "control": f"{control} without our dial limit",
-                "detail": f"one identity dialled once per {dht_module.DIAL_AGAIN_AFTER:.0f} s, each dial bound to the "
+                "detail": f"one identity dialled once per {streams_module.DIAL_AGAIN_AFTER:.0f} s, each dial bound to "
+                          f"the "
                           f"announced id (the listener cannot pass its handshake); 20 identities naming the same "
                           f"listener: {identities} connections (one each)",
                 "target": "at most one dial per identity and listener per 300 s (ghost ids: refused at the "

@@ -19,10 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from node.app.local_swarm import read_metrics, swarm_cpu
+
 ROOT = Path(__file__).resolve().parents[2]
-
-from node.app.local_swarm import read_metrics, swarm_cpu  # noqa: E402
-
 
 def run(steps: int, peers: int, out: Path, *extra: str) -> dict[str, dict]:
     """Each peer's swarm_cpu figures from one `swarm local` run."""

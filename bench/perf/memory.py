@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from node.system.process import rss_mb
 
-from node.system.process import rss_mb  # noqa: E402 (after the path)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def child(args) -> None:

@@ -48,19 +48,17 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
-
-from node.config import SwarmConfig  # noqa: E402
-from node.swarm import SERVES_PER_BUNDLE, Records  # noqa: E402
-from node.swarm import membership as ms  # noqa: E402
-from node.swarm.directory import ESTIMATE_EVERY, read_plan, write_level  # noqa: E402
-from node.swarm.discovery import Discovery  # noqa: E402
-from node.swarm.gossip import Held  # noqa: E402
-from node.swarm.membership import Entry  # noqa: E402
-from node.swarm.seeding import SeedView  # noqa: E402
-from node.swarm.senders import SenderLedger  # noqa: E402
-from protocol import SHARD_LEVELS  # noqa: E402
-from protocol.codec import (  # noqa: E402
+from node.config import SwarmConfig
+from node.swarm import SERVES_PER_BUNDLE, Records
+from node.swarm import membership as ms
+from node.swarm.directory import ESTIMATE_EVERY, read_plan, write_level
+from node.swarm.discovery import Discovery
+from node.swarm.gossip import Held
+from node.swarm.membership import Entry
+from node.swarm.seeding import SeedView
+from node.swarm.senders import SenderLedger
+from protocol import SHARD_LEVELS
+from protocol.codec import (
     Announcement,
     BundleRef,
     RecordError,
@@ -70,7 +68,9 @@ from protocol.codec import (  # noqa: E402
     decode_announcement,
     encode_announcement,
 )
-from protocol.view import MAX_VIEW_ENTRIES, SignedAnnouncement, pack_view, unpack_view  # noqa: E402
+from protocol.view import MAX_VIEW_ENTRIES, SignedAnnouncement, pack_view, unpack_view
+
+ROOT = Path(__file__).resolve().parents[2]
 
 REQUEST_BYTES = 120  # a pull or push request's framing (kind, version, stream header)
 SHUFFLE_DEADLINE = 1.0

@@ -25,12 +25,9 @@ routing table then), so the swarm heals after any single process restarts.
 from __future__ import annotations
 
 import asyncio
-import collections
-import contextlib
 import functools
 import hashlib
 import logging
-import math
 import random
 import re
 import shutil
@@ -42,7 +39,9 @@ from pathlib import Path
 from node.config import SwarmConfig
 from node.errors import IdentityCorrupt, IdentityInUse, Stopped, SwarmUnreachable, first_line
 from node.swarm import Records, ServedBundles
-from node.swarm.intake import IntakeRefused, Pacer, StreamLimits, frame, parse_request, read_request
+from node.swarm.intake import IntakeRefused, StreamLimits
+from node.swarm.relay import Relay
+from node.swarm.streams import Streams, bundle_handler
 from node.system.cpu import process_cpu, thread_cpu
 from node.system.process import IdentityLock, ensure_port_free, kill_pids, own_children
 from protocol import (
@@ -54,13 +53,9 @@ from protocol import (
     PROTOCOL_VERSION,
     SHARD_LEVELS,
 )
-from protocol import swarm_pb2 as pb
 from protocol.codec import (
-    BUSY_MARK,
-    BundleAssembler,
     announcement_shard,
     announcement_shards,
-    bundle_chunks,
     bundle_statement,
     chosen_shards,
     shard_level,
@@ -77,32 +72,12 @@ ALONE_FIRST_RETRY = 2.0  # seconds before the first re-bootstrap once a node see
 # cache would be re-fetched before it expires and served to others stale), pushes nothing it found to further
 # nodes, and caches nothing it stores.
 DHT_COPYING = {"num_replicas": 5, "cache_locally": False, "cache_nearest": 0, "cache_on_store": False}
-RELAY_STREAMS = 8  # pulls a reachable peer relays at once to peers behind NAT (more are answered "not served")
-RELAY_BYTES = 4 << 20  # bytes one relayed pull may carry (a receiver's own limit is lower)
-RELAY_TIMEOUT = 30.0  # seconds one relayed pull may take, as a whole (an owner that accepts and never answers too)
-RELAY_PER_REQUESTER = 2  # relay slots one requester may hold at once (a client-mode peer names two relays)
-RELAY_PER_OWNER = 2  # relay slots the pulls of one owner may hold at once (an owner that never answers cannot
-#                      fill the relay, whoever asks for it)
-RELAY_FIRST_CHUNK = 5.0  # seconds an owner has to start answering a relayed pull (honest owners: milliseconds)
-RELAY_CHUNK = 5.0  # seconds an owner has for each next chunk of a relayed pull (issue 54, 2: after its first chunk
-#                    a staller held a slot for RELAY_TIMEOUT, 8 identities every slot)
-RELAY_MIN_RATE = 32 << 10  # bytes a second an owner's relayed chunks must average once RELAY_CHUNK has passed
-#                            (a trickle of a byte a chunk holds no slot; a 3 MiB bundle needs 2 MB/s on loopback)
-RELAY_STRANGER_SLOTS = 4  # of RELAY_STREAMS, the most the pulls of owners we have not yet seen serve a bundle whole
-#                           through us may hold: the rest stay for owners that have (RELAY_PROVEN remembered)
-RELAY_PROVEN = 1024
-RELAY_SLACK = 64 << 10  # bytes a relayed pull may carry beyond twice the largest bundle its owner announced
 STORE_RATE, STORE_BURST = 10.0, 30.0  # DHT store requests a remote peer may make a second, and at once (an
 #                                       honest peer stores its announcement to a few nodes once a step)
-MAX_REQUEST_BYTES = 512  # a BundleRequest: version, kind, 16-byte digest, a peer id (~60 bytes in practice)
-REQUEST_TIMEOUT = 5.0  # seconds a stream may take to send its request (then it is dropped)
-SERVE_TIMEOUT = 60.0  # seconds one answer may take as a whole (a reader that stops reading is dropped)
 READ_FRESH_WITHIN = 30.0  # a directory read stops at the first replica whose value holds an announcement stored
 #                          within this many seconds (its expiration at least now + record_ttl - this): one fresh
 #                          replica, not the whole beam of about num_replicas (each returns the whole shard)
 READ_TIMEOUT = 20.0  # seconds a directory read may take as a whole (silent DHT nodes): then it is abandoned
-HELLOS = 64  # pushes (hello requests) remembered between two steps; the exchange takes at most a few
-DIAL_AGAIN_AFTER = 300.0  # seconds before we dial a peer's announced addresses again (connected or not)
 SEED_NEIGHBOURS = 2  # routing-table peers whose views a newcomer pulls before its initial peers' (seeds())
 
 
@@ -124,11 +99,6 @@ def signature_check(kind: str, signer: bytes):
             return False
 
     return verify
-
-
-def bundle_handler(swarm: str) -> str:
-    """The libp2p protocol name of the pull handler."""
-    return f"{swarm}/v{PROTOCOL_VERSION}/bundle"
 
 
 def record_key(swarm: str, kind: str) -> str:
@@ -314,8 +284,9 @@ def peer_id_of(subkey: bytes) -> str:
     return PeerID(b"\x12\x20" + hashlib.sha256(encoded).digest()).to_base58()  # (multihash: sha2-256, 32 bytes)
 
 
-class SwarmDHT:
-    """A DHT node in a private event loop with blocking, time-bounded methods."""
+class SwarmDHT(Streams, Relay):
+    """A DHT node in a private event loop with blocking, time-bounded methods; its bundles' serving and pulling
+    (streams.py) and its relaying (relay.py) are parts of it kept in modules of their own."""
 
     max_value_bytes = MAX_ANNOUNCEMENT  # the largest value publish accepts (the schema's limit)
     dht_copying = DHT_COPYING
@@ -347,22 +318,10 @@ class SwarmDHT:
         self._thread = threading.Thread(target=self._loop.run_forever, name="swarm-dht", daemon=True)
         self._thread.start()
         self._sign = signing_key.sign
-        self._served = ServedBundles(sign=self._sign)  # bundles signed with our announcement's key
-        self._relays = asyncio.Semaphore(RELAY_STREAMS)
-        self._relaying: collections.Counter = collections.Counter()  # requester -> relay slots it holds now
-        self._relayed: collections.Counter = collections.Counter()  # owner -> relay slots its pulls hold now
-        self._dialled: dict[tuple[str, str], tuple[float, bool]] = {}  # (peer id, address) -> (when we last
-        #                                                                 dialled it, whether that reached it)
-        self._hellos: collections.deque[str] = collections.deque(maxlen=HELLOS)  # peers that pushed to us
-        self.intake = StreamLimits()  # open streams and request rate per remote peer (node/swarm/intake.py)
-        self.pacer = Pacer()  # our own requests to each peer, spaced under what its intake admits
+        self._init_streams(ServedBundles(sign=self._sign))  # bundles signed with our announcement's key
+        self._init_relay()
         self.stores = StreamLimits(per_peer=1 << 30, total=1 << 30, rate=STORE_RATE, burst=STORE_BURST)  # DHT
         #             stores per remote peer (install_store_limit); its `refused["rate"]` counts refused requests
-        self.relay_owners: dict[str, int] | None = None  # peer ids we relay for, each with the largest bundle
-        #                                                  it announced (None: any; the exchange sets it)
-        self._proven: collections.OrderedDict[str, None] = collections.OrderedDict()  # owners whose bundles we
-        #                                                  relayed whole, latest last (RELAY_STRANGER_SLOTS)
-        self._strangers = 0  # relay slots held now by the pulls of owners not proven
         self._seeds: list[tuple[str, tuple[str, ...]]] | None = None  # initial peers, parsed (seeds())
         self._neighbours: list[str] = []  # routing-table peers drawn as seeds (seeds())
         self._node = self._start(stop)
@@ -568,25 +527,25 @@ class SwarmDHT:
 
         return asyncio.run_coroutine_threadsafe(fetch_all(), self._loop)
 
-    # ---- bundles, peer to peer ---------------------------------------------------------------------------
-    def serve(self, kind: str, bundle: bytes) -> bytes:
-        """Serves `bundle` to peers that pull it by its digest (returned) or ask for the latest; the last
-        SERVED_BUNDLES of a kind stay available, so a receiver that read an older announcement still gets what
-        it names."""
-        return self._served.add(kind, bundle)
+    # ---- bundles, peer to peer (serving and pulling: streams.py) ----------------------------------------------
+    # ---- what streams.py and relay.py need of hivemind (this module is its only importer) ----------------------
+    @staticmethod
+    def _peer_ref(peer_id: str):
+        """hivemind's PeerID of a base58 peer id."""
+        from hivemind.p2p import PeerID
 
-    def signature(self, kind: str, digest: bytes) -> bytes:
-        """Our signature of a bundle we serve (b"" when not served)."""
-        found = self._served.get(kind, digest)
-        return found[1] if found is not None else b""
+        return PeerID.from_base58(peer_id)
 
-    def verify(self, kind: str, digest: bytes, signature: bytes, signer: bytes) -> bool:
-        """Whether the owner of DHT subkey `signer` signed this kind and digest."""
-        return signature_check(kind, signer)(digest, signature)
+    async def _connect(self, target, addresses: list[str]) -> None:
+        """Asks our daemon to connect to `target` at these addresses."""
+        from hivemind.utils.multiaddr import Multiaddr
 
-    def sign(self, kind: str, digest: bytes) -> bytes:
-        """Our signature of this kind and digest (a receipt), as we sign our bundles."""
-        return self._sign(bundle_statement(kind, digest))
+        await self._node.p2p._client.connect(target, [Multiaddr(m) for m in addresses])
+
+    @staticmethod
+    def signature_check(kind: str, signer: bytes):
+        """`verify(digest, signature)`: whether the owner of DHT subkey `signer` signed this kind and digest."""
+        return signature_check(kind, signer)
 
     def seeds(self) -> list[tuple[str, tuple[str, ...]]]:
         """(peer id, addresses) whose views a newcomer pulls first: SEED_NEIGHBOURS peers drawn from our DHT
@@ -605,243 +564,6 @@ class SwarmDHT:
             candidates = sorted(table - {peer for peer, _ in self._seeds} - {self.peer_id})
             self._neighbours = random.sample(candidates, min(SEED_NEIGHBOURS, len(candidates)))  # kept while
         return [(peer, ()) for peer in self._neighbours] + list(self._seeds)  # they stay in the table
-
-    def hello_async(self, peer_id: str, maddrs: tuple[str, ...] = (), timeout: float = 5.0):
-        """Pushes to a peer: asks it to pull our view (our own announcement first); a concurrent future whose
-        outcome means nothing (the answer is "not served" either way)."""
-        return self.pull_async(peer_id, "hello", b"", 64, timeout, maddrs=maddrs)
-
-    def refused_streams(self) -> dict[str, int]:
-        return dict(self.intake.refused)  # (a copy: the counter is the event loop's)
-
-    def take_hellos(self) -> list[str]:
-        """The peer ids that pushed to us since the last call (at most HELLOS, oldest first)."""
-        taken = list(self._hellos)
-        self._hellos.clear()
-        return taken
-
-    async def _handle_bundle_stream(self, stream_info, reader, writer) -> None:
-        """The pull handler's stream: admitted under the per-peer limits, its request read under size and time
-        limits before it is parsed (node/swarm/intake.py), the answer written in hivemind's framing within
-        SERVE_TIMEOUT. What is refused is counted in `intake.refused` by reason."""
-        peer = str(stream_info.peer_id)
-        with contextlib.closing(writer):
-            try:
-                self.intake.admit(peer)
-            except IntakeRefused as err:
-                log.debug("bundle stream from %s refused: %s", peer, err)
-                return
-            try:
-                request = parse_request(await read_request(reader, MAX_REQUEST_BYTES, REQUEST_TIMEOUT))
-                async with asyncio.timeout(SERVE_TIMEOUT), contextlib.aclosing(
-                        self._serve_bundle(request, peer)) as chunks:
-                    async for chunk in chunks:
-                        writer.write(frame(chunk.SerializeToString()))
-                        await writer.drain()
-            except IntakeRefused as err:
-                self.intake.refused[err.reason] += 1
-                log.debug("bundle request from %s refused: %s", peer, err)
-            except TimeoutError:
-                self.intake.refused["serve-time"] += 1
-            except (ConnectionError, asyncio.IncompleteReadError):  # the requester went away
-                pass
-            except Exception as err:  # noqa: BLE001 (a request that does not parse, or a stream that broke)
-                self.intake.refused["malformed"] += 1
-                log.debug("bundle request from %s: %s", peer, first_line(err))
-            finally:
-                self.intake.release(peer)
-
-    async def _serve_bundle(self, request, requester: str = ""):
-        """The answer to a pull: the named bundle in chunks (the first with our signature), a relayed pull of
-        another peer's bundle, or one chunk of total 0 when it is not served here (and to a push)."""
-        if request.kind == "hello":  # a push (gossip.py): noted with the stream's peer id, never relayed
-            if request.version == PROTOCOL_VERSION and self.relays and requester:
-                self._hellos.append(requester)
-            yield NOT_SERVED
-            return
-        if request.version == PROTOCOL_VERSION and request.owner and request.owner != self.peer_id:
-            if not self.relays:
-                yield NOT_SERVED
-                return
-            async for chunk in self._relay(request, requester):
-                yield chunk
-            return
-        if request.version == PROTOCOL_VERSION and self._served.busy(request.kind, bytes(request.digest), requester):
-            self.intake.refused["busy"] += 1
-            yield BUSY
-            return
-        found = self._served.get(request.kind, bytes(request.digest)) if request.version == PROTOCOL_VERSION \
-            else None
-        for chunk in bundle_chunks(*found) if found is not None else [NOT_SERVED]:
-            yield chunk
-
-    async def _relay(self, request, requester: str = ""):
-        """Passes a pull on to `request.owner`, a peer that cannot accept connections but opened one to us
-        (libp2p streams go both ways on it). Bounded so that stalling owners cannot hold the relay (issue 54, 2):
-        at most RELAY_STREAMS pulls at once, RELAY_PER_REQUESTER for one requester, RELAY_PER_OWNER for one owner
-        and RELAY_STRANGER_SLOTS for owners not yet proven (seen serving a bundle whole through us); each pull
-        RELAY_TIMEOUT as a whole, RELAY_FIRST_CHUNK for the owner's first chunk and RELAY_CHUNK for each next one,
-        RELAY_MIN_RATE on average once RELAY_CHUNK has passed, and no more bytes than the owner's first chunk
-        declares nor than twice the largest bundle it announced (+ RELAY_SLACK); paced per owner by our own pacer
-        (a pull whose turn is more than RELAY_FIRST_CHUNK away is refused, relay-rate). We check nothing else:
-        the receiver checks the owner's signature and the digest, so we cannot alter it. With `relay_owners` set
-        (a peer's exchange sets it each step), only for owners whose live announcement names us as their relay."""
-        owner = request.owner
-        if self.relay_owners is not None and owner not in self.relay_owners:
-            self.intake.refused["relay-owner"] += 1  # not an owner whose live announcement names us
-            yield NOT_SERVED
-            return
-        if self.settings.client_mode:
-            yield NOT_SERVED
-            return
-        stranger = owner not in self._proven
-        if (self._relays.locked() or self._relaying[requester] >= RELAY_PER_REQUESTER
-                or self._relayed[owner] >= RELAY_PER_OWNER or (stranger and self._strangers >= RELAY_STRANGER_SLOTS)):
-            self.intake.refused["relay-full"] += 1  # every slot, or this requester's, owner's or strangers' share
-            yield NOT_SERVED
-            return
-        self._relaying[requester] += 1
-        self._relayed[owner] += 1
-        self._strangers += stranger
-        try:
-            async with self._relays:
-                # the owner sees every pull we relay as ours: spaced under its intake's rate like our own pulls
-                # of it (one bucket for both), and refused here when the wait would outlast its first chunk
-                wait = self.pacer.delay(owner, most=RELAY_FIRST_CHUNK)
-                if wait is None:
-                    self.intake.refused["relay-rate"] += 1
-                    yield NOT_SERVED
-                    return
-                if wait > 0:
-                    await asyncio.sleep(wait)
-                announced = (self.relay_owners or {}).get(owner, RELAY_BYTES)
-                async for chunk in self._relayed_chunks(request, min(RELAY_BYTES, 2 * announced + RELAY_SLACK)):
-                    yield chunk
-        finally:
-            self._relaying[requester] -= 1
-            self._relayed[owner] -= 1
-            self._strangers -= stranger
-            self._relaying += collections.Counter()  # (drops the zero counts: the maps hold only pulls in flight)
-            self._relayed += collections.Counter()
-
-    async def _relayed_chunks(self, request, limit: int):
-        """The owner's answer to a pull we relay, chunk by chunk, cut (counted: relay-slow, relay-bytes) at the
-        first bound it breaks (see _relay); an owner whose bundle came whole is proven, one cut for its pace
-        is not any more."""
-        from hivemind.p2p import PeerID
-
-        owner, start = request.owner, time.monotonic()
-        forwarded = pb.BundleRequest(version=PROTOCOL_VERSION, kind=request.kind, digest=request.digest)
-        try:
-            stream = await asyncio.wait_for(self._node.p2p.iterate_protobuf_handler(
-                PeerID.from_base58(owner), bundle_handler(self.settings.name), forwarded, pb.BundleChunk),
-                RELAY_FIRST_CHUNK)
-        except Exception as err:  # noqa: BLE001 (an owner we cannot reach: nothing to relay)
-            log.debug("relaying to %s: %s", owner, first_line(err))
-            yield NOT_SERVED
-            return
-        sent, total, waited, cut = 0, None, 0.0, ""
-        try:
-            while True:
-                left = start + RELAY_TIMEOUT - time.monotonic()
-                if left <= 0:
-                    cut = "relay-slow"
-                    break
-                before = time.monotonic()
-                try:
-                    chunk = await asyncio.wait_for(anext(stream), min(left, RELAY_FIRST_CHUNK if total is None
-                                                                      else RELAY_CHUNK))
-                except StopAsyncIteration:
-                    break
-                except TimeoutError:
-                    cut = "relay-slow"
-                    break
-                waited += time.monotonic() - before  # (the owner's time, not the requester's reading)
-                total = chunk.total if total is None else total
-                sent += len(chunk.data)
-                if total > limit or sent > total:
-                    cut = "relay-bytes"
-                    break
-                if waited > RELAY_CHUNK and sent < RELAY_MIN_RATE * waited:
-                    cut = "relay-slow"
-                    break
-                yield chunk
-                if total == 0 or sent == total:
-                    break
-        finally:
-            await stream.aclose()
-        if cut:
-            self.intake.refused[cut] += 1
-            self._proven.pop(owner, None)
-        elif total and sent == total:
-            self._proven[owner] = None
-            self._proven.move_to_end(owner)
-            while len(self._proven) > RELAY_PROVEN:
-                self._proven.popitem(last=False)
-
-    def pull_async(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, timeout: float,
-                   maddrs: tuple[str, ...] = (), signer: bytes = b"", via: str = ""):
-        """Starts pulling a bundle of peer `peer_id` (by digest; b"": its latest of the kind), from the peer
-        itself at `maddrs` (its announced addresses) or through the relay `via` (`maddrs` then the relay's);
-        with `signer` (the owner's DHT subkey), only a bundle the owner signed is accepted. A concurrent future
-        of its bytes, which raises RecordError (reason: missing, oversize, malformed, digest, signature,
-        version) or a network error (TimeoutError included)."""
-        return asyncio.run_coroutine_threadsafe(
-            asyncio.wait_for(self._pull(peer_id, kind, digest, max_bytes, maddrs, signer, via), timeout), self._loop)
-
-    async def _pull(self, peer_id: str, kind: str, digest: bytes, max_bytes: int, maddrs: tuple[str, ...],
-                    signer: bytes, via: str) -> bytes:
-        from hivemind.p2p import PeerID
-
-        target = PeerID.from_base58(via or peer_id)
-        wait = self.pacer.delay(str(target))  # (no bound: never None)
-        if wait:  # counted in the pull's timeout, like any slow answer
-            await asyncio.sleep(wait)
-        await self._reach(target, dialable(maddrs, str(target)))
-        request = pb.BundleRequest(version=PROTOCOL_VERSION, kind=kind, digest=digest, owner=peer_id if via else "")
-        assembler = BundleAssembler(digest, max_bytes, signature_check(kind, signer) if signer else None)
-        stream = await self._node.p2p.iterate_protobuf_handler(
-            target, bundle_handler(self.settings.name), request, pb.BundleChunk)
-        try:
-            async for chunk in stream:
-                if assembler.add(chunk):
-                    break
-        finally:
-            await stream.aclose()
-        if not assembler.complete:  # the connection ended (the sender stopped, the network failed): not a record
-            raise ConnectionError(f"the stream ended after {assembler.size} of {assembler.total} bytes")
-        return assembler.bundle()
-
-    async def _reach(self, target, addresses: list[str]) -> None:
-        """Dials `target` at those of its announced addresses not dialled within DIAL_AGAIN_AFTER seconds; raises
-        ConnectionError, opening no stream, when each of them failed then and we hold no connection to it. A
-        stream opened to a peer we cannot reach makes p2pd dial it again by itself, so an announcement aiming
-        our dials at another's listener (its own peer id, that listener's address) draws one dial a listener
-        per DIAL_AGAIN_AFTER, however often it is re-announced or pulled (issue 54, 4)."""
-        from hivemind.utils.multiaddr import Multiaddr
-
-        peer, now = str(target), time.monotonic()
-        fresh = [a for a in addresses if now - self._dialled.get((peer, a), (-math.inf, False))[0] >= DIAL_AGAIN_AFTER]
-        if fresh:
-            try:
-                await self._node.p2p._client.connect(target, [Multiaddr(m) for m in fresh])
-                reached = True
-            except Exception as err:  # noqa: BLE001 (an unreachable address is remembered, not raised)
-                log.debug("connecting to %s: %s", target, first_line(err))
-                reached = False
-            for address in fresh:
-                self._remember_dial((peer, address), now, reached)
-        unreached = addresses and not any(self._dialled.get((peer, a), (0.0, False))[1] for a in addresses)
-        if unreached and not any(info.peer_id == target for info in await self._node.p2p.list_peers()):
-            raise ConnectionError(f"{peer} did not answer at its announced addresses (tried again after "
-                                  f"{DIAL_AGAIN_AFTER:g} s)")
-
-    def _remember_dial(self, key: tuple[str, str], when: float, reached: bool) -> None:
-        """Notes a dial of (peer id, address); bounded: the oldest entries go first."""
-        if len(self._dialled) >= 4096:
-            for old in sorted(self._dialled, key=lambda k: self._dialled[k][0])[:1024]:
-                del self._dialled[old]
-        self._dialled[key] = (when, reached)
 
     def withdraw(self, timeout: float = 5.0) -> None:
         """Replaces each of our records with an empty tombstone (a later expiration wins in hivemind); waits at
@@ -897,23 +619,6 @@ class SwarmDHT:
                 self._loop.close()
 
 
-NOT_SERVED = pb.BundleChunk(version=PROTOCOL_VERSION, total=0)
-BUSY = pb.BundleChunk(version=PROTOCOL_VERSION, total=0, digest=BUSY_MARK)  # served too often (SERVES_PER_BUNDLE)
-
-
-def dialable(maddrs, peer_id: str) -> list[str]:
-    """The announced addresses we dial for `peer_id`: an address naming another peer (/p2p/<other>) is dropped,
-    the others are given without their /p2p/ part, because the daemon is asked to connect to `peer_id` at
-    them (`connect(peer_id, addresses)`: its security handshake fails unless the remote is that identity, so an
-    announcement cannot aim our connections at another peer). (p2pd 0.5 cannot parse the /p2p/ part of an
-    address as py-multiaddr writes it for 12D3KooW... ids: "length greater than remaining number of bytes".)"""
-    out = []
-    for m in maddrs:
-        address, _, named = m.partition("/p2p/")
-        if named and named != peer_id:
-            continue
-        out.append(address.rstrip("/") or m)
-    return out
 
 
 def live_values(items: dict, own: bytes) -> dict[bytes, tuple[bytes, float]]:

@@ -10,6 +10,8 @@ import pytest
 
 from node.config import SwarmConfig
 from node.swarm import dht as dht_module
+from node.swarm import relay as relay_module
+from node.swarm import streams as streams_module
 from node.swarm.dht import SwarmDHT, bundle_handler
 from node.swarm.intake import IntakeRefused, Pacer, StreamLimits, frame, parse_request, read_request
 from node.system.process import rss_mb
@@ -197,7 +199,7 @@ def raw_stream(stranger: SwarmDHT, victim: SwarmDHT, head: bytes, hold: float, b
 
 def test_a_stranger_cannot_make_the_pull_handler_buffer_or_hold_streams(victim_and_stranger, monkeypatch):
     victim, stranger = victim_and_stranger
-    monkeypatch.setattr(dht_module, "REQUEST_TIMEOUT", 1.0)
+    monkeypatch.setattr(streams_module, "REQUEST_TIMEOUT", 1.0)
     digest = victim.serve("groups", pack_bundle([b"honest"], 1 << 20)[0])
 
     def honest_pull() -> bytes:
@@ -254,7 +256,7 @@ def test_a_relayed_pull_to_an_owner_that_never_answers_ends_and_frees_its_slot(m
     name it (relay_owners)."""
     import time
 
-    monkeypatch.setattr(dht_module, "RELAY_TIMEOUT", 2.0)
+    monkeypatch.setattr(relay_module, "RELAY_TIMEOUT", 2.0)
     relay = SwarmDHT(SwarmConfig(name="t"))
     owner = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(relay.visible_maddrs())), bundles=False)
     requester = SwarmDHT(SwarmConfig(name="t", initial_peers=tuple(relay.visible_maddrs())), bundles=False)
@@ -375,7 +377,7 @@ def test_one_invalid_subrecord_no_longer_hides_the_rest_of_its_shard():
 
 
 def test_announced_addresses_are_dialled_bound_to_the_announced_peer_and_not_once_per_pull():
-    from node.swarm.dht import dialable
+    from node.swarm.streams import dialable
 
     me = "QmAnnounced"
     assert dialable(["/ip4/10.0.0.1/tcp/80", f"/ip4/10.0.0.2/tcp/81/p2p/{me}", "/ip4/10.0.0.3/tcp/82/p2p/QmOther"],
@@ -488,7 +490,7 @@ def test_owners_that_send_a_chunk_and_stall_cannot_hold_a_relay(monkeypatch):
     relay is served while the stallers try, and a staller's slot is free again within RELAY_CHUNK."""
     import threading
 
-    monkeypatch.setattr(dht_module, "RELAY_CHUNK", 1.0)
+    monkeypatch.setattr(relay_module, "RELAY_CHUNK", 1.0)
     relay = SwarmDHT(SwarmConfig(name="t"))
     boot = tuple(relay.visible_maddrs())
     honest = SwarmDHT(SwarmConfig(name="t", initial_peers=boot, client_mode=True))
