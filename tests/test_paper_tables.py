@@ -237,7 +237,7 @@ def alive(pid: int) -> bool:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux only")
 def test_the_benchmark_pool_workers_end_when_the_benchmark_is_killed():
-    """paper_tables runs its experiments in a process pool whose workers die with it (die_with_parent): a
+    """The results harness runs its experiments in a process pool whose workers die with it (die_with_parent): a
     benchmark stopped with SIGKILL (or SIGTERM, whose default is the same end) leaves no worker training on."""
     proc = subprocess.Popen([sys.executable, "-c", POOL_SCRIPT], cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:

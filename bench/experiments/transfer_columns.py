@@ -4,7 +4,7 @@ training in the swarm (verified-imitation, the node's default on digits) and alo
 docs/RESULTS.md's verdict reports each peer's accuracy per operator; this says, per number of columns (one carry
 or borrow decision more with each), how far a peer that lacked an operator's skill gets with its partner's right
 workings and without them, so that a ceiling on the partner's operator can be read off as "short problems
-learnt, long ones not" or otherwise. One seed; the cells are paper_tables' own (same configuration, seeds and
+learnt, long ones not" or otherwise. One seed; the cells are the results page's own (same configuration, seeds and
 prompts as the page's runs of that seed).
 
     python -m bench.experiments.transfer_columns [--steps 150] [--seed 0] [--prompts 768] [--workers 2] [--out FILE]
@@ -43,7 +43,8 @@ def by_columns(peer, prompts: int) -> dict[str, list[float]]:
 
 
 def run_cell(label: str, models: tuple[str, ...], steps: int, seed: int, prompts: int) -> dict:
-    """Trains one paper_tables cell (one peer alone, or the pair sharing); each model's scores before and after."""
+    """Trains one cell of the results page (one peer alone, or the pair sharing); each model's scores before
+    and after."""
     import torch
 
     from bench.experiments.grid import VERDICT_CELLS, Run

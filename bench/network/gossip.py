@@ -54,7 +54,7 @@ def make_namespace() -> None:
     remove_namespace()
     taken = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
     if f" {SUBNET}." in taken:
-        sys.exit(f"bench_gossip: subnet {SUBNET}.0/24 is in use on this host; run again (another run's tag)")
+        sys.exit(f"bench.network.gossip: subnet {SUBNET}.0/24 is in use on this host; run again (another run's tag)")
     sh("ip", "link", "add", BRIDGE, "type", "bridge")
     sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)
     sh("ip", "link", "set", BRIDGE, "up")

@@ -288,7 +288,7 @@ class Sim:
 
     def decode(self, value: bytes) -> Announcement:
         """An announcement's fields: the sim's own encodings are shared (10,000 peers' checks would each hold a
-        copy); anything else decoded as the node does."""
+        copy); anything else decoded by the codec."""
         known = self.decoded.get(value)
         return known if known is not None else decode_announcement(value)
 
