@@ -10,6 +10,7 @@ import random
 import time
 from pathlib import Path
 
+from node.system.cpu import ThreadClock
 from node.system.runtime import set_threads
 from protocol.codec import LengthSummary
 
@@ -110,10 +111,10 @@ class Peer:
         before = self.evaluate()[0] if step == 0 and self.cfg.eval.every > 0 else {}
         self.announce_accuracy(before)
         step_start, cpu_start, network_start = time.perf_counter(), time.process_time(), self.network_cpu()
-        sharing = time.thread_time()
+        sharing = ThreadClock()  # our main thread's CPU in the swarm's work
         if self.exchange is not None:
-            self.exchange.prefetch()  # other peers' records arrive while we generate
-        sharing = time.thread_time() - sharing
+            with sharing:
+                self.exchange.prefetch()  # other peers' records arrive while we generate
         train = self.cfg.train
         group_size = self.policy.choose()
         n_prompts = prompts_for(train.batch_mode, group_size, train.prompts_per_step, train.completions_per_step)
@@ -128,17 +129,15 @@ class Peer:
             shuffle_rewards(groups, self.rng)
         own_summaries = [summarize(g, self.family, step) for g in groups]
         local = groups[: self.cfg.swarm.local_groups] if self.cfg.swarm.local_groups else groups
-        shared = time.thread_time()
-        received, swarm_metrics = self.share(groups, own_summaries, step, sum(len(g.completions) for g in local))
-        sharing += time.thread_time() - shared
+        with sharing:
+            received, swarm_metrics = self.share(groups, own_summaries, step, sum(len(g.completions) for g in local))
         taken = received.groups
         if taken and self.transfer.asks_greedy:
             taken = self.gate(taken, seed=self.cfg.train.seed * 100003 + step)
             swarm_metrics.gated = len(received.groups) - len(taken)
         if self.exchange is not None:
-            shared = time.thread_time()
-            self.exchange.trained_on(taken, step)  # (signed receipts, with our next announcement)
-            sharing += time.thread_time() - shared
+            with sharing:
+                self.exchange.trained_on(taken, step)  # (signed receipts, with our next announcement)
         ledger = self.exchange.ledger if self.exchange is not None else None
         if ledger is not None and ledger.watches_alignment:
             self.keep_anchors(groups)
@@ -161,7 +160,7 @@ class Peer:
         padded = self.backend.decode_slots(groups)  # decode slots spent on our own groups
         network = [end - start for start, end in zip(network_start, self.network_cpu(), strict=True)]
         if self.exchange is not None:
-            swarm_metrics.cpu_seconds = sharing
+            swarm_metrics.cpu_seconds = sharing.seconds
             swarm_metrics.network_cpu_seconds, swarm_metrics.daemon_cpu_seconds = network
         result = StepResult(step, reward, group_size, len(items), gen_seconds, learn_seconds, tokens, padded,
                             step_seconds=time.perf_counter() - step_start, loss=loss_metrics, swarm=swarm_metrics,

@@ -5,7 +5,7 @@ import sys
 import threading
 import time
 
-from node.system.cpu import process_cpu, thread_cpu
+from node.system.cpu import ThreadClock, process_cpu, thread_cpu
 
 
 def test_a_busy_thread_is_charged_its_own_cpu_and_an_idle_one_next_to_none():
@@ -45,3 +45,17 @@ def test_another_processs_cpu_is_read_and_a_gone_one_is_zero():
         child.communicate(b"")
     assert process_cpu(child.pid) == 0.0 and process_cpu(None) == 0.0
     assert process_cpu(os.getpid()) > 0
+
+
+def test_a_thread_clock_adds_up_the_cpu_of_its_blocks_only():
+    clock = ThreadClock()
+    for _ in range(2):
+        with clock:
+            start = time.thread_time()
+            while time.thread_time() - start < 0.05:  # (CPU, not wall: the same on a loaded machine)
+                pass
+    inside = clock.seconds
+    start = time.thread_time()
+    while time.thread_time() - start < 0.2:  # outside any block: not counted
+        pass
+    assert 0.1 <= inside < 0.2 and clock.seconds == inside

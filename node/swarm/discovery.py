@@ -115,9 +115,13 @@ class Discovery:
     def take_views(self, reject: Reject) -> None:
         """Takes the view pulls that finished (ours, pushers' and seeds'), each entry checked as an announcement,
         then pulls from the senders they named."""
+        self._collect_views(reject)
+        self.start_pulls()
+
+    def _collect_views(self, reject: Reject) -> None:
+        """The view pulls that finished, each entry checked as an announcement (nothing without peer sampling)."""
         if self.gossip is not None:
             self.gossip.collect(lambda subkey, value: self._check_gossiped(subkey, value, reject), reject)
-        self.start_pulls()
 
     def view_full(self) -> bool:
         """Peer sampling is on and our view holds at least as many peers as we pull from."""
@@ -219,8 +223,6 @@ class Discovery:
         """One round of peer sampling without gathering groups, for a peer that serves and does not train (a
         benchmark's publishers): the view pulls started last round are taken, the view renewed, the next pulls
         and pushes started."""
-        if self.gossip is None:
-            return
-        self.gossip.collect(lambda subkey, value: self._check_gossiped(subkey, value, reject), reject)
+        self._collect_views(reject)
         self.end()
         self._start_gossip()

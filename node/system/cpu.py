@@ -7,6 +7,21 @@ import time
 import psutil
 
 
+class ThreadClock:
+    """CPU time this thread spends inside `with clock:` blocks, added up in `seconds`."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self._start = 0.0
+
+    def __enter__(self) -> ThreadClock:
+        self._start = time.thread_time()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.seconds += time.thread_time() - self._start
+
+
 def thread_cpu(thread: threading.Thread | None) -> float:
     """Seconds of CPU a running thread of this process has used (0.0 for None or one not running)."""
     if thread is None or thread.ident is None or not thread.is_alive():
