@@ -55,6 +55,7 @@ from node.swarm.directory import ESTIMATE_EVERY, read_plan, write_level
 from node.swarm.discovery import Discovery
 from node.swarm.gossip import Held
 from node.swarm.membership import Entry
+from node.swarm.memory import done, failed
 from node.swarm.seeding import SeedView
 from node.swarm.senders import SenderLedger
 from protocol import SHARD_LEVELS
@@ -105,16 +106,6 @@ def real_entry_cost(repeats: int = 200) -> tuple[int, float]:
         decode_announcement(value)
         assert public_key.verify(bundle_statement("ann", bundle_digest(value)), signature)
     return size, (time.perf_counter() - start) / repeats
-
-
-def done(value=None, error: BaseException | None = None) -> Future:
-    """A request answered (or failed) within the round."""
-    future: Future = Future()
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(value)
-    return future
 
 
 @dataclass
@@ -358,7 +349,7 @@ class Sim:
         target = self.by_id.get(peer_id)
         self.bytes_out[node.subkey] += REQUEST_BYTES
         if target is None:
-            return done(error=ConnectionError("no such peer"))
+            return failed(ConnectionError("no such peer"))
         if kind == "view":
             entries = MAX_VIEW_ENTRIES if target.kind == "sybil" else target.served_entries
             size = REQUEST_BYTES + entries * self.entry_bytes
@@ -368,7 +359,7 @@ class Sim:
             self.silent_asks += target.kind == "silent" and node.kind == "honest"
             if kind == "groups":
                 self.group_pulls.append((node, target, False))
-            return done(error=TimeoutError("no answer within the deadline"))
+            return failed(TimeoutError("no answer within the deadline"))
         self.bytes_in[target.subkey] += REQUEST_BYTES
         if kind == "hello":
             target.hellos.append(node.peer_id)
@@ -381,7 +372,7 @@ class Sim:
         else:
             if self.args.serve_cap and self.view_serves[target.subkey] >= SERVES_PER_BUNDLE["view"]:
                 self.busy += node.kind == "honest"
-                return done(error=RecordError("busy", "served to enough peers this round"))
+                return failed(RecordError("busy", "served to enough peers this round"))
             self.view_serves[target.subkey] += 1
             answer = target.served
         self.bytes_out[target.subkey] += size - REQUEST_BYTES

@@ -26,13 +26,15 @@ from protocol.codec import (
 from . import Records, ServedBundles
 
 
-def _done(value) -> Future:
+def done(value) -> Future:
+    """A request answered at once (an in-process transport's: this one, and the discovery simulator's)."""
     future: Future = Future()
     future.set_result(value)
     return future
 
 
-def _failed(error: BaseException) -> Future:
+def failed(error: BaseException) -> Future:
+    """A request that failed at once."""
     future: Future = Future()
     future.set_exception(error)
     return future
@@ -77,13 +79,13 @@ class MemoryTransport:
     def announce_async(self, value: bytes, ttl: float, levels=(0,)) -> Future[bool]:
         for shard in chosen_shards(self.own_subkey, levels):  # (as the DHT's)
             self.hub.announcements[shard][self.own_subkey] = (value, self.now() + ttl)
-        return _done(True)
+        return done(True)
 
     def fetch_shards_async(self, shards) -> Future[Records]:
         now = self.now()
         items = [(k, v) for i in shards for k, v in self.hub.announcements[i].items()
                  if k != self.own_subkey and v[1] > now]
-        return _done(Records({k: v for k, v in items if v[0]}, {k for k, v in items if not v[0]}))
+        return done(Records({k: v for k, v in items if v[0]}, {k for k, v in items if not v[0]}))
 
     def serve(self, kind: str, bundle: bytes) -> bytes:
         sign = lambda statement: self.hub.sign(self.own_subkey, statement)  # noqa: E731
@@ -103,7 +105,7 @@ class MemoryTransport:
     def hello_async(self, peer_id: str, maddrs: tuple[str, ...] = (), timeout: float = 5.0) -> Future[bytes]:
         if peer_id in self.hub.served:
             self.hub.hellos[peer_id].append(self.peer_id)
-        return _failed(RecordError("missing", "not served"))
+        return failed(RecordError("missing", "not served"))
 
     def seeds(self) -> list[tuple[str, tuple[str, ...]]]:
         return list(self.neighbours) + list(self.initial)
@@ -124,7 +126,7 @@ class MemoryTransport:
         """As the DHT's, from the hub (in-process peers need no addresses, relays or signatures)."""
         served = self.hub.served.get(peer_id)
         if served is not None and served.busy(kind, digest, self.peer_id):
-            return _failed(RecordError("busy", "served too often"))
+            return failed(RecordError("busy", "served too often"))
         found = served.get(kind, digest) if served is not None else None
         assembler = BundleAssembler(digest, max_bytes)
         try:
@@ -133,9 +135,9 @@ class MemoryTransport:
             for chunk in bundle_chunks(found[0]):
                 if assembler.add(chunk):
                     break
-            return _done(assembler.bundle())
+            return done(assembler.bundle())
         except RecordError as err:
-            return _failed(err)
+            return failed(err)
 
     def withdraw(self, ttl: float = 60.0) -> None:
         """Replaces our announcement with a tombstone (as the DHT's withdraw does)."""
