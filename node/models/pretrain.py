@@ -14,6 +14,8 @@ from collections.abc import Callable
 import torch
 
 from node.tasks import get_task
+from node.tasks.checked import OPS as CHECKED_TASKS
+from node.tasks.checked import checked_label, draw_checks
 from node.tasks.count import count_answer
 from node.tasks.digits import OPS as DIGITS_TASKS
 from node.tasks.digits import prompt, worked
@@ -46,14 +48,16 @@ def example(name: str, rng: random.Random, accuracy: float, long_share: float = 
     each carry / borrow passed on with that probability (a skill the model has only a trace of). `long_share`
     of its examples have the test split's lengths (content still from the training side of the held-out
     partition): a base model has seen longer numbers than the RL task trains on, as a real one has seen harder
-    maths than GSM8K."""
+    maths than GSM8K. Checked column arithmetic's label adds the habit of checking: `draw_checks` checks of the
+    answer its work reached (node/tasks/checked.py), a heavy tail of them."""
     task = get_task(name)
-    if name in DIGITS_TASKS:
+    if name in DIGITS_TASKS or name in CHECKED_TASKS:
         split = "test" if rng.random() < long_share else "train"
         a, op, b = task.problem(split, rng.randrange(2**31))
-        if column_skill is None:
-            return prompt(a, op, b), worked(a, op, b, float(rng.random() < accuracy))[0]
-        return prompt(a, op, b), worked(a, op, b, column_skill, rng)[0]
+        skill = float(rng.random() < accuracy) if column_skill is None else column_skill
+        if name in CHECKED_TASKS:
+            return prompt(a, op, b), checked_label(a, op, b, draw_checks(rng), skill, rng)
+        return prompt(a, op, b), worked(a, op, b, skill, rng)[0]
     item = task.item("train", rng.randrange(2**31))
     return item.prompt, noisy_label(name, item.answer, rng, accuracy)
 

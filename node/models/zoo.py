@@ -52,6 +52,7 @@ _DIGITS = {"layers": 3, "label_accuracy": 0.6, "long_share": 0.25, "steps": 2000
 _DIGITS_BPE = {**_DIGITS, "steps": 1500}  # (BPE: a working is about half as many tokens, learnt sooner: digit-add-bpe's
 #   loss 0.09 at step 1400 of 2000 and 0.033 at its end; 1500 steps: 269-282 s a model on this CPU)
 _BOTH = {"digits-add": 0.5, "digits-sub": 0.5}
+_CHECKED = {"digits-check-add": 0.5, "digits-check-sub": 0.5}
 _TRACE = 0.005  # the share of carries (borrows) that the borrow (carry) expert's examples pass on
 _SUB = {"arith-add": 0.2, "arith-sub": 0.8}
 ZOO = {
@@ -79,6 +80,12 @@ ZOO = {
                 column_skill={"digits-sub": _TRACE}, **_DIGITS_BPE, seed=15, tokenizer="bpe"),
         ZooSpec("digit-add-bpe-lora", "digit-add-bpe trained through a LoRA adapter", base="digit-add-bpe",
                 lora=True, tokenizer="bpe"),
+        # checked column arithmetic (node/tasks/checked.py): digit-*-bpe's skills, each answer followed by a
+        # heavy-tailed number of checks (the long, uneven completions straggler-aware group control is about)
+        ZooSpec("check-add", "as digit-add-bpe, checks its answers (long tail)", mixture=_CHECKED,
+                column_skill={"digits-check-sub": _TRACE}, **_DIGITS_BPE, seed=21, tokenizer="bpe"),
+        ZooSpec("check-sub", "as digit-sub-bpe, checks its answers (long tail)", mixture=_CHECKED,
+                column_skill={"digits-check-add": _TRACE}, **_DIGITS_BPE, seed=22, tokenizer="bpe"),
     )
 }
 
@@ -86,6 +93,9 @@ ZOO = {
 def recipe_hash(spec: ZooSpec) -> str:
     """A hash of everything a zoo model's weights are built from: its build fields, the tokenizer's recipe and
     the recipe's format (the weights' identity is their SHA-256, in the zoo's manifest)."""
+    from node.tasks.checked import CHECK_TAIL, MAX_CHECKS, NO_CHECK_SHARE
+    from node.tasks.checked import OPS as CHECKED_TASKS
+
     from .tokenizer import BPE_CORPUS, BPE_TASKS, BPE_VOCAB, CHARACTERS, SPECIAL_TOKENS
 
     recipe = {k: v for k, v in dataclasses.asdict(spec).items() if k in BUILD_FIELDS}
@@ -94,6 +104,8 @@ def recipe_hash(spec: ZooSpec) -> str:
             del recipe[later]
     if spec.tokenizer != "char":
         recipe["tokenizer"] = [spec.tokenizer, BPE_VOCAB, BPE_CORPUS, BPE_TASKS]
+    if set(spec.mixture) & set(CHECKED_TASKS):  # the checks' tail is part of such a model's recipe
+        recipe["checks"] = [NO_CHECK_SHARE, CHECK_TAIL, MAX_CHECKS]
     blob = json.dumps([ZOO_FORMAT, recipe, SPECIAL_TOKENS, CHARACTERS], sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
 

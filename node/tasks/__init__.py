@@ -7,6 +7,8 @@ from .arith import _OPS as _ARITH_NAMES
 from .arith import WIDE_OPS as _WIDE_NAMES
 from .arith import ArithmeticTask, WideArithmeticTask
 from .base import Item, Task, TaskRef, checks_work, completion_cap, item_seed
+from .checked import OPS as _CHECKED_NAMES
+from .checked import CheckedDigitsTask
 from .count import CountTask
 from .digits import OPS as _DIGITS_NAMES
 from .digits import DigitsTask
@@ -16,11 +18,11 @@ from .hub_math import _SPECS as _HUB_NAMES
 __all__ = ["Item", "Task", "TaskRef", "checks_work", "completion_cap", "get_task", "item_seed", "offline_task",
            "task_names"]
 # built from the name alone, offline, in microseconds
-OFFLINE = (*_ARITH_NAMES, *_WIDE_NAMES, *_DIGITS_NAMES, "count")
+OFFLINE = (*_ARITH_NAMES, *_WIDE_NAMES, *_DIGITS_NAMES, *_CHECKED_NAMES, "count")
 
 
 def task_names() -> list[str]:
-    return [*_DIGITS_NAMES, *_ARITH_NAMES, *_WIDE_NAMES, "count", *_HUB_NAMES,
+    return [*_DIGITS_NAMES, *_CHECKED_NAMES, *_ARITH_NAMES, *_WIDE_NAMES, "count", *_HUB_NAMES,
             f"{GYM_PREFIX}<reasoning-gym task, e.g. chain_sum>"]
 
 
@@ -32,6 +34,8 @@ def get_task(name: str, data_files: str = "") -> Task:
         return WideArithmeticTask(name)
     if name in _DIGITS_NAMES:
         return DigitsTask(name)
+    if name in _CHECKED_NAMES:
+        return CheckedDigitsTask(name)
     if name == "count":
         return CountTask()
     if name in _HUB_NAMES:
