@@ -1,0 +1,249 @@
+"""SAGC against fixed group sizes where completions straggle: the checked-digits pair (check-sub + check-add, the
+zoo's long-tail models: node/tasks/checked.py) as real processes, one `swarm local` per (policy, seed).
+
+Each run: a bootstrap and the two peers, each its own process and DHT node, sharing under the node's default
+transfer policy, the task's own cap (224 tokens: nothing of the tail is cut), 8 prompts a step (fixed prompts: G
+scales the completions), held-out in-distribution greedy accuracy every `--eval-every` steps. Every policy of
+one seed starts from the same weights with the same training seed. Fixed G = 16 runs `--steps` steps; the other
+policies of its seed run on a time budget instead, until each peer has spent 1.25x G = 16's own step seconds
+(cheaper steps, more of them: an equal step count would cut them off before they could reach G = 16's accuracy).
+
+Reported per policy, over seeds: time to fixed G = 16's held-out accuracy (the mean of its last evaluations, per
+seed; the peers' mean curve over their cumulative own step seconds, evaluation excluded), its ratio to G = 16's
+time (median over seeds, and the paired 95% interval of the log ratio), the straggler rate (tau of the run),
+generation seconds a step, decode slots a step, mean group size and the final accuracy; the power the seeds give.
+
+    python -m bench.experiments.straggler [--seeds 6] [--steps 60] [--policies sagc,4,8,16]
+           [--tau 2] [--delta 0.3] [--out docs/results/straggler]
+    python -m bench.experiments.straggler --report-only   # the table from the runs already there
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from bench.experiments.grid import FINAL_POINTS, ROOT
+from bench.experiments.stats import T95, time_to_reach
+
+MODELS = ("check-sub", "check-add")  # borrows expert + carries expert, both with the long tail of checks
+TASK = "digits-check"
+OUT = ROOT / "docs" / "results" / "straggler"
+BUDGET = 1.25  # the other policies of a seed run until their own step seconds are this many times fixed G = 16's
+
+
+def run_key(policy: str, seed: int, steps: int) -> str:
+    return f"{policy}_s{seed}_n{steps}"
+
+
+def command(policy: str, seed: int, steps: int, every: int, tau: float, delta: float, prompts: int,
+            eval_prompts: int, folder: Path) -> list[str]:
+    """The `swarm local` command of one run."""
+    group = ["--group-policy", "sagc"] if policy == "sagc" else ["--group-policy", "fixed", "--group-size", policy]
+    return [sys.executable, str(ROOT / "swarm_cli.py"), "local", "--models", ",".join(MODELS),
+            "--peers", str(len(MODELS)), "--task", TASK, "--steps", str(steps), "--prompts", str(prompts),
+            *group, "--eval-every", str(every), "--out", str(folder),
+            "--set", f"train.seed={1000 * seed}", "--set", f"sagc.seed={seed}", "--set", f"sagc.tau={tau}",
+            "--set", f"sagc.delta={delta}", "--set", "eval.splits=train", "--set", "eval.samples=0",
+            "--set", f"eval.prompts={eval_prompts}"]
+
+
+def summarise_peer(rows) -> dict:
+    """What the report needs of one peer's metrics: per step its G, straggler rate, generation and step
+    seconds, decode slots and tokens; its evaluations over cumulative own step seconds."""
+    spent, evals = 0.0, []
+    if rows and rows[0].eval_before:
+        evals.append({"step": 0, "seconds": 0.0, "acc": rows[0].eval_before["train/greedy"]})
+    for r in rows:
+        spent += r.step_seconds
+        if r.eval:
+            evals.append({"step": r.step + 1, "seconds": spent, "acc": r.eval["train/greedy"]})
+    return {"group_size": [r.group_size for r in rows], "straggler": [r.group.straggler_rate for r in rows],
+            "gen_seconds": [r.gen_seconds for r in rows], "step_seconds": [r.step_seconds for r in rows],
+            "slots": [r.padded_tokens for r in rows], "tokens": [r.tokens for r in rows],
+            "reward": [r.reward for r in rows], "received": [r.swarm.groups_used for r in rows], "evals": evals}
+
+
+def run_one(policy: str, seed: int, args, out: Path, budget: float = 0.0) -> dict:
+    """Runs (or reads) one experiment; its result one JSON file beside its `swarm local` folder. budget > 0:
+    the run stops (SIGTERM to the `swarm local` we started) once every peer has spent that many own step
+    seconds, else after `--steps` steps (fixed G = 16: the budget of the other policies of its seed)."""
+    from node.app.local_swarm import read_metrics
+
+    path = out / f"{run_key(policy, seed, args.steps)}.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    folder = out / "runs" / run_key(policy, seed, args.steps)
+    folder.mkdir(parents=True, exist_ok=True)
+    steps = args.steps * (16 // 4 if budget else 1)  # (a run on a budget: as many steps as G = 4 could use)
+    cmd = command(policy, seed, steps, args.eval_every, args.tau, args.delta, args.prompts, args.eval_prompts,
+                  folder)
+    start = time.perf_counter()
+    with open(folder / "local.log", "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        spent = stop_at_budget(proc, folder, budget)
+    wall = time.perf_counter() - start
+    peers = {p.stem: summarise_peer(read_metrics(p)) for p in sorted(folder.glob("peer*.jsonl"))}
+    short = [name for name, p in peers.items() if len(p["step_seconds"]) < steps and sum(p["step_seconds"]) < budget]
+    if (proc.returncode != 0 and not spent) or short or len(peers) != len(MODELS):
+        raise RuntimeError(f"swarm local ({policy}, seed {seed}) failed (exit {proc.returncode}; short: {short}): "
+                           f"see {folder / 'local.log'}")
+    result = {"policy": policy, "seed": seed, "steps": args.steps, "tau": args.tau, "delta": args.delta,
+              "budget": budget, "wall": wall, "peers": peers, "command": " ".join(cmd[1:]), "commit": commit()}
+    path.write_text(json.dumps(result))
+    return result
+
+
+POLL = 2.0  # seconds between reads of a running swarm's metrics
+LONGEST_RUN = 3600.0  # seconds any one run may take before it is stopped as failed
+
+
+def stop_at_budget(proc: subprocess.Popen, folder: Path, budget: float) -> bool:
+    """Waits for a `swarm local` we started; with a budget, stops it (SIGTERM, then SIGKILL after two minutes)
+    once every peer's own step seconds reach it. Returns whether it was stopped on its budget."""
+    from node.app.local_swarm import read_metrics
+
+    deadline = time.monotonic() + LONGEST_RUN
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(POLL)
+        if not budget:
+            continue
+        spent = [sum(r.step_seconds for r in read_metrics(p)) for p in folder.glob("peer*.jsonl")]
+        if len(spent) == len(MODELS) and min(spent) >= budget:
+            break
+    if proc.poll() is not None:
+        return False
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    return True
+
+
+def commit() -> str:
+    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
+    return proc.stdout.strip() or "unknown"
+
+
+def mean_curve(result: dict) -> list[tuple[float, float]]:
+    """The peers' mean accuracy at each evaluation, at the mean of their cumulative own step seconds."""
+    peers = list(result["peers"].values())
+    n = min(len(p["evals"]) for p in peers)
+    return [(statistics.mean(p["evals"][i]["seconds"] for p in peers), statistics.mean(p["evals"][i]["acc"]
+                                                                                      for p in peers))
+            for i in range(n)]
+
+
+def final_acc(curve: list[tuple[float, float]]) -> float:
+    tail = curve[-FINAL_POINTS:] if len(curve) > FINAL_POINTS else curve[-1:]
+    return statistics.mean(a for _, a in tail)
+
+
+def per_step(result: dict, key: str) -> float:
+    """A per-step figure, mean over steps and peers."""
+    return statistics.mean(v for p in result["peers"].values() for v in p[key])
+
+
+def log_interval(ratios: list[float]) -> tuple[float, float, float]:
+    """Geometric mean of finite ratios and its paired 95% t interval (on the log scale), nan with < 2."""
+    logs = [math.log(r) for r in ratios if math.isfinite(r) and r > 0]
+    if len(logs) < 2:
+        return (math.exp(logs[0]) if logs else math.nan), math.nan, math.nan
+    mean, sd = statistics.mean(logs), statistics.stdev(logs)
+    half = T95.get(len(logs) - 1, 1.96) * sd / math.sqrt(len(logs))
+    return math.exp(mean), math.exp(mean - half), math.exp(mean + half)
+
+
+def detectable(ratios: list[float]) -> float:
+    """The smallest time ratio (below 1) a two-sided 5% test at this many seeds sees with 80% power, from the
+    spread of the log ratios (normal approximation with t's critical value)."""
+    logs = [math.log(r) for r in ratios if math.isfinite(r) and r > 0]
+    if len(logs) < 2:
+        return math.nan
+    sd = statistics.stdev(logs)
+    z80 = statistics.NormalDist().inv_cdf(0.8)
+    return math.exp(-(T95.get(len(logs) - 1, 1.96) + z80) * sd / math.sqrt(len(logs)))
+
+
+def report(results: list[dict]) -> list[str]:
+    by = {}
+    for r in results:
+        by.setdefault(r["policy"], {})[r["seed"]] = r
+    if "16" not in by:
+        return ["(no fixed G = 16 runs: nothing to compare with)"]
+    seeds = sorted(by["16"])
+    order = [p for p in ("sagc", "4", "8", "12", "16") if p in by]
+    targets = {s: final_acc(mean_curve(by["16"][s])) for s in seeds}
+    t16 = {s: time_to_reach(mean_curve(by["16"][s]), targets[s]) for s in seeds}
+    lines = [f"{len(seeds)} seeds; target: fixed G = 16's final held-out accuracy per seed (mean "
+             f"{statistics.mean(targets.values()):.3f}); tau {results[0]['tau']:g}, delta {results[0]['delta']:g}", "",
+             "| policy | time to target / G=16 (median) | geometric mean [95% interval] | reached | straggler rate "
+             "| mean G | generation s a step | step s a step | decode slots a step | final accuracy |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    ratios_of = {}
+    for policy in order:
+        runs = [by[policy][s] for s in seeds if s in by[policy]]
+        ratios = [time_to_reach(mean_curve(by[policy][s]), targets[s]) / t16[s] for s in seeds if s in by[policy]]
+        ratios_of[policy] = ratios
+        gmean, low, high = log_interval(ratios)
+        reached = sum(math.isfinite(x) for x in ratios)
+        label = "SAGC" if policy == "sagc" else f"G={policy}"
+        lines.append(f"| {label} | {statistics.median(ratios):.2f} | {gmean:.2f} [{low:.2f}, {high:.2f}] | "
+                     f"{reached}/{len(ratios)} | {statistics.mean(per_step(r, 'straggler') for r in runs):.3f} | "
+                     f"{statistics.mean(per_step(r, 'group_size') for r in runs):.1f} | "
+                     f"{statistics.median(per_step(r, 'gen_seconds') for r in runs):.2f} | "
+                     f"{statistics.median(per_step(r, 'step_seconds') for r in runs):.2f} | "
+                     f"{statistics.median(per_step(r, 'slots') for r in runs):.0f} | "
+                     f"{statistics.mean(final_acc(mean_curve(r)) for r in runs):.3f} |")
+    if "sagc" in ratios_of:
+        lines += ["", f"power: at {len(seeds)} seeds a time ratio of SAGC / G=16 below "
+                      f"{detectable(ratios_of['sagc']):.2f} is seen with 80% power (two-sided 5%, from the spread "
+                      "of the log ratios)"]
+    return lines
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=6)
+    parser.add_argument("--first-seed", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--eval-every", type=int, default=5)
+    parser.add_argument("--prompts", type=int, default=8)
+    parser.add_argument("--eval-prompts", type=int, default=128)
+    parser.add_argument("--policies", default="sagc,4,8,16")
+    parser.add_argument("--tau", type=float, default=2.0)
+    parser.add_argument("--delta", type=float, default=0.3)
+    parser.add_argument("--out", default=str(OUT))
+    parser.add_argument("--report-only", action="store_true")
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    policies = args.policies.split(",")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    if not args.report_only:
+        done = 0
+        for seed in seeds:  # fixed G = 16 first: its own step seconds are the others' budget
+            for policy in sorted(policies, key=lambda p: p != "16"):
+                start = time.perf_counter()
+                budget = 0.0 if policy == "16" else BUDGET * max(
+                    sum(p["step_seconds"]) for p in run_one("16", seed, args, out)["peers"].values())
+                r = run_one(policy, seed, args, out, budget)
+                done += 1
+                print(f"[{done}/{len(policies) * len(seeds)}] {policy} seed {seed}: final accuracy "
+                      f"{final_acc(mean_curve(r)):.3f}, {time.perf_counter() - start:.0f} s", flush=True)
+    results = [json.loads(p.read_text()) for p in sorted(out.glob(f"*_n{args.steps}.json"))]
+    results = [r for r in results if r["seed"] in seeds and r["policy"] in policies]
+    print("\n".join(report(results)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
