@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 REAL_MODELS = ROOT / "docs" / "results" / "real-models" / "SECTION.md"  # measured by experiments/real_models.py, kept
+STRAGGLER = ROOT / "docs" / "results" / "straggler" / "SECTION.md"  # section 4, written by experiments/straggler.py
 
 
 PAIRS = {  # name -> the two zoo models of the pair
@@ -69,7 +70,7 @@ RUN_SECTIONS = ("verdict", *EARLIER_SECTIONS)  # the in-process experiments (one
 
 
 SECTION_TITLES = {"verdict": "0. Verdict (digits)", "ftis": "1. F-TIS table", "ablation": "2. Ablations",
-                  "mix": "3. SAPO's mix", "sagc": "4. SAGC", "mixed": "5. Mixed tokenizers"}
+                  "mix": "3. SAPO's mix", "mixed": "5. Mixed tokenizers"}
 
 
 VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis")  # the F-TIS paper's (transfer policies)
@@ -128,7 +129,7 @@ ABLATION_SEEDS = 3  # parts: at most this many seeds (the endpoint's comparisons
 
 
 #                     verified-imitation, take every seed)
-PAGE_SECTIONS = "verdict,sagc"  # docs/RESULTS.md: the digits testbed; sections 1-3 and 5 are the earlier testbed
+PAGE_SECTIONS = "verdict"  # docs/RESULTS.md: the digits testbed; sections 1-3 and 5 are the earlier testbed
 
 
 PAGE_CELLS = ("Alone", "Alone-2x", "NoIS", "F-TIS", "success-gated", "verified-imitation")  # the page's cells of
@@ -261,14 +262,3 @@ def plan(seeds: int, steps: int, eval_every: int, sections: set[str], pairs=tupl
                 runs += [Run("mixed", MIXED[name], policy, seed, steps, eval_every, (*settings, *scale), label)
                          for label, policy, settings in policies if label in mixed_policies]
     return runs
-
-
-SAGC_POLICIES = (("sagc", ()), ("fixed G=16", ("--group-size", "16")), ("fixed G=8", ("--group-size", "8")))
-
-
-SAGC_STEP_FACTOR = {"sagc": 2, "fixed G=16": 1, "fixed G=8": 2}  # steps, in units of --sagc-steps: a policy
-
-
-# whose steps may cost less than G = 16's gets as many completions' worth of steps as G = 16 has, so that "time
-# to reach G = 16's accuracy" is not cut short by a step count (G = 8 at equal steps had half G = 16's time)
-SAGC_MODELS = VERDICT_PAIRS["complementary"]  # the verdict's complementary pair, as two `swarm local` processes

@@ -19,8 +19,7 @@ from bench.experiments.grid import (
     MIXES,
     PAIRS,
     REAL_MODELS,
-    SAGC_MODELS,
-    SAGC_POLICIES,
+    STRAGGLER,
     SWARM_VARIANTS,
     TOKENIZER_OF,
     VERDICT_LABELS,
@@ -39,8 +38,6 @@ from bench.experiments.stats import (
     mean_std,
     paired_interval,
     power,
-    swarm_curve,
-    time_to_reach,
 )
 
 EARLIER_NOTE = (
@@ -482,54 +479,6 @@ def mix_table(results: dict) -> tuple[list[str], dict]:
     return [*lines, ""], curves
 
 
-def sagc_table(out: Path) -> list[str]:
-    """Section 4: per seed, the accuracy fixed G = 16 ends at (mean of its last two evaluations, both peers) is
-    the target; each policy's own-step time to reach it, as a ratio to G = 16's own time to reach it."""
-    rows = [json.loads(p.read_text()) for p in sorted(out.glob("sagc_*.json"))]
-    rows = [r for r in rows if "curves" in r]  # (results of the earlier count-task section have none)
-    if not rows:
-        return []
-    by_seed: dict[int, dict] = {}
-    for r in rows:
-        by_seed.setdefault(r["seed"], {})[r["policy"]] = r
-    ratios: dict[str, list[float]] = {}
-    for runs in by_seed.values():
-        if "fixed G=16" not in runs:
-            continue
-        ref = swarm_curve(runs["fixed G=16"]["curves"])
-        target = statistics.mean(a for _, a in ref[-2:])
-        ref_time = time_to_reach(ref, target)
-        if not 0 < ref_time < math.inf:  # G = 16 ended where it started: no time to compare with
-            continue
-        for name, r in runs.items():
-            ratios.setdefault(name, []).append(time_to_reach(swarm_curve(r["curves"]), target) / ref_time)
-    lines = [f"## 4. SAGC in a real local swarm ({' + '.join(SAGC_MODELS)}, `swarm local`, F-TIS, task `digits`)", "",
-             "Each run: the two peers as processes with their own DHT nodes, 8 prompts a step, held-out ID greedy "
-             "pass@1 on 128 prompts every 10 steps. Time = a peer's cumulative own step seconds (generation, "
-             "sharing, learning; not evaluation), the mean of the two peers. Target = the accuracy fixed G = 16 "
-             "ends at (the mean of its last two evaluations) in the same seed; time to target as a ratio to "
-             "G = 16's (below 1: faster; 'not reached' counts as never). Steps: a policy whose steps may cost "
-             "less than G = 16's runs twice G = 16's steps (as many completions' worth at most), so that its time "
-             "to the target is not cut short by a step count; its final ID is at its own last step.", "",
-             "| policy | seeds | steps | time to G = 16's accuracy (median ratio; per seed) | training seconds "
-             "(median) | straggler rate | mean G | reward, last 20% | final ID |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for name, _ in SAGC_POLICIES:
-        runs = [r[name] for r in by_seed.values() if name in r]
-        if not runs:
-            continue
-        rs = ratios.get(name, [])
-        cell = (f"{statistics.median(rs):.2f} ({', '.join('not reached' if math.isinf(x) else f'{x:.2f}' for x in rs)})"
-                if rs else "n/a")
-        lines.append(f"| {name} | {len(runs)} | {max(max(r['steps']) for r in runs)} | {cell} | "
-                     f"{statistics.median(r['train_seconds'] for r in runs):.1f} | "
-                     f"{statistics.mean(r['straggler_rate'] for r in runs):.3f} | "
-                     f"{statistics.mean(r['mean_g'] for r in runs):.1f} | "
-                     f"{statistics.mean(r['reward_last'] for r in runs):.3f} | "
-                     f"{statistics.mean(r['id'] for r in runs):.3f} |")
-    return [*lines, ""]
-
-
 def mixed_tables(results: dict) -> tuple[list[str], dict]:
     """Section 5: per swarm, final accuracy by policy with paired differences, then stability and sharing."""
     lines, curves = [], {}
@@ -635,7 +584,7 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
         *([SECTION_HEAD, "", *models_table(results), *verdict_lines_,
            *[f"![{p.stem}]({rel(p)})" for p in verdict_plots], ""]
           if verdict_lines_ else []),
-        *sagc_table(out),
+        *([STRAGGLER.read_text().strip(), ""] if STRAGGLER.exists() else []),
         *([REAL_MODELS.read_text().strip(), ""] if REAL_MODELS.exists() else []),
         *(["## The earlier testbed (task `arith`)", "", *arith] if earlier else [EARLIER_NOTE]),
         *(["## 1. F-TIS table", "", *ftis_lines, *verdict_lines(results, verdict), *nois_check(results),

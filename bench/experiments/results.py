@@ -8,7 +8,8 @@ The page (the default sections, task `digits`: node/tasks/digits.py):
    (ABLATION_CELLS, at most ABLATION_SEEDS seeds) and the char pair on request (--verdict-cells,
    --verdict-pairs). Primary endpoint: held-out ID AUC; paired differences at equal steps and equal own time,
    with the power to see +0.05.
-4. SAGC in a real local swarm (`swarm local`: bootstrap + the pair as processes) vs fixed group sizes.
+4. SAGC where completions straggle: docs/results/straggler/SECTION.md, written by bench/experiments/straggler.py
+   (real `swarm local` processes; the page includes it as it stands).
 
 The earlier testbed (task `arith`; `--sections ftis,ablation,mix,mixed`, and every section in --smoke):
 1. F-TIS table: heterogeneous pairs of zoo peers x the F-TIS paper's variants (transfer policies) x seeds.
@@ -51,8 +52,6 @@ from bench.experiments.grid import (
     PAIRS,
     ROOT,
     RUN_SECTIONS,
-    SAGC_POLICIES,
-    SAGC_STEP_FACTOR,
     SMOKE_VARIANTS,
     VARIANTS,
     VERDICT_LABELS,
@@ -60,7 +59,7 @@ from bench.experiments.grid import (
     plan,
 )
 from bench.experiments.report import report
-from bench.experiments.runner import run_one, run_sagc
+from bench.experiments.runner import run_one
 from node.system.process import die_with_parent
 
 
@@ -81,8 +80,6 @@ def main(argv=None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="experiments run at once (one core each)")
     parser.add_argument("--sections", default=PAGE_SECTIONS, help="the page's (default; smoke: every section), "
                         "or the earlier arith testbed's: ftis,ablation,mix,mixed")
-    parser.add_argument("--sagc-seeds", type=int, default=3, help="seeds of section 4 (at most --seeds)")
-    parser.add_argument("--sagc-steps", type=int, default=60, help="steps of section 4's local swarms")
     parser.add_argument("--verdict-pairs", default=",".join(PAGE_PAIRS),
                         help=f"pairs of section 0 (digits), of {', '.join(VERDICT_PAIRS)}")
     parser.add_argument("--verdict-cells", default=",".join(PAGE_CELLS),
@@ -102,7 +99,7 @@ def main(argv=None) -> int:
     if args.smoke:
         args.seeds, args.steps, args.eval_every = 1, 3, 2
         if args.sections == PAGE_SECTIONS:  # CI keeps the earlier testbed's code paths working too
-            args.sections = ",".join((*RUN_SECTIONS, "sagc"))
+            args.sections = ",".join(RUN_SECTIONS)
         if args.variants == ",".join(VARIANTS):  # the earlier testbed's table: the variants that differ in code
             args.variants = ",".join(SMOKE_VARIANTS)
         if args.verdict_pairs == ",".join(PAGE_PAIRS):  # one pair: the others run the same code (LoRA and
@@ -159,14 +156,6 @@ def main(argv=None) -> int:
                 cost_left -= run.cost
                 print(progress_line(done, len(todo), time.perf_counter() - started, cost_done, cost_left, key,
                                     seconds), flush=True)
-        if "sagc" in sections:
-            for seed in range(min(args.seeds, args.sagc_seeds)):
-                for name, extra in SAGC_POLICIES[:1] if args.smoke else SAGC_POLICIES:  # (smoke: CI's time)
-                    print(f"SAGC section: swarm local, policy {name}, seed {seed}", flush=True)
-                    steps = 4 if args.smoke else args.sagc_steps * SAGC_STEP_FACTOR[name]
-                    r = run_sagc(name, extra, steps, seed, out, args.smoke, origin)
-                    print(f"  {name}: {r['train_seconds']:.1f} s of training, mean G {r['mean_g']:.1f}, straggler "
-                          f"rate {r['straggler_rate']:.3f}, final ID {r['id']:.3f}", flush=True)
     meta = {"machine": f"{os.cpu_count()} CPU cores"}
     path = report(out, Path(args.results), meta)
     print(f"wrote {path} ({(time.perf_counter() - started) / 60:.1f} min this invocation)")

@@ -1,16 +1,13 @@
-"""Running one experiment (`Run`): its peers in one process sharing through the in-process swarm, or a real
-`swarm local` (section 4); its result one JSON file, and where it ran (`provenance`)."""
+"""Running one experiment (`Run`): its peers in one process sharing through the in-process swarm; its result one
+JSON file, and where it ran (`provenance`)."""
 from __future__ import annotations
 
 import dataclasses
 import json
-import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from bench.experiments.grid import BASE, DIGITS_BASE, ROOT, SAGC_MODELS, SECTION_TITLES, Run, peer_seed
+from bench.experiments.grid import BASE, DIGITS_BASE, SECTION_TITLES, Run, peer_seed
 
 
 def peer_config(run: Run, model: str, scale: dict):
@@ -111,68 +108,19 @@ def run_one(run: Run, out: str, scale: dict, provenance: dict) -> tuple[str, flo
     return run.key, seconds
 
 
-def run_sagc(name: str, extra: tuple[str, ...], steps: int, seed: int, out: Path, smoke: bool,
-             origin: dict) -> dict:
-    """`swarm local` with the complementary pair on the digits task under one group policy (every peer its own
-    process and DHT node, sharing with F-TIS); reads their metrics: each peer's held-out ID accuracy over its
-    cumulative own step seconds."""
-    from node.app.local_swarm import read_metrics
-
-    path = out / f"sagc_{name.replace(' ', '').replace('=', '')}_s{seed}_n{steps}.json"
-    if path.exists():
-        return json.loads(path.read_text())
-    folder = out / path.stem
-    policy = ("--group-policy", "sagc") if name == "sagc" else ("--group-policy", "fixed")
-    every = 2 if smoke else 10
-    cmd = [sys.executable, str(ROOT / "swarm_cli.py"), "local", "--models", ",".join(SAGC_MODELS),
-           "--peers", str(len(SAGC_MODELS)), "--task", "digits", "--steps", str(steps),
-           "--prompts", "4" if smoke else "8", "--set", f"train.seed={1000 * seed}", *policy, *extra,
-           "--transfer", "f-tis",  # the paper's F-TIS, as measured
-           "--eval-every", str(every), "--set", "generation.max_new_tokens=64", "--set", "eval.splits=train",
-           "--set", "eval.samples=0", "--set", f"eval.prompts={8 if smoke else 128}", "--out", str(folder)]
-    start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    wall = time.perf_counter() - start
-    if proc.returncode != 0:
-        raise RuntimeError(f"swarm local ({name}) failed: {proc.stderr[-2000:]}")
-    rows = {p.stem: read_metrics(p) for p in sorted(folder.glob("peer*.jsonl"))}
-    curves = {}
-    for peer, rs in rows.items():
-        spent, curve = 0.0, [(0.0, rs[0].eval_before.get("train/greedy", 0.0))] if rs else []
-        for r in rs:
-            spent += r.step_seconds
-            if r.eval:
-                curve.append((spent, r.eval["train/greedy"]))
-        curves[peer] = curve
-    result = {
-        "policy": name, "seed": seed, "wall": wall, "curves": curves, "eval_every": every,
-        "train_seconds": statistics.median(sum(r.step_seconds for r in rs) for rs in rows.values()),
-        "straggler_rate": statistics.mean(r.group.straggler_rate for rs in rows.values() for r in rs),
-        "mean_g": statistics.mean(r.group_size for rs in rows.values() for r in rs),
-        "reward_last": statistics.mean(statistics.mean(r.reward for r in rs[-max(len(rs) // 5, 1):])
-                                       for rs in rows.values()),
-        "id": statistics.mean(c[-1][1] for c in curves.values()),
-        "steps": [len(rs) for rs in rows.values()], **origin,
-    }
-    path.write_text(json.dumps(result))
-    return result
-
-
 def provenance(out: Path, results: dict) -> list[str]:
     """Which command at which commit produced each section's experiments (a rerun of one section leaves the
     others' results, and their provenance, as they were)."""
     rows: dict = {}
-    sagc = [json.loads(p.read_text()) for p in sorted(out.glob("sagc_*.json"))]
-    for section, res, seconds in ([(r["run"]["section"], r, r["seconds"]) for r in results.values()]
-                                  + [("sagc", r, r["wall"]) for r in sagc]):
-        run = res.get("run", {})
+    for section, res, seconds in [(r["run"]["section"], r, r["seconds"]) for r in results.values()]:
+        run = res["run"]
         key = (section, res.get("commit", "unrecorded"), res.get("command", "unrecorded"))
         row = rows.setdefault(key, {"n": 0, "seconds": 0.0, "steps": set(), "seeds": set(), "every": set()})
         row["n"] += 1
         row["seconds"] += seconds
-        row["steps"].add(run.get("steps", sum(res.get("steps", [0])) // max(len(res.get("steps", [1])), 1)))
-        row["seeds"].add(run.get("seed", res.get("seed", 0)))
-        row["every"].add(run.get("eval_every", res.get("eval_every", max(max(res.get("steps", [2])) // 2, 1))))
+        row["steps"].add(run["steps"])
+        row["seeds"].add(run["seed"])
+        row["every"].add(run["eval_every"])
     lines = ["| section | experiments | steps | seeds | evaluated every | compute minutes | commit | command |",
              "|---|---|---|---|---|---|---|---|"]
     order = list(SECTION_TITLES)

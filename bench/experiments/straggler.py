@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import signal
 import statistics
 import subprocess
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 
 from bench.experiments.grid import FINAL_POINTS, ROOT
-from bench.experiments.stats import T95, time_to_reach
+from bench.experiments.stats import T95, at_seconds, paired_interval, swarm_curve, time_to_reach
 
 MODELS = ("check-sub", "check-add")  # borrows expert + carries expert, both with the long tail of checks
 TASK = "digits-check"
@@ -135,11 +136,7 @@ def commit() -> str:
 
 def mean_curve(result: dict) -> list[tuple[float, float]]:
     """The peers' mean accuracy at each evaluation, at the mean of their cumulative own step seconds."""
-    peers = list(result["peers"].values())
-    n = min(len(p["evals"]) for p in peers)
-    return [(statistics.mean(p["evals"][i]["seconds"] for p in peers), statistics.mean(p["evals"][i]["acc"]
-                                                                                      for p in peers))
-            for i in range(n)]
+    return swarm_curve({name: [(e["seconds"], e["acc"]) for e in p["evals"]] for name, p in result["peers"].items()})
 
 
 def final_acc(curve: list[tuple[float, float]]) -> float:
@@ -183,31 +180,140 @@ def report(results: list[dict]) -> list[str]:
     order = [p for p in ("sagc", "4", "8", "12", "16") if p in by]
     targets = {s: final_acc(mean_curve(by["16"][s])) for s in seeds}
     t16 = {s: time_to_reach(mean_curve(by["16"][s]), targets[s]) for s in seeds}
+    end16 = {s: mean_curve(by["16"][s])[-1][0] for s in seeds}
+    ratios_of, at_end_of = {}, {}
+    for policy in order:
+        ratios_of[policy] = {s: time_to_reach(mean_curve(by[policy][s]), targets[s]) / t16[s]
+                             for s in seeds if s in by[policy]}
+        at_end_of[policy] = {s: accuracy_at(mean_curve(by[policy][s]), end16[s]) for s in seeds if s in by[policy]}
     lines = [f"{len(seeds)} seeds; target: fixed G = 16's final held-out accuracy per seed (mean "
              f"{statistics.mean(targets.values()):.3f}); tau {results[0]['tau']:g}, delta {results[0]['delta']:g}", "",
-             "| policy | time to target / G=16 (median) | geometric mean [95% interval] | reached | straggler rate "
-             "| mean G | generation s a step | step s a step | decode slots a step | final accuracy |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    ratios_of = {}
+             "| policy | time to target / G=16 (median) | geometric mean [95% interval] | reached | accuracy at "
+             "G=16's time, minus G=16's [95%] | straggler rate | mean G | generation s a step | step s a step | "
+             "decode slots a step | accuracy at its end |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for policy in order:
-        runs = [by[policy][s] for s in seeds if s in by[policy]]
-        ratios = [time_to_reach(mean_curve(by[policy][s]), targets[s]) / t16[s] for s in seeds if s in by[policy]]
-        ratios_of[policy] = ratios
+        runs = [by[policy][s] for s in ratios_of[policy]]
+        ratios = list(ratios_of[policy].values())
         gmean, low, high = log_interval(ratios)
-        reached = sum(math.isfinite(x) for x in ratios)
+        diff, half = paired_interval([at_end_of[policy][s] - at_end_of["16"][s] for s in at_end_of[policy]])
         label = "SAGC" if policy == "sagc" else f"G={policy}"
         lines.append(f"| {label} | {statistics.median(ratios):.2f} | {gmean:.2f} [{low:.2f}, {high:.2f}] | "
-                     f"{reached}/{len(ratios)} | {statistics.mean(per_step(r, 'straggler') for r in runs):.3f} | "
+                     f"{sum(math.isfinite(x) for x in ratios)}/{len(ratios)} | "
+                     f"{statistics.mean(at_end_of[policy].values()):.3f}, {diff:+.3f} ± {half:.3f} | "
+                     f"{statistics.mean(per_step(r, 'straggler') for r in runs):.3f} | "
                      f"{statistics.mean(per_step(r, 'group_size') for r in runs):.1f} | "
                      f"{statistics.median(per_step(r, 'gen_seconds') for r in runs):.2f} | "
                      f"{statistics.median(per_step(r, 'step_seconds') for r in runs):.2f} | "
                      f"{statistics.median(per_step(r, 'slots') for r in runs):.0f} | "
                      f"{statistics.mean(final_acc(mean_curve(r)) for r in runs):.3f} |")
     if "sagc" in ratios_of:
+        fixed = [p for p in order if p not in ("sagc", "16")]
         lines += ["", f"power: at {len(seeds)} seeds a time ratio of SAGC / G=16 below "
-                      f"{detectable(ratios_of['sagc']):.2f} is seen with 80% power (two-sided 5%, from the spread "
-                      "of the log ratios)"]
+                      f"{detectable(list(ratios_of['sagc'].values())):.2f} is seen with 80% power (two-sided 5%, "
+                      "from the spread of the log ratios)"]
+        if fixed:
+            best = min(fixed, key=lambda p: statistics.median(ratios_of[p].values()))
+            paired = [s for s in ratios_of["sagc"] if s in ratios_of[best]]
+            gmean, low, high = log_interval([ratios_of["sagc"][s] / ratios_of[best][s] for s in paired])
+            diff, half = paired_interval([at_end_of["sagc"][s] - at_end_of[best][s] for s in paired])
+            lines.append(f"SAGC against the fastest fixed size, G={best}: time to target SAGC / G={best} {gmean:.2f} "
+                         f"[{low:.2f}, {high:.2f}] (geometric mean, paired over {len(paired)} seeds); accuracy at "
+                         f"G=16's time, SAGC minus G={best}: {diff:+.3f} ± {half:.3f}")
     return lines
+
+
+def accuracy_at(curve: list[tuple[float, float]], seconds: float) -> float:
+    """Accuracy of a curve at `seconds` of own step time (linear between evaluations, its last one beyond)."""
+    return at_seconds([{"seconds": t, "acc": a} for t, a in curve], "acc", seconds)
+
+
+def lengths_table(files: list[Path]) -> list[str]:
+    """Per model, its within-group lengths before training (bench/experiments/group_lengths.py's raw files)."""
+    from bench.experiments.group_lengths import SIZES, by_size, group_stats
+
+    lines = ["| model | groups x G | mean length | cut at the cap | CV (median) | max / median (median; 90th pct) | "
+             "straggler rate at tau 2: G = 4 / 8 / 12 / 16 | group utilisation at G = 16 |",
+             "|---|---|---|---|---|---|---|---|"]
+    for path in files:
+        data = json.loads(path.read_text())
+        groups = data["groups"]
+        spread = [group_stats(g) for g in groups]
+        ratios = sorted(x["max_median"] for x in spread)
+        rows = {size: by_size(groups, size, (TAU,)) for size in SIZES}
+        lines.append(f"| {data['model']} | {len(groups)} x {len(groups[0])} | "
+                     f"{statistics.mean(n for g in groups for n in g):.1f} | "
+                     f"{1 - statistics.mean(f for g in data['finished'] for f in g):.3f} | "
+                     f"{statistics.median(x['cv'] for x in spread):.2f} | {statistics.median(ratios):.2f}; "
+                     f"{ratios[int(0.9 * len(ratios))]:.2f} | "
+                     + " / ".join(f"{rows[g]['straggler'][TAU]:.2f}" for g in SIZES)
+                     + f" | {rows[16]['utilisation']:.2f} |")
+    return lines
+
+
+TAU = 2.0  # the straggler rule the page's lengths table reads (the runs' own tau is in their results)
+
+
+def plot(results: list[dict], path: Path) -> Path:
+    """Left: the peers' mean held-out accuracy over own step seconds, mean over seeds, a line per policy.
+    Right: SAGC's group size and straggler rate over steps (mean over seeds and peers)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by: dict[str, list[dict]] = {}
+    for r in results:
+        by.setdefault(r["policy"], []).append(r)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    horizon = BUDGET * statistics.median(mean_curve(r)[-1][0] for r in by.get("16", results))
+    grid = [horizon * k / 40 for k in range(41)]
+    for policy in [p for p in ("16", "8", "4", "sagc") if p in by]:
+        mean = [statistics.mean(accuracy_at(mean_curve(r), t) for r in by[policy]) for t in grid]
+        left.plot(grid, mean, lw=2.5 if policy == "sagc" else 1.5, label="SAGC" if policy == "sagc" else f"G={policy}")
+    left.set(xlabel="own step seconds (mean of the two peers)", ylabel="held-out ID greedy pass@1",
+             title="digits-check: accuracy over time (mean over seeds)")
+    left.grid(alpha=0.3)
+    left.legend()
+    if "sagc" in by:
+        n = min(len(p["group_size"]) for r in by["sagc"] for p in r["peers"].values())
+        sizes = [statistics.mean(p["group_size"][i] for r in by["sagc"] for p in r["peers"].values()) for i in range(n)]
+        rates = [statistics.mean(p["straggler"][i] for r in by["sagc"] for p in r["peers"].values()) for i in range(n)]
+        size_line = right.plot(range(n), sizes, label="SAGC's G")
+        twin = right.twinx()
+        rate_line = twin.plot(range(n), rates, color="tab:red", alpha=0.6, label="straggler rate")
+        twin.set(ylabel="straggler rate (own groups)", ylim=(0, 1))
+        right.set(xlabel="step", ylabel="group size G", title="SAGC's choice (mean over seeds and peers)")
+        right.grid(alpha=0.3)
+        right.legend(handles=size_line + rate_line, fontsize=8, loc="upper right")
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def section(results: list[dict], out: Path) -> list[str]:
+    """The results page's section on SAGC: the lengths before training, the comparison, the plot."""
+    steps = results[0]["steps"]
+    figure = plot(results, out / "straggler.png")
+    return [
+        "## 4. SAGC where completions straggle (task `digits-check`, check-sub + check-add, `swarm local`)", "",
+        "On `digits` the completions of one prompt are one length give or take a token (straggler rate 0 at every "
+        "G: `python -m bench.experiments.group_lengths --model digit-add-bpe --task digits`), so SAGC has nothing "
+        "to act on there and keeps G = 16. `digits-check` (node/tasks/checked.py) follows each worked answer with a "
+        "heavy-tailed number of checks, a habit the zoo's check-sub and check-add learnt in pre-training. Their "
+        "groups before any training (`python -m bench.experiments.group_lengths --model check-sub`, 128 prompts "
+        "x 16 samples, the node's own generation, raw lengths in docs/results/straggler/lengths_*.json):", "",
+        *lengths_table(sorted(out.glob("lengths_*.json"))), "",
+        f"Each run: `swarm local` with the two peers (their own processes and DHT nodes, the node's default transfer "
+        f"policy), 8 prompts a step, the task's cap of 224 tokens (nothing cut), held-out ID greedy pass@1 on 128 "
+        f"prompts every 5 steps. Fixed G = 16 runs {steps} steps; every other policy of its seed runs until each "
+        f"peer has spent {BUDGET}x G = 16's own step seconds (its steps are cheaper). Time = a peer's cumulative "
+        "own step seconds (generation, sharing, learning; not evaluation), the mean of the two peers; target = "
+        "G = 16's final accuracy (mean of its last 3 evaluations) in the same seed. The machine: 2 cores, both "
+        "peers running, one run at a time. Command: `python -m bench.experiments.straggler`, at commit "
+        f"{', '.join(sorted({r['commit'] for r in results}))}; one JSON file per run in docs/results/straggler/.", "",
+        *report(results), "", f"![straggler]({os.path.relpath(figure, ROOT / 'docs')})", ""]
 
 
 def main(argv=None) -> int:
@@ -223,6 +329,8 @@ def main(argv=None) -> int:
     parser.add_argument("--delta", type=float, default=0.3)
     parser.add_argument("--out", default=str(OUT))
     parser.add_argument("--report-only", action="store_true")
+    parser.add_argument("--section", action="store_true", help="write the results page's section (SECTION.md) "
+                        "and its plot into --out")
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -242,6 +350,9 @@ def main(argv=None) -> int:
     results = [json.loads(p.read_text()) for p in sorted(out.glob(f"*_n{args.steps}.json"))]
     results = [r for r in results if r["seed"] in seeds and r["policy"] in policies]
     print("\n".join(report(results)))
+    if args.section:
+        (out / "SECTION.md").write_text("\n".join(section(results, out)) + "\n")
+        print(f"written: {out / 'SECTION.md'}")
     return 0
 
 

@@ -1,5 +1,6 @@
 """The long-completion benchmarks' arithmetic: within-group length statistics, SAGC run offline over recorded
 groups, and the straggler experiment's time-to-target ratios, intervals and power."""
+import json
 import math
 import statistics
 
@@ -34,7 +35,8 @@ def _result(policy, seed, times_accs, straggle=0.5, group=16):
     evals = [{"step": 5 * i, "seconds": t, "acc": a} for i, (t, a) in enumerate(times_accs)]
     peer = {"evals": evals, "straggler": [straggle], "group_size": [group], "gen_seconds": [1.0],
             "step_seconds": [2.0], "slots": [100], "tokens": [50], "reward": [0.5], "received": [8]}
-    return {"policy": policy, "seed": seed, "tau": 2.0, "delta": 0.3, "peers": {"peer0": peer, "peer1": peer}}
+    return {"policy": policy, "seed": seed, "steps": 60, "tau": 2.0, "delta": 0.3,
+            "peers": {"peer0": peer, "peer1": peer}}
 
 
 def test_time_to_target_ratio_interval_and_power():
@@ -76,3 +78,17 @@ def test_lengths_are_sampled_by_the_nodes_backend():
     assert all(len(f) == 4 for f in data["finished"]) and all(len(r) == 4 for r in data["rewards"])
     lines = group_lengths.report(data, (2.0,), (0.3,), steps=10, per_step=2)
     assert any(line.startswith("| 4 | 0.000 |") for line in lines)
+
+
+def test_the_page_section_has_the_lengths_the_comparison_and_a_plot(tmp_path):
+    lengths = {"model": "m", "groups": [[10] * 15 + [40]] * 4, "finished": [[True] * 16] * 4,
+               "rewards": [[0.0] * 16] * 4, "cap": 224}
+    (tmp_path / "lengths_m.json").write_text(json.dumps(lengths))
+    row = straggler.lengths_table([tmp_path / "lengths_m.json"])[2]
+    assert row.startswith("| m | 4 x 16 | 11.9 | 0.000 |")
+    assert "| 4.00; 4.00 |" in row and "0.00 / 0.00 / 0.00 / 1.00" in row  # the outlier is the 16th sample
+    g16 = [(0, 0.2), (10, 0.4), (20, 0.6), (30, 0.6)]
+    results = [_result("16", 1, g16), _result("sagc", 1, [(0, 0.2), (10, 0.6), (20, 0.6), (30, 0.7)], group=8)]
+    text = "\n".join(straggler.section(results, tmp_path))
+    assert "## 4. SAGC where completions straggle" in text and "| SAGC |" in text
+    assert (tmp_path / "straggler.png").stat().st_size > 10_000
