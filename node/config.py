@@ -215,8 +215,9 @@ class TaskConfig:
 @dataclass(frozen=True)
 class SAGCConfig:
     candidates: tuple[int, ...] = (4, 8, 12, 16)  # group sizes to choose from, ascending
-    tau: float = 2.0  # a group straggles when max length > tau * median length
-    delta: float = 0.3  # straggler-rate budget
+    tau: float = 2.0  # a group straggles when max length > tau * median length (then over half of its padded
+    #                   decode waits; 1.5 flags most even of the smallest groups on measured traces: docs/SAGC.md)
+    delta: float = 0.3  # straggler-rate budget (the lowest the smallest size meets on those traces, with room)
     eta: float = 1.0  # dual step size (calibrated in bench/sim/sagc.py: 0.05 and 0.2 overshot the budget)
     lambda_max: float = 10.0  # upper bound of the dual variable
     prior_alpha: float = 1.0  # Beta prior of each size's straggler probability

@@ -313,6 +313,7 @@ def section(results: list[dict], out: Path) -> list[str]:
         "G = 16's final accuracy (mean of its last 3 evaluations) in the same seed. The machine: 2 cores, both "
         "peers running, one run at a time. Command: `python -m bench.experiments.straggler`, at commit "
         f"{', '.join(sorted({r['commit'] for r in results}))}; one JSON file per run in docs/results/straggler/.", "",
+        *([(out / "NOTES.md").read_text().strip(), ""] if (out / "NOTES.md").exists() else []),
         *report(results), "", f"![straggler]({os.path.relpath(figure, ROOT / 'docs')})", ""]
 
 
