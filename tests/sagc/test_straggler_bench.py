@@ -35,7 +35,7 @@ def _result(policy, seed, times_accs, straggle=0.5, group=16):
     evals = [{"step": 5 * i, "seconds": t, "acc": a} for i, (t, a) in enumerate(times_accs)]
     peer = {"evals": evals, "straggler": [straggle], "group_size": [group], "gen_seconds": [1.0],
             "step_seconds": [2.0], "slots": [100], "tokens": [50], "reward": [0.5], "received": [8]}
-    return {"policy": policy, "seed": seed, "steps": 60, "tau": 2.0, "delta": 0.3,
+    return {"policy": policy, "seed": seed, "steps": 60, "tau": 2.0, "delta": 0.3, "commit": "abc1234",
             "peers": {"peer0": peer, "peer1": peer}}
 
 
