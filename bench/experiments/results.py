@@ -38,7 +38,6 @@ import argparse
 import concurrent.futures
 import multiprocessing
 import os
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -60,6 +59,7 @@ from bench.experiments.grid import (
 )
 from bench.experiments.report import report
 from bench.experiments.runner import run_one
+from bench.experiments.runs import source_commit
 from node.system.process import die_with_parent
 
 
@@ -123,8 +123,7 @@ def main(argv=None) -> int:
     runs = plan(args.seeds, args.steps, args.eval_every, sections, tuple(args.pairs.split(",")),
                 tuple(args.variants.split(",")), mixed, tuple(args.verdict_pairs.split(",")), args.smoke, cells,
                 policies)
-    commit = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True,
-                            text=True, cwd=ROOT).stdout.strip() or "unknown"
+    commit = source_commit()
     given = argv if argv is not None else sys.argv[1:]
     command = "python -m bench.experiments.results" + "".join(f" {a}" for a in given)
     from node.models.zoo_store import ZOO_ENV, active_zoo, is_shipped

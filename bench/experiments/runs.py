@@ -3,9 +3,10 @@ and seed (older runs' labels and settings read as today's)."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
-from bench.experiments.grid import MIXED, PAIRS, RUN_SECTIONS, SWARM_VARIANTS
+from bench.experiments.grid import MIXED, PAIRS, ROOT, RUN_SECTIONS, SWARM_VARIANTS
 
 LEGACY_LABELS = {"outcome": "success-gated", "F-TIS-gated": "verified-imitation", "F-TIS+baseline":
                  "imitation, floor 0", "F-TIS-gated-f2": "imitation, floor 2"}  # a cell's name before the transfer
@@ -99,3 +100,10 @@ def mixed_runs(results: dict, name: str, label: str) -> dict[int, dict]:
         if run["section"] == "mixed" and tuple(run["models"]) == MIXED[name] and run["label"] == label:
             out[run["seed"]] = {log["model"]: log for log in res["peers"].values()}
     return out
+
+
+def source_commit() -> str:
+    """The checkout's commit, "-dirty" when it has changes: what a run records as its provenance."""
+    proc = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True, text=True,
+                          cwd=ROOT)
+    return proc.stdout.strip() or "unknown"

@@ -23,15 +23,15 @@ import argparse
 import json
 import math
 import os
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from bench.experiments.grid import FINAL_POINTS, ROOT
+from bench.experiments.runs import source_commit
 from bench.experiments.stats import T95, at_seconds, paired_interval, swarm_curve, time_to_reach
+from bench.swarms import run_until
 
 MODELS = ("check-sub", "check-add")  # borrows expert + carries expert, both with the long tail of checks
 TASK = "digits-check"
@@ -86,52 +86,25 @@ def run_one(policy: str, seed: int, args, out: Path, budget: float = 0.0) -> dic
     cmd = command(policy, seed, steps, args.eval_every, args.tau, args.delta, args.prompts, args.eval_prompts,
                   folder)
     start = time.perf_counter()
-    with open(folder / "local.log", "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-        spent = stop_at_budget(proc, folder, budget)
+
+    def spent_budget() -> bool:
+        spent = [sum(r.step_seconds for r in read_metrics(p)) for p in folder.glob("peer*.jsonl")]
+        return bool(budget) and len(spent) == len(MODELS) and min(spent) >= budget
+
+    code, stopped = run_until(cmd, ROOT, folder / "local.log", spent_budget, LONGEST_RUN)
     wall = time.perf_counter() - start
     peers = {p.stem: summarise_peer(read_metrics(p)) for p in sorted(folder.glob("peer*.jsonl"))}
     short = [name for name, p in peers.items() if len(p["step_seconds"]) < steps and sum(p["step_seconds"]) < budget]
-    if (proc.returncode != 0 and not spent) or short or len(peers) != len(MODELS):
-        raise RuntimeError(f"swarm local ({policy}, seed {seed}) failed (exit {proc.returncode}; short: {short}): "
+    if (code != 0 and not stopped) or short or len(peers) != len(MODELS):
+        raise RuntimeError(f"swarm local ({policy}, seed {seed}) failed (exit {code}; short: {short}): "
                            f"see {folder / 'local.log'}")
     result = {"policy": policy, "seed": seed, "steps": args.steps, "tau": args.tau, "delta": args.delta,
-              "budget": budget, "wall": wall, "peers": peers, "command": " ".join(cmd[1:]), "commit": commit()}
+              "budget": budget, "wall": wall, "peers": peers, "command": " ".join(cmd[1:]), "commit": source_commit()}
     path.write_text(json.dumps(result))
     return result
 
 
-POLL = 2.0  # seconds between reads of a running swarm's metrics
 LONGEST_RUN = 3600.0  # seconds any one run may take before it is stopped as failed
-
-
-def stop_at_budget(proc: subprocess.Popen, folder: Path, budget: float) -> bool:
-    """Waits for a `swarm local` we started; with a budget, stops it (SIGTERM, then SIGKILL after two minutes)
-    once every peer's own step seconds reach it. Returns whether it was stopped on its budget."""
-    from node.app.local_swarm import read_metrics
-
-    deadline = time.monotonic() + LONGEST_RUN
-    while proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(POLL)
-        if not budget:
-            continue
-        spent = [sum(r.step_seconds for r in read_metrics(p)) for p in folder.glob("peer*.jsonl")]
-        if len(spent) == len(MODELS) and min(spent) >= budget:
-            break
-    if proc.poll() is not None:
-        return False
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=120)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-    return True
-
-
-def commit() -> str:
-    proc = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT)
-    return proc.stdout.strip() or "unknown"
 
 
 def mean_curve(result: dict) -> list[tuple[float, float]]:

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+from bench.swarms import run_until
 
 ROOT = Path(__file__).resolve().parents[2]
 TAU = 2.0
@@ -74,18 +74,7 @@ def ours(recipe: Recipe, out: Path, minutes: float) -> list[dict]:
            "--prompts", str(recipe.prompts), "--group-policy", "sagc", "--backend", recipe.backend,
            "--eval-every", "0", "--out", str(folder), "--set", f"generation.max_new_tokens={recipe.cap}",
            "--set", f"generation.temperature={recipe.temperature}"]
-    deadline = time.monotonic() + 60 * minutes
-    with open(folder / "local.log", "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
-        while proc.poll() is None and time.monotonic() < deadline:
-            time.sleep(2)
-        if proc.poll() is None:  # the budget is spent: stop the swarm we started
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    run_until(cmd, ROOT, folder / "local.log", lambda: False, 60 * minutes)  # (stopped at the budget)
     rows = {p.stem.split("-", 1)[1]: read_metrics(p) for p in sorted(folder.glob("peer*.jsonl"))}
     if not any(rows.values()):
         raise RuntimeError(f"the swarm made no step; see {folder / 'local.log'}")
