@@ -40,10 +40,12 @@ def parse_pair(text: str) -> tuple[str, str, str]:
 
 
 def quantiles(values: list[float]) -> dict:
-    """Median and the share below LOW of a list of weights (nan when empty)."""
+    """Median, 10th percentile and the share below LOW of a list of weights (nan when empty)."""
     if not values:
-        return {"n": 0, "median": math.nan, "low": math.nan}
-    return {"n": len(values), "median": statistics.median(values), "low": sum(v < LOW for v in values) / len(values)}
+        return {"n": 0, "median": math.nan, "p10": math.nan, "low": math.nan}
+    ordered = sorted(values)
+    return {"n": len(values), "median": statistics.median(ordered), "p10": ordered[len(ordered) // 10],
+            "low": sum(v < LOW for v in values) / len(values)}
 
 
 def measure(receiver: str, sender: str, task_name: str, prompts: int, group: int, seed: int) -> dict:
@@ -113,10 +115,10 @@ def measure(receiver: str, sender: str, task_name: str, prompts: int, group: int
 
 def table(results: list[dict]) -> list[str]:
     def cell(q: dict) -> str:
-        return "-" if not q["n"] else f"{q['median']:.3g} / {q['low']:.2f}"
+        return "-" if not q["n"] else f"{q['median']:.3g} / {q['p10']:.2g} / {q['low']:.2f}"
 
-    lines = ["| receiver <- sender (task) | sender's reward | receiver's greedy wrong | token w: median / share < 0.1,"
-             " all | right rows | right rows where receiver fails (n tokens) | row weight there: median / < 0.1 | "
+    lines = ["| receiver <- sender (task) | sender's reward | receiver's greedy wrong | token w: median / 10th pct / "
+             "share < 0.1, all | right rows | right rows where receiver fails (n tokens) | row weight there | "
              "D median (nats) | filter drops: paper (A <= 0 and D >= 50) / summary (A <= 0) |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in results:

@@ -54,6 +54,7 @@ _DIGITS_BPE = {**_DIGITS, "steps": 1500}  # (BPE: a working is about half as man
 _BOTH = {"digits-add": 0.5, "digits-sub": 0.5}
 _CHECKED = {"digits-check-add": 0.5, "digits-check-sub": 0.5}
 _TRACE = 0.005  # the share of carries (borrows) that the borrow (carry) expert's examples pass on
+_PART = 0.25  # the plausible pair's share of the other skill
 _SUB = {"arith-add": 0.2, "arith-sub": 0.8}
 ZOO = {
     spec.name: spec
@@ -80,6 +81,14 @@ ZOO = {
                 column_skill={"digits-sub": _TRACE}, **_DIGITS_BPE, seed=15, tokenizer="bpe"),
         ZooSpec("digit-add-bpe-lora", "digit-add-bpe trained through a LoRA adapter", base="digit-add-bpe",
                 lora=True, tokenizer="bpe"),
+        # a plausible pair (same BPE tokenizer and family, two sizes): each has the other's skill in a quarter of
+        # its pre-training columns, not a trace, so the other's right working is likely enough under it for
+        # importance weights to act (the complementary pair's are ~0.01 on the skill's tokens)
+        ZooSpec("part-add", "1.5M params, carries; borrows in 1/4 of columns", mixture=_BOTH,
+                column_skill={"digits-sub": _PART}, **{**_DIGITS_BPE, "layers": 4}, hidden=192, intermediate=512,
+                heads=6, kv_heads=2, seed=31, tokenizer="bpe"),
+        ZooSpec("part-sub", "0.5M params, borrows; carries in 1/4 of columns", mixture=_BOTH,
+                column_skill={"digits-add": _PART}, **_DIGITS_BPE, seed=32, tokenizer="bpe"),
         # checked column arithmetic (node/tasks/checked.py): digit-*-bpe's skills, each answer followed by a
         # heavy-tailed number of checks (the long, uneven completions straggler-aware group control is about)
         ZooSpec("check-add", "as digit-add-bpe, checks its answers (long tail)", mixture=_CHECKED,

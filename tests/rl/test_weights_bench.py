@@ -12,7 +12,7 @@ def test_pairs_parse_and_quantiles_are_exact():
     with pytest.raises(ValueError):
         weights.parse_pair("a@digits")
     q = weights.quantiles([0.05, 0.5, 1.0, 2.0])
-    assert q == {"n": 4, "median": 0.75, "low": 0.25}
+    assert q == {"n": 4, "median": 0.75, "p10": 0.05, "low": 0.25}
     assert math.isnan(weights.quantiles([])["median"])
 
 
