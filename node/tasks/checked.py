@@ -53,7 +53,7 @@ def draw_checks(rng: random.Random, no_check: float = NO_CHECK_SHARE, tail: floa
                 most: int = MAX_CHECKS) -> int:
     """How many checks one pre-training label makes: 0 with probability `no_check`, else k >= 1 from a discrete
     Pareto tail, P(at least k) = k^-tail, cut at `most` (drawn from the cut distribution itself: no pile-up
-    at `most`). With the defaults: none half the time, one a quarter, 2-3 about a sixth, 6-8 one time in 25."""
+    at `most`). With the defaults: none 50% of the time, one 28%, two or three 14%, six to eight 3%."""
     if rng.random() < no_check:
         return 0
     least = (most + 1) ** -tail  # u in (least, 1] maps to k = floor(u^(-1/tail)) in [1, most]
