@@ -79,7 +79,7 @@ VARIANTS = ("alone", "nois", "vis", "tis", "f-nois", "f-vis", "f-tis")  # the F-
 SWARM_VARIANTS = VARIANTS[1:]  # those that share
 
 
-MODEL_COST = {"small-add": 4.0, "smollm2-135m": 60.0}  # relative step cost of a model (tiny models: 1)
+MODEL_COST = {"small-add": 4.0, "part-add": 3.0, "smollm2-135m": 60.0}  # relative step cost of a model (tiny: 1)
 
 
 BASE = {  # every experiment of sections 1-3; the task needs both skills (sums and differences)
@@ -97,6 +97,8 @@ VERDICT_PAIRS = {  # name -> the two zoo models; the first is the primary endpoi
     "lora": ("digit-add-bpe-lora", "digit-sub-bpe"),  # LoRA carries expert + full-tuning borrows expert
     "tokenizer": ("digit-sub-bpe", "digit-add"),  # BPE borrows expert + char carries expert
     "char": ("digit-sub", "digit-add"),  # the char tokenizer's pair (section 0's primary pair until 2026-12-04)
+    "plausible": ("part-sub", "part-add"),  # each has a quarter of the other's skill: its partner's right
+    #  working is likely enough under it for importance weights to act (docs/results/transfer-weights)
 }
 
 
