@@ -235,7 +235,9 @@ def test_a_stranded_newcomer_asks_the_seeds_it_has_not_asked():
     assert asked.count("boot") == 1 and second.swarm.groups_used > 0, (asked, second.swarm)
     newcomer.step(2)
     assert asked.count("boot") == 1, asked  # once
-    helped = newcomer_of(hub, "helped", neighbours=("p1", "p2"))
+    fresh = MemorySwarm()  # (its own swarm: groups published just before, as in the stranded newcomer's swarm,
+    seeded_swarm(fresh)  # not ones that aged while the newcomer above took its steps on a loaded machine)
+    helped = newcomer_of(fresh, "helped", neighbours=("p1", "p2"))
     asked = view_pulls(helped)
     for step in range(3):
         helped.step(step)
