@@ -35,6 +35,12 @@ def group_stats(lengths: list[int]) -> dict:
             "max_median": max(lengths) / max(statistics.median(lengths), 1)}
 
 
+def percentile(values, share: float):
+    """The value below which `share` of `values` lie (the sorted values' entry at that share, the last at most)."""
+    ordered = sorted(values)
+    return ordered[min(int(share * len(ordered)), len(ordered) - 1)]
+
+
 def by_size(groups: list[list[int]], size: int, taus: tuple[float, ...]) -> dict:
     """The first `size` completions of every group: straggler rate per tau, median utilisation, decode cost."""
     from node.sagc.controller import straggles
@@ -118,11 +124,7 @@ def report(data: dict, taus: tuple[float, ...], deltas: tuple[float, ...], steps
     flat = [n for g in groups for n in g]
     cut = 1 - statistics.mean(f for g in data["finished"] for f in g)
     spread = [group_stats(g) for g in groups]
-
-    def q(values, share):
-        values = sorted(values)
-        return values[min(int(share * len(values)), len(values) - 1)]
-
+    q = percentile
     lines = [f"{len(groups)} groups of {len(groups[0])}: mean length {statistics.mean(flat):.1f} tokens, median "
              f"{statistics.median(flat):.0f}, 99th percentile {q(flat, 0.99)}, longest {max(flat)} (cap {data['cap']});"
              f" cut at the cap {cut:.3f}; reward {statistics.mean(r for g in data['rewards'] for r in g):.3f}",

@@ -202,7 +202,7 @@ def accuracy_at(curve: list[tuple[float, float]], seconds: float) -> float:
 
 def lengths_table(files: list[Path]) -> list[str]:
     """Per model, its within-group lengths before training (bench/experiments/group_lengths.py's raw files)."""
-    from bench.experiments.group_lengths import SIZES, by_size, group_stats
+    from bench.experiments.group_lengths import SIZES, by_size, group_stats, percentile
 
     lines = ["| model | groups x G | mean length | cut at the cap | CV (median) | max / median (median; 90th pct) | "
              "straggler rate at tau 2: G = 4 / 8 / 12 / 16 | group utilisation at G = 16 |",
@@ -211,13 +211,13 @@ def lengths_table(files: list[Path]) -> list[str]:
         data = json.loads(path.read_text())
         groups = data["groups"]
         spread = [group_stats(g) for g in groups]
-        ratios = sorted(x["max_median"] for x in spread)
+        ratios = [x["max_median"] for x in spread]
         rows = {size: by_size(groups, size, (TAU,)) for size in SIZES}
         lines.append(f"| {data['model']} | {len(groups)} x {len(groups[0])} | "
                      f"{statistics.mean(n for g in groups for n in g):.1f} | "
                      f"{1 - statistics.mean(f for g in data['finished'] for f in g):.3f} | "
                      f"{statistics.median(x['cv'] for x in spread):.2f} | {statistics.median(ratios):.2f}; "
-                     f"{ratios[int(0.9 * len(ratios))]:.2f} | "
+                     f"{percentile(ratios, 0.9):.2f} | "
                      + " / ".join(f"{rows[g]['straggler'][TAU]:.2f}" for g in SIZES)
                      + f" | {rows[16]['utilisation']:.2f} |")
     return lines
@@ -277,7 +277,7 @@ def section(results: list[dict], out: Path) -> list[str]:
         "heavy-tailed number of checks, a habit the zoo's check-sub and check-add learnt in pre-training. Their "
         "groups before any training (`python -m bench.experiments.group_lengths --model check-sub`, 128 prompts "
         "x 16 samples, the node's own generation, raw lengths in docs/results/straggler/lengths_*.json):", "",
-        *lengths_table(sorted(out.glob("lengths_*.json"))), "",
+        *lengths_table(sorted(out.glob("lengths_check-*.json"))), "",
         f"Each run: `swarm local` with the two peers (their own processes and DHT nodes, the node's default transfer "
         f"policy), 8 prompts a step, the task's cap of 224 tokens (nothing cut), held-out ID greedy pass@1 on 128 "
         f"prompts every 5 steps. Fixed G = 16 runs {steps} steps; every other policy of its seed runs until each "

@@ -43,8 +43,9 @@ def quantiles(values: list[float]) -> dict:
     """Median, 10th percentile and the share below LOW of a list of weights (nan when empty)."""
     if not values:
         return {"n": 0, "median": math.nan, "p10": math.nan, "low": math.nan}
-    ordered = sorted(values)
-    return {"n": len(values), "median": statistics.median(ordered), "p10": ordered[len(ordered) // 10],
+    from bench.experiments.group_lengths import percentile
+
+    return {"n": len(values), "median": statistics.median(values), "p10": percentile(values, 0.1),
             "low": sum(v < LOW for v in values) / len(values)}
 
 
