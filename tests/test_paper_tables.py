@@ -47,10 +47,17 @@ def test_verdict_plan_has_every_control_and_shares_alone_runs():
     cells = {(r.models, r.label) for r in runs if r.seed == 0 and set(r.models) <= set(primary)}
     assert cells == {((m,), "Alone") for m in primary} | {((m,), "Alone-2x") for m in primary} | {
         (primary, label) for label in ("NoIS", "F-TIS", "success-gated", "F-TIS-seq", "verified-imitation",
-                                        "imitation, floor 0", "imitation, floor 2", "F-TIS-or")}
+                                        "imitation, floor 0", "imitation, floor 2", "F-TIS-or", "HACPO")}
     assert {r.seed for r in runs if r.models == primary} == set(range(8))  # the primary pair: every seed
-    for label in ("NoIS", "F-TIS", "verified-imitation"):  # the endpoint's comparisons: every seed
-        assert {r.seed for r in runs if r.label == label} == set(range(8)), label
+    for label in grid.REFERENCE_CELLS:  # the reference ablation: every seed, on each of its pairs
+        for name in grid.REFERENCE_PAIRS:
+            pair = grid.VERDICT_PAIRS[name]
+            seeds = {r.seed for r in runs if r.label == label and (r.models == pair or set(r.models) < set(pair))}
+            assert seeds == set(range(8)), (label, name)
+    long = [r for r in runs if set(r.models) <= set(grid.VERDICT_PAIRS["long"])]
+    assert long and all(r.settings[:2] == grid.PAIR_SETTINGS["long"] for r in long)  # its task, Alone runs too
+    check = runner.peer_config(next(r for r in long if r.label == "Alone-2x"), "check-sub", {})
+    assert (check.task.name, check.train.prompts_per_step) == ("digits-check", 16)
     for label in grid.ABLATION_CELLS:  # the fixes tried and their parts: 3
         assert {r.seed for r in runs if r.label == label} == {0, 1, 2}, label
     assert {r.seed for r in runs if r.models == grid.VERDICT_PAIRS["lora"]} == {0, 1}  # secondary: 2

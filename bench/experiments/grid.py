@@ -99,6 +99,13 @@ VERDICT_PAIRS = {  # name -> the two zoo models; the first is the primary endpoi
     "char": ("digit-sub", "digit-add"),  # the char tokenizer's pair (section 0's primary pair until 2026-12-04)
     "plausible": ("part-sub", "part-add"),  # each has a quarter of the other's skill: its partner's right
     #  working is likely enough under it for importance weights to act (docs/results/transfer-weights)
+    "long": ("check-sub", "check-add"),  # the complementary skills with a heavy tail of checks after each answer
+    #  (task digits-check: long, uneven completions, where F-TIS's filter drops 7-19% of received rows)
+}
+
+
+PAIR_SETTINGS = {  # settings every run of a pair carries (its Alone runs too): the long pair's own task and cap
+    "long": (("task.name", "digits-check"), ("generation.max_new_tokens", "0")),
 }
 
 
@@ -114,6 +121,7 @@ VERDICT_CELLS = (  # (label, transfer policy, settings) of every peer of a pair;
     ("imitation, floor 0", "verified-imitation", (("transfer.floor", "0"),)),  # its baseline without its floor
     ("imitation, floor 2", "verified-imitation", (("transfer.floor", "2"),)),  # right rows at weight C = 2
     ("F-TIS-or", "f-tis-or", ()),  # the filter as the seed's summary reads it (every negative received row dropped)
+    ("HACPO", "hacpo", ()),  # received rows at a clipped sequence ratio scaled by the partners' capability
 )
 
 
@@ -123,8 +131,15 @@ VERDICT_LABELS = tuple(label for label, _, _ in VERDICT_CELLS)
 SECONDARY_CELLS = ("Alone", "F-TIS", "verified-imitation")  # the secondary pairs' cells (fewer seeds, said so)
 
 
-ABLATION_CELLS = ("success-gated", "F-TIS-seq", "imitation, floor 0", "imitation, floor 2",  # the primary pair's
-                  "F-TIS-or")  # fixes tried and readings
+ABLATION_CELLS = ("success-gated", "F-TIS-seq", "imitation, floor 0", "imitation, floor 2")  # the primary pair's
+#                  fixes tried
+
+
+REFERENCE_CELLS = ("Alone", "Alone-2x", "NoIS", "F-TIS", "F-TIS-or", "HACPO", "verified-imitation")  # the
+#                  reference ablation: every transfer policy of the registry beside its two controls, every seed
+
+
+REFERENCE_PAIRS = ("complementary", "plausible", "long")  # its pairs (every seed); the others are secondary
 
 
 ABLATION_SEEDS = 3  # parts: at most this many seeds (the endpoint's comparisons, Alone, Alone-2x, NoIS, F-TIS and
@@ -207,19 +222,23 @@ ABLATIONS = (  # (label, settings) on the expertise pair; g = 50 (sum) and C = 2
 
 def verdict_plan(seeds: int, steps: int, eval_every: int, pairs=tuple(VERDICT_PAIRS),
                  secondary_seeds: int = 2, labels=VERDICT_LABELS) -> list[Run]:
-    """Section 0: the primary pair's endpoint cells on `seeds` seeds and its ablation cells on at most
-    ABLATION_SEEDS; the secondary pairs Alone and F-TIS on fewer; `labels` keeps those cells only. A model's
-    Alone runs are shared by every pair it is in (same seed, same prompts)."""
+    """Section 0: the reference pairs' REFERENCE_CELLS and the primary pair's cells on `seeds` seeds (its
+    ablation cells on at most ABLATION_SEEDS); the secondary pairs' SECONDARY_CELLS on fewer; `labels` keeps
+    those cells only. A model's Alone runs are shared by every pair it is in (same seed, same prompts); a pair's
+    PAIR_SETTINGS come first in each of its runs' settings."""
     runs: dict[str, Run] = {}
     primary = next(iter(VERDICT_PAIRS))
     for name in pairs:
-        cells = [c for c in VERDICT_CELLS if (name == primary or c[0] in SECONDARY_CELLS) and c[0] in labels]
-        for seed in range(seeds if name == primary else min(seeds, secondary_seeds)):
+        full = name in REFERENCE_PAIRS
+        cells = [c for c in VERDICT_CELLS if (name == primary or c[0] in SECONDARY_CELLS
+                                              or (full and c[0] in REFERENCE_CELLS)) and c[0] in labels]
+        for seed in range(seeds if full else min(seeds, secondary_seeds)):
             for label, policy, settings in cells:
                 if label in ABLATION_CELLS and seed >= ABLATION_SEEDS:
                     continue
                 for models in ([(m,) for m in VERDICT_PAIRS[name]] if policy == "alone" else [VERDICT_PAIRS[name]]):
-                    run = Run("verdict", models, policy, seed, steps, eval_every, settings, label)
+                    run = Run("verdict", models, policy, seed, steps, eval_every,
+                              PAIR_SETTINGS.get(name, ()) + settings, label)
                     runs.setdefault(run.key, run)
     return list(runs.values())
 
