@@ -225,6 +225,10 @@ class SAGCConfig:
     gamma: float = 0.95  # forgetting factor: each step, evidence decays towards the prior by this much
     neighbourhood: int = 1  # positions up or down the candidate list considered at each choice
     initial: int = 0  # first group size (0: the largest candidate)
+    price_time: bool = True  # value a size per second of a step, log2(G) * c(current) / c(G) from our own
+    #                          steps' measured seconds (where a step's cost grows with G, as at a fixed prompt
+    #                          count on a CPU: docs/SAGC.md); false: log2(G) per step, the straggler paper's
+    #                          objective (it holds the completions a step fixed, so every size costs the same)
     seed: int = 0  # Thompson-sampling generator seed
     peer_weight: float = 0.5  # evidence weight of another peer's group summary, same model family
     other_family_weight: float = 0.2  # evidence weight of a summary from another model family

@@ -155,7 +155,8 @@ class Peer:
                                        if verdicts.alignments else 0.0)
         self.backend.sync(self.loaded.model)  # the next step samples from the updated weights
         learn_seconds = time.perf_counter() - start
-        group_metrics = self.policy.after_step(own_summaries, received.summaries, self.family)
+        group_metrics = self.policy.after_step(own_summaries, received.summaries, self.family,
+                                               seconds=gen_seconds + learn_seconds)
         tokens = sum(sum(g.lengths) for g in groups)
         padded = self.backend.decode_slots(groups)  # decode slots spent on our own groups
         network = [end - start for start, end in zip(network_start, self.network_cpu(), strict=True)]

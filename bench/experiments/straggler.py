@@ -37,6 +37,15 @@ MODELS = ("check-sub", "check-add")  # borrows expert + carries expert, both wit
 TASK = "digits-check"
 OUT = ROOT / "docs" / "results" / "straggler"
 BUDGET = 1.25  # the other policies of a seed run until their own step seconds are this many times fixed G = 16's
+SAGC_POLICIES = {  # the controller's two objectives: policy name -> (label, settings)
+    "sagc": ("SAGC", ()),  # the node's default: log2(G) per second of generation (sagc.price_time)
+    "sagc-per-step": ("SAGC, log2 G a step", ("sagc.price_time=false",)),  # the straggler paper's objective
+}
+ORDER = ("sagc", "sagc-per-step", "4", "8", "12", "16")  # the report's rows
+
+
+def label_of(policy: str) -> str:
+    return SAGC_POLICIES[policy][0] if policy in SAGC_POLICIES else f"G={policy}"
 
 
 def run_key(policy: str, seed: int, steps: int) -> str:
@@ -46,7 +55,10 @@ def run_key(policy: str, seed: int, steps: int) -> str:
 def command(policy: str, seed: int, steps: int, every: int, tau: float, delta: float, prompts: int,
             eval_prompts: int, folder: Path) -> list[str]:
     """The `swarm local` command of one run."""
-    group = ["--group-policy", "sagc"] if policy == "sagc" else ["--group-policy", "fixed", "--group-size", policy]
+    if policy in SAGC_POLICIES:
+        group = ["--group-policy", "sagc", *(x for v in SAGC_POLICIES[policy][1] for x in ("--set", v))]
+    else:
+        group = ["--group-policy", "fixed", "--group-size", policy]
     return [sys.executable, str(ROOT / "swarm_cli.py"), "local", "--models", ",".join(MODELS),
             "--peers", str(len(MODELS)), "--task", TASK, "--steps", str(steps), "--prompts", str(prompts),
             *group, "--eval-every", str(every), "--out", str(folder),
@@ -150,7 +162,7 @@ def report(results: list[dict]) -> list[str]:
     if "16" not in by:
         return ["(no fixed G = 16 runs: nothing to compare with)"]
     seeds = sorted(by["16"])
-    order = [p for p in ("sagc", "4", "8", "12", "16") if p in by]
+    order = [p for p in ORDER if p in by]
     targets = {s: final_acc(mean_curve(by["16"][s])) for s in seeds}
     t16 = {s: time_to_reach(mean_curve(by["16"][s]), targets[s]) for s in seeds}
     end16 = {s: mean_curve(by["16"][s])[-1][0] for s in seeds}
@@ -169,8 +181,7 @@ def report(results: list[dict]) -> list[str]:
         ratios = list(ratios_of[policy].values())
         gmean, low, high = log_interval(ratios)
         diff, half = paired_interval([at_end_of[policy][s] - at_end_of["16"][s] for s in at_end_of[policy]])
-        label = "SAGC" if policy == "sagc" else f"G={policy}"
-        lines.append(f"| {label} | {statistics.median(ratios):.2f} | {gmean:.2f} [{low:.2f}, {high:.2f}] | "
+        lines.append(f"| {label_of(policy)} | {statistics.median(ratios):.2f} | {gmean:.2f} [{low:.2f}, {high:.2f}] | "
                      f"{sum(math.isfinite(x) for x in ratios)}/{len(ratios)} | "
                      f"{statistics.mean(at_end_of[policy].values()):.3f}, {diff:+.3f} ± {half:.3f} | "
                      f"{statistics.mean(per_step(r, 'straggler') for r in runs):.3f} | "
@@ -179,19 +190,20 @@ def report(results: list[dict]) -> list[str]:
                      f"{statistics.median(per_step(r, 'step_seconds') for r in runs):.2f} | "
                      f"{statistics.median(per_step(r, 'slots') for r in runs):.0f} | "
                      f"{statistics.mean(final_acc(mean_curve(r)) for r in runs):.3f} |")
-    if "sagc" in ratios_of:
-        fixed = [p for p in order if p not in ("sagc", "16")]
-        lines += ["", f"power: at {len(seeds)} seeds a time ratio of SAGC / G=16 below "
-                      f"{detectable(list(ratios_of['sagc'].values())):.2f} is seen with 80% power (two-sided 5%, "
+    fixed = [p for p in order if p not in SAGC_POLICIES and p != "16"]
+    for sagc in [p for p in order if p in SAGC_POLICIES]:
+        name = label_of(sagc)
+        lines += ["", f"{name}: at {len(ratios_of[sagc])} seeds a time ratio {name} / G=16 below "
+                      f"{detectable(list(ratios_of[sagc].values())):.2f} is seen with 80% power (two-sided 5%, "
                       "from the spread of the log ratios)"]
         if fixed:
             best = min(fixed, key=lambda p: statistics.median(ratios_of[p].values()))
-            paired = [s for s in ratios_of["sagc"] if s in ratios_of[best]]
-            gmean, low, high = log_interval([ratios_of["sagc"][s] / ratios_of[best][s] for s in paired])
-            diff, half = paired_interval([at_end_of["sagc"][s] - at_end_of[best][s] for s in paired])
-            lines.append(f"SAGC against the fastest fixed size, G={best}: time to target SAGC / G={best} {gmean:.2f} "
-                         f"[{low:.2f}, {high:.2f}] (geometric mean, paired over {len(paired)} seeds); accuracy at "
-                         f"G=16's time, SAGC minus G={best}: {diff:+.3f} ± {half:.3f}")
+            paired = [s for s in ratios_of[sagc] if s in ratios_of[best]]
+            gmean, low, high = log_interval([ratios_of[sagc][s] / ratios_of[best][s] for s in paired])
+            diff, half = paired_interval([at_end_of[sagc][s] - at_end_of[best][s] for s in paired])
+            lines.append(f"{name} against the fastest fixed size, G={best}: time to target {name} / G={best} "
+                         f"{gmean:.2f} [{low:.2f}, {high:.2f}] (geometric mean, paired over {len(paired)} seeds); "
+                         f"accuracy at G=16's time, {name} minus G={best}: {diff:+.3f} ± {half:.3f}")
     return lines
 
 
@@ -240,24 +252,29 @@ def plot(results: list[dict], path: Path) -> Path:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     horizon = BUDGET * statistics.median(mean_curve(r)[-1][0] for r in by.get("16", results))
     grid = [horizon * k / 40 for k in range(41)]
-    for policy in [p for p in ("16", "8", "4", "sagc") if p in by]:
+    for policy in [p for p in reversed(ORDER) if p in by]:
         mean = [statistics.mean(accuracy_at(mean_curve(r), t) for r in by[policy]) for t in grid]
-        left.plot(grid, mean, lw=2.5 if policy == "sagc" else 1.5, label="SAGC" if policy == "sagc" else f"G={policy}")
+        left.plot(grid, mean, lw=2.5 if policy == "sagc" else 1.5, label=label_of(policy),
+                  ls=":" if policy == "sagc-per-step" else "-")
     left.set(xlabel="own step seconds (mean of the two peers)", ylabel="held-out ID greedy pass@1",
              title="digits-check: accuracy over time (mean over seeds)")
     left.grid(alpha=0.3)
     left.legend()
-    if "sagc" in by:
-        n = min(len(p["group_size"]) for r in by["sagc"] for p in r["peers"].values())
-        sizes = [statistics.mean(p["group_size"][i] for r in by["sagc"] for p in r["peers"].values()) for i in range(n)]
-        rates = [statistics.mean(p["straggler"][i] for r in by["sagc"] for p in r["peers"].values()) for i in range(n)]
-        size_line = right.plot(range(n), sizes, label="SAGC's G")
-        twin = right.twinx()
-        rate_line = twin.plot(range(n), rates, color="tab:red", alpha=0.6, label="straggler rate")
-        twin.set(ylabel="straggler rate (own groups)", ylim=(0, 1))
-        right.set(xlabel="step", ylabel="group size G", title="SAGC's choice (mean over seeds and peers)")
-        right.grid(alpha=0.3)
-        right.legend(handles=size_line + rate_line, fontsize=8, loc="upper right")
+    handles, twin = [], right.twinx()
+    for policy in [p for p in SAGC_POLICIES if p in by]:
+        runs = by[policy]
+        n = min(len(p["group_size"]) for r in runs for p in r["peers"].values())
+        sizes = [statistics.mean(p["group_size"][i] for r in runs for p in r["peers"].values()) for i in range(n)]
+        rates = [statistics.mean(p["straggler"][i] for r in runs for p in r["peers"].values()) for i in range(n)]
+        dotted = ":" if policy == "sagc-per-step" else "-"
+        handles += right.plot(range(n), sizes, ls=dotted, color="tab:blue", label=f"{label_of(policy)}: G")
+        handles += twin.plot(range(n), rates, ls=dotted, color="tab:red", alpha=0.6,
+                             label=f"{label_of(policy)}: straggler rate")
+    twin.set(ylabel="straggler rate (own groups)", ylim=(0, 1))
+    right.set(xlabel="step", ylabel="group size G", title="SAGC's choice (mean over seeds and peers)")
+    right.grid(alpha=0.3)
+    if handles:
+        right.legend(handles=handles, fontsize=8, loc="upper right")
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
@@ -298,7 +315,8 @@ def main(argv=None) -> int:
     parser.add_argument("--eval-every", type=int, default=5)
     parser.add_argument("--prompts", type=int, default=8)
     parser.add_argument("--eval-prompts", type=int, default=128)
-    parser.add_argument("--policies", default="sagc,4,8,16")
+    parser.add_argument("--policies", default=",".join(ORDER[:-2] + ORDER[-1:]), help="of sagc (the node's default), "
+                        "sagc-per-step (the straggler paper's objective) and fixed sizes")
     parser.add_argument("--tau", type=float, default=2.0)
     parser.add_argument("--delta", type=float, default=0.3)
     parser.add_argument("--out", default=str(OUT))

@@ -7,7 +7,11 @@ a straggler rate <= delta, where a group straggles when max(lengths) / median(le
   with forgetting: each step, old evidence decays towards the prior by gamma (rollout lengths drift).
 - Dual ascent: lambda <- clip(lambda + eta * (S_t - delta), 0, lambda_max), S_t the step's straggler rate.
 - Thompson sampling: draw p~ from each posterior in the neighbourhood of the current size and pick the
-  size maximising log2(G) - lambda * p~.
+  size maximising v(G) - lambda * p~, where v(G) = log2(G) (`price_time` off: the value of a step, right when
+  every step costs the same, as at a fixed number of completions a step) or log2(G) * c(current) / c(G)
+  (`price_time` on: the value per second of a step, in units of the current size's step; c(G) is the measured
+  seconds of our own steps at size G, generation and learning, forgotten by gamma; an unmeasured size is priced
+  from the nearest measured one in proportion to G, and with nothing measured yet every size costs the same).
 - Other peers' evidence (their groups' length summaries) is kept apart from our own and capped: for any size
   it amounts to at most `max_foreign_evidence` pseudo-observations, however many peers (or one hostile peer
   with a flood of summaries) report it, so a size we try is soon judged by our own groups.
@@ -42,6 +46,29 @@ def decay(post: Posterior, prior: Posterior, gamma: float) -> Posterior:
     return Posterior(prior.alpha + gamma * (post.alpha - prior.alpha), prior.beta + gamma * (post.beta - prior.beta))
 
 
+def size_cost(costs: dict[int, float], size: int) -> float | None:
+    """The seconds of a step at `size`: measured, else the nearest measured size's scaled by
+    size / that size (decoding cost in proportion to the completions: the pessimistic guess for a larger size,
+    corrected once it is tried); None with nothing measured."""
+    if size in costs:
+        return costs[size]
+    if not costs:
+        return None
+    nearest = min(costs, key=lambda g: (abs(g - size), g))
+    return costs[nearest] * size / nearest
+
+
+def value(size: int, current: int, costs: dict[int, float], price_time: bool) -> float:
+    """The statistical value log2(G) of a size, per second of a step in units of the current size's step when
+    `price_time` (so the current size's value is log2 of it either way)."""
+    if not price_time:
+        return math.log2(size)
+    mine, theirs = size_cost(costs, current), size_cost(costs, size)
+    if not mine or not theirs:
+        return math.log2(size)
+    return math.log2(size) * mine / theirs
+
+
 def dual_step(lam: float, rate: float, delta: float, eta: float, lam_max: float) -> float:
     """Projected dual ascent on the straggler budget."""
     return min(max(lam + eta * (rate - delta), 0.0), lam_max)
@@ -56,6 +83,7 @@ class SAGC:
         self.foreign = {g: (0.0, 0.0) for g in cfg.candidates}  # other peers' (stragglers, others), capped
         self.lam = 0.0
         self.current = cfg.initial if cfg.initial else cfg.candidates[-1]
+        self.costs: dict[int, float] = {}  # size -> seconds of our own steps at it (forgotten by gamma)
         self.rng = random.Random(cfg.seed)
 
     def neighbourhood(self) -> list[int]:
@@ -64,11 +92,12 @@ class SAGC:
         return sizes[max(0, i - self.cfg.neighbourhood): i + self.cfg.neighbourhood + 1]
 
     def choose(self) -> int:
-        """Thompson sampling of log2(G) - lambda * p~_G over the neighbourhood of the current size."""
+        """Thompson sampling of v(G) - lambda * p~_G over the neighbourhood of the current size."""
         best, best_score = self.current, -math.inf
         for g in self.neighbourhood():
             post = self.belief(g)
-            score = math.log2(g) - self.lam * self.rng.betavariate(post.alpha, post.beta)
+            worth = value(g, self.current, self.costs, self.cfg.price_time)
+            score = worth - self.lam * self.rng.betavariate(post.alpha, post.beta)
             if score > best_score:
                 best, best_score = g, score
         self.current = best
@@ -93,6 +122,13 @@ class SAGC:
         post = self.posteriors[size]
         self.posteriors[size] = Posterior(post.alpha + weight * straggled, post.beta + weight * (not straggled))
 
+    def observe_cost(self, size: int, seconds: float) -> None:
+        """One of our own steps at `size` took `seconds` (ignored unless positive and finite)."""
+        if size not in self.posteriors or not math.isfinite(seconds) or seconds <= 0:
+            return
+        old = self.costs.get(size)
+        self.costs[size] = seconds if old is None else self.cfg.gamma * old + (1 - self.cfg.gamma) * seconds
+
     def end_step(self, own_straggler_rate: float) -> None:
         """After a training step: dual update from this peer's own rate, then forgetting."""
         c = self.cfg
@@ -109,6 +145,7 @@ class SAGC:
         return {"lambda": self.lam, "current": self.current,
                 "posteriors": {str(g): [p.alpha, p.beta] for g, p in self.posteriors.items()},
                 "foreign": {str(g): list(ab) for g, ab in self.foreign.items()},
+                "costs": {str(g): c for g, c in self.costs.items()},
                 "rng": [version, list(internal), gauss]}
 
     def load_state_dict(self, state: dict) -> None:
@@ -116,5 +153,6 @@ class SAGC:
         self.current = int(state["current"])
         self.posteriors = {int(g): Posterior(a, b) for g, (a, b) in state["posteriors"].items()}
         self.foreign = {int(g): (a, b) for g, (a, b) in state["foreign"].items()}
+        self.costs = {int(g): float(c) for g, c in state.get("costs", {}).items()}  # (absent before 2026-12-06)
         version, internal, gauss = state["rng"]
         self.rng.setstate((version, tuple(internal), gauss))

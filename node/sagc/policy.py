@@ -28,8 +28,9 @@ class GroupPolicy(Protocol):
         ...
 
     def after_step(self, own: list[LengthSummary], others: dict[bytes, list[LengthSummary]],
-                   family: str) -> GroupMetrics:
-        """Learns from this step's own summaries and other peers' new ones (by sender)."""
+                   family: str, seconds: float = 0.0) -> GroupMetrics:
+        """Learns from this step's own summaries and other peers' new ones (by sender), and what our step cost:
+        `seconds` of generation and learning (0: the generation seconds our summaries carry)."""
         ...
 
     def state_dict(self) -> dict: ...
@@ -84,7 +85,7 @@ class FixedGroups:
         return self.group_size
 
     def after_step(self, own: list[LengthSummary], others: dict[bytes, list[LengthSummary]],
-                   family: str) -> GroupMetrics:
+                   family: str, seconds: float = 0.0) -> GroupMetrics:
         return GroupMetrics(straggler_rate=straggler_rate(own, self.tau))
 
     def state_dict(self) -> dict:
@@ -105,7 +106,7 @@ class SAGCGroups:
         return self.controller.choose()
 
     def after_step(self, own: list[LengthSummary], others: dict[bytes, list[LengthSummary]],
-                   family: str) -> GroupMetrics:
+                   family: str, seconds: float = 0.0) -> GroupMetrics:
         c = self.cfg
         weighted = [(s, 1.0, False) for s in own]
         sender_weights = [0.0]
@@ -120,6 +121,8 @@ class SAGCGroups:
             if s.group_size in self.controller.posteriors and weight > 0:
                 self.controller.observe(s.group_size, straggled(s, c.tau), weight, foreign=foreign)
                 used += 1
+        if own:  # (one generate call made every group of our step: each summary carries its seconds)
+            self.controller.observe_cost(own[0].group_size, seconds or own[0].gen_seconds)
         rate = straggler_rate(own, c.tau)
         self.controller.end_step(rate)
         return GroupMetrics(straggler_rate=rate, summaries_used=used,

@@ -4,16 +4,19 @@ import json
 import pytest
 
 from node.config import SAGCConfig
-from node.sagc.controller import SAGC, Posterior, decay, dual_step, straggles
+from node.sagc.controller import SAGC, Posterior, decay, dual_step, size_cost, straggles, value
 
 
-def drive(ctrl, steps, straggles):
-    """Runs the controller against a scripted outcome per size; returns the chosen sizes."""
+def drive(ctrl, steps, straggles, seconds=None):
+    """Runs the controller against a scripted outcome per size (and, given `seconds`, a scripted generation
+    time per size); returns the chosen sizes."""
     sizes = []
     for _ in range(steps):
         g = ctrl.choose()
         s = straggles(g)
         ctrl.observe(g, s)
+        if seconds:
+            ctrl.observe_cost(g, seconds(g))
         ctrl.end_step(float(s))
         sizes.append(g)
     return sizes
@@ -80,9 +83,36 @@ def test_forgetting_lets_the_controller_recover(gamma, recovers):
     assert (believed < 0.6) == recovers, ctrl.belief_means()
 
 
+def test_a_size_is_priced_by_its_measured_seconds_or_the_nearest_ones():
+    assert size_cost({}, 8) is None
+    assert size_cost({16: 2.0}, 8) == 1.0 and size_cost({16: 2.0, 4: 1.0}, 12) == 1.5  # 12 is nearest to 16
+    assert size_cost({4: 1.0, 12: 3.0}, 8) == 2.0  # a tie: the smaller size's figure
+    assert value(8, 16, {16: 2.0}, price_time=True) == pytest.approx(3 * 2.0 / 1.0)
+    assert value(16, 16, {16: 2.0}, price_time=True) == 4.0  # the current size: log2 G either way
+    assert value(8, 16, {16: 2.0}, price_time=False) == 3.0 and value(8, 16, {}, price_time=True) == 3.0
+    ctrl = SAGC(SAGCConfig(gamma=0.5))
+    for seconds in (2.0, 4.0, float("nan"), -1.0, 0.0):
+        ctrl.observe_cost(16, seconds)
+    ctrl.observe_cost(5, 1.0)  # not a candidate
+    assert ctrl.costs == {16: 3.0}
+
+
+def test_where_seconds_grow_with_the_size_it_settles_on_the_cheapest_value():
+    """Generation seconds in proportion to G (a CPU at a fixed prompt count): log2(G) / G is largest at the
+    smallest size, so without a straggler it walks down from 16 and stays at 4. At flat seconds (a GPU far
+    from full) the untried smaller sizes look cheap until each is measured once; then it climbs back to 16 and
+    stays, as the unpriced controller does."""
+    down = drive(SAGC(SAGCConfig()), 12, lambda g: False, seconds=lambda g: 0.1 * g)
+    assert down[:5] == [16, 12, 8, 4, 4] and set(down[3:]) == {4}  # (nothing measured: unpriced)
+    flat = drive(SAGC(SAGCConfig()), 12, lambda g: False, seconds=lambda g: 1.0)
+    assert flat[:7] == [16, 12, 8, 4, 8, 12, 16] and set(flat[6:]) == {16}
+    unpriced = drive(SAGC(SAGCConfig(price_time=False)), 12, lambda g: False, seconds=lambda g: 0.1 * g)
+    assert set(unpriced) == {16}
+
+
 def test_state_round_trips_exactly():
     a = SAGC(SAGCConfig(seed=3))
-    drive(a, 50, lambda g: g >= 12)
+    drive(a, 50, lambda g: g >= 12, seconds=lambda g: 0.05 * g + 0.2)
     state = json.loads(json.dumps(a.state_dict()))  # plain JSON-able data
     b = SAGC(SAGCConfig(seed=99))
     b.load_state_dict(state)

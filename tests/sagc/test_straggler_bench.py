@@ -66,6 +66,9 @@ def test_the_run_command_names_the_policy_and_the_testbed():
     assert cmd[cmd.index("--task") + 1] == "digits-check" and "train.seed=3000" in cmd
     sagc = straggler.command("sagc", 3, 60, 5, 2.5, 0.4, 8, 128, straggler.OUT / "x")
     assert "--group-size" not in sagc and "sagc.tau=2.5" in sagc and "sagc.delta=0.4" in sagc
+    assert not any("price_time" in x for x in sagc)  # the node's default objective
+    per_step = straggler.command("sagc-per-step", 3, 60, 5, 2.0, 0.3, 8, 128, straggler.OUT / "x")
+    assert per_step[per_step.index("--group-policy") + 1] == "sagc" and "sagc.price_time=false" in per_step
 
 
 def test_lengths_are_sampled_by_the_nodes_backend():
@@ -88,7 +91,9 @@ def test_the_page_section_has_the_lengths_the_comparison_and_a_plot(tmp_path):
     assert row.startswith("| m | 4 x 16 | 11.9 | 0.000 |")
     assert "| 4.00; 4.00 |" in row and "0.00 / 0.00 / 0.00 / 1.00" in row  # the outlier is the 16th sample
     g16 = [(0, 0.2), (10, 0.4), (20, 0.6), (30, 0.6)]
-    results = [_result("16", 1, g16), _result("sagc", 1, [(0, 0.2), (10, 0.6), (20, 0.6), (30, 0.7)], group=8)]
+    results = [_result("16", 1, g16), _result("sagc", 1, [(0, 0.2), (10, 0.6), (20, 0.6), (30, 0.7)], group=8),
+               _result("sagc-per-step", 1, [(0, 0.2), (10, 0.4), (20, 0.6), (30, 0.7)], group=12)]
     text = "\n".join(straggler.section(results, tmp_path))
     assert "## 4. SAGC where completions straggle" in text and "| SAGC |" in text
+    assert "| SAGC, log2 G a step | 1.00 |" in text  # the same curve as G = 16 up to its target
     assert (tmp_path / "straggler.png").stat().st_size > 10_000
