@@ -86,6 +86,29 @@ def test_verdict_plan_has_every_control_and_shares_alone_runs():
         next(r for r in runs if r.models == primary and r.seed == single.seed), single.models[0], {}).train.seed
 
 
+def test_the_reference_table_names_the_winner_and_checks_the_goal():
+    """verified-imitation: +0.08 ± 0.02 over Alone-2x for both peers, ID and OOD (the goal's +0.05 cleared);
+    F-TIS: level with Alone-2x but one peer below Alone beyond noise, so it cannot win; NoIS never ran."""
+    from bench.experiments import report
+
+    figures = {}
+    for model in grid.VERDICT_PAIRS["long"]:
+        for endpoint in ("ID AUC, equal steps", "ID AUC, equal time", "OOD AUC, equal steps"):
+            figures[("long", model, "verified-imitation - Alone-2x", endpoint)] = (0.08, 0.02, 6)
+            figures[("long", model, "F-TIS - Alone-2x", endpoint)] = (0.09, 0.02, 6)
+        figures[("long", model, "verified-imitation - Alone", "ID AUC, equal steps")] = (0.1, 0.02, 6)
+        figures[("long", model, "F-TIS - Alone", "ID AUC, equal steps")] = (
+            (-0.05, 0.02, 6) if model == "check-add" else (0.01, 0.02, 6))
+    lines = report.reference_table(figures)
+    text = "\n".join(lines)
+    assert "| long | verified-imitation | check-sub | 6 | +0.080 ± 0.020 | +0.080 ± 0.020 | +0.080 ± 0.020 | " \
+           "+0.100 ± 0.020 |" in text
+    assert "| long | `digits-check` | verified-imitation (+0.080 for the peer it helps least) | " \
+           "F-TIS, verified-imitation | F-TIS |" in text
+    assert "| complementary |" not in text and not any("| NoIS |" in line for line in lines)
+    assert report.reference_table({}) == []
+
+
 def test_auc_equal_time_and_power():
     evals = [{"step": 0, "seconds": 0.0, "a": 0.1}, {"step": 10, "seconds": 10.0, "a": 0.3},
              {"step": 20, "seconds": 20.0, "a": 0.5}]

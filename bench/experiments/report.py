@@ -17,8 +17,11 @@ from bench.experiments.grid import (
     MIXED_POLICIES,
     MIXED_SCALE,
     MIXES,
+    PAIR_SETTINGS,
     PAIRS,
     REAL_MODELS,
+    REFERENCE_CELLS,
+    REFERENCE_PAIRS,
     STRAGGLER,
     SWARM_VARIANTS,
     TOKENIZER_OF,
@@ -241,7 +244,10 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
                        ("verified-imitation", "Alone"), ("verified-imitation", "Alone-2x"),
                        ("verified-imitation", "success-gated"), ("verified-imitation", "F-TIS"),
                        ("imitation, floor 0", "F-TIS"), ("imitation, floor 2", "Alone-2x"),
-                       ("imitation, floor 2", "verified-imitation"), ("F-TIS-or", "F-TIS")]
+                       ("imitation, floor 2", "verified-imitation"), ("F-TIS-or", "F-TIS"),
+                       *((cell, control) for cell in REFERENCE_POLICIES for control in ("Alone", "Alone-2x")
+                         if cell not in ("F-TIS", "NoIS", "verified-imitation") or control == "Alone-2x"
+                         and cell == "NoIS")]
         for model in pair:
             for a, b in comparisons:
                 if a not in cells or b not in cells:
@@ -265,7 +271,69 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
                                  + ("n/a | n/a | n/a |" if math.isnan(sd) else
                                     f"{sd:.3f} | {achieved:.2f} | {needed} |"))
         lines += ["", *verdict_goals(figures, pair_name, pair), ""]
+    lines += reference_table(figures)
     return lines, {"|".join(map(str, k)): v for k, v in figures.items()}, curves
+
+
+REFERENCE_POLICIES = tuple(c for c in REFERENCE_CELLS if not c.startswith("Alone"))  # the policies that share
+
+
+GOAL = 0.05  # issue 57: some policy beats Alone-2x by this much held-out AUC, both peers, ID and OOD, beyond noise
+
+
+def pair_task(pair_name: str) -> str:
+    """The task a verdict pair's runs train on (its PAIR_SETTINGS, else the verdict's base task)."""
+    return dict(PAIR_SETTINGS.get(pair_name, ())).get("task.name", DIGITS_BASE["task"]["name"])
+
+
+def reference_table(figures: dict) -> list[str]:
+    """The reference ablation in one table: each sharing policy against Alone-2x (ID AUC at equal steps and
+    equal time, OOD AUC at equal steps) and against Alone (ID AUC, equal steps), per pair and peer, paired 95%
+    intervals; then per pair the policy that wins (the largest gain over Alone-2x of the peer it helps least, ID AUC at
+    equal steps, among those that leave no peer below Alone beyond noise), and the issue's goal checked."""
+    endpoints = (("Alone-2x", "ID AUC, equal steps"), ("Alone-2x", "ID AUC, equal time"),
+                 ("Alone-2x", "OOD AUC, equal steps"), ("Alone", "ID AUC, equal steps"))
+    rows, verdicts = [], []
+    for name in REFERENCE_PAIRS:
+        pair = VERDICT_PAIRS[name]
+        ran = [c for c in REFERENCE_POLICIES if all((name, m, f"{c} - Alone-2x", "ID AUC, equal steps") in figures
+                                                    for m in pair)]
+        if not ran:
+            continue
+        scores = {}
+        for cell in ran:
+            harmless, worst, goal = True, math.inf, True
+            for model in pair:
+                got = [figures.get((name, model, f"{cell} - {control}", e), (math.nan, math.nan, 0))
+                       for control, e in endpoints]
+                seeds = min(n for _, _, n in got)
+                rows.append(f"| {name} | {cell} | {model} | {seeds} | "
+                            + " | ".join(fmt_diff(m, h) for m, h, _ in got) + " |")
+                (m_id, h_id, _), _, (m_ood, h_ood, _), (m_alone, h_alone, _) = got
+                harmless &= not (m_alone + h_alone < 0)
+                worst = min(worst, m_id)
+                goal &= m_id - h_id >= GOAL and m_ood - h_ood >= GOAL
+            scores[cell] = (harmless, worst, goal)
+        safe = [c for c in ran if scores[c][0]]
+        best = max(safe or ran, key=lambda c: scores[c][1])
+        met = [c for c in ran if scores[c][2]]
+        verdicts.append(f"| {name} | `{pair_task(name)}` | {best} ({scores[best][1]:+.3f} for the peer it helps least"
+                        f"{'' if scores[best][0] else '; a peer below Alone beyond noise'}) | "
+                        f"{', '.join(met) if met else 'missed'} | "
+                        f"{', '.join(c for c in ran if not scores[c][0]) or 'none'} |")
+    if not rows:
+        return []
+    return ["### The reference ablation: which policy wins where", "",
+            "Every sharing policy of the registry against its two controls, paired by seed (mean ± 95% t interval; "
+            "'seeds' = the pairs of runs).", "",
+            "| pair | policy | peer | seeds | ID AUC − Alone-2x, equal steps | ID AUC − Alone-2x, equal time | "
+            "OOD AUC − Alone-2x, equal steps | ID AUC − Alone, equal steps |", "|---|---|---|---|---|---|---|---|",
+            *rows, "",
+            f"Per pair: the winner (largest ID AUC gain over Alone-2x, equal steps, of the peer it helps least, "
+            f"among the policies that leave no peer below Alone beyond noise); the goal (a policy above Alone-2x by "
+            f"at least {GOAL:+.2f} for both peers, ID and OOD, beyond noise: the interval's lower end at or above "
+            f"it); the policies that leave a peer below Alone beyond noise.", "",
+            "| pair | task | wins | goal met by | a peer below Alone |", "|---|---|---|---|---|", *verdicts, ""]
 
 
 def kind_table(pair: tuple[str, str], cells: dict) -> list[str]:
