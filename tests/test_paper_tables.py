@@ -194,7 +194,8 @@ def test_smoke_run_writes_the_report_and_resumes(tmp_path):
     first = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900, check=False)
     assert first.returncode == 0, first.stdout[-2000:] + first.stderr[-3000:]
     text = results.read_text()
-    for heading in ("## 0. The verdict: does joining pay? (task `digits`)", "| digit-add-bpe | Alone-2x | 1 |",
+    for heading in ("## 0. The verdict: does joining pay? (tasks `digits` and `digits-check`)",
+                    "| digit-add-bpe | Alone-2x | 1 |",
                     "| digit-sub-bpe | F-TIS − Alone-2x | ID AUC, equal time |", "ID AUC per kind of problem",
                     "## The earlier testbed (task `arith`)", "## 1. F-TIS table",
                     "### The claims, checked", "## 2. Ablations", "## 3. SAPO's mix",

@@ -149,11 +149,9 @@ ABLATION_SEEDS = 3  # parts: at most this many seeds (the endpoint's comparisons
 PAGE_SECTIONS = "verdict"  # docs/RESULTS.md: the digits testbed; sections 1-3 and 5 are the earlier testbed
 
 
-PAGE_CELLS = ("Alone", "Alone-2x", "NoIS", "F-TIS", "success-gated", "verified-imitation")  # the page's cells of
-
-
-#   section 0: the controls the verdict needs and the node's default (verified-imitation); the others on request
-PAGE_PAIRS = ("complementary", "lora", "tokenizer")  # the page's pairs (the char pair on request)
+PAGE_CELLS = ("Alone", "Alone-2x", "NoIS", "F-TIS", "F-TIS-or", "HACPO", "success-gated",  # the page's cells of
+              "verified-imitation")  # section 0: the reference ablation's and Mutual RL's rule; the others on request
+PAGE_PAIRS = ("complementary", "plausible", "long", "lora", "tokenizer")  # the page's pairs (char on request)
 
 
 DIGITS_BASE = {  # SAGC on (the default policy): G from 4, 8, 12, 16 each step

@@ -65,7 +65,7 @@ EARLIER_NOTE = (
 
 
 SECTION_HEAD = (
-    "## 0. The verdict: does joining pay? (task `digits`)\n\n"
+    "## 0. The verdict: does joining pay? (tasks `digits` and `digits-check`)\n\n"
     "Task `digits` (node/tasks/digits.py): sums and differences of 1-5-column numbers worked column by column, "
     "every problem with at least one carry or borrow; held out by content (a hash of the problem), out of "
     "distribution = 6 columns. Peers (the complementary pair): digit-sub-bpe passes borrows on but not carries, "
@@ -73,8 +73,15 @@ SECTION_HEAD = (
     "measures the gap), both with the zoo's BPE tokenizer (the char-tokenizer pair digit-sub + digit-add, the "
     "primary pair until 2026-12-04, misreads operand digits past 4 columns: out of distribution it sat at 0-2%); "
     "the LoRA pair trains digit-add-bpe through a LoRA adapter, the tokenizer pair puts digit-sub-bpe beside the "
-    "char-tokenizer digit-add (token ids differ: cross-tokenizer F-TIS). Each peer: 8 "
-    "prompts a step, G chosen by SAGC (4, 8, 12 or 16), up to 8 received groups a step, the zoo's learning rate; "
+    "char-tokenizer digit-add (token ids differ: cross-tokenizer F-TIS). The plausible pair, part-sub (0.5M "
+    "params) + part-add (1.5M, 4 layers), has each the other's skill in a quarter of its pre-training columns, so "
+    "a partner's right working is likely under the receiver (token weights w: 10th percentile 0.79-0.89, against "
+    "0.003-0.17 on the complementary pair: docs/results/transfer-weights). The long pair, check-sub + check-add "
+    "(digit-*-bpe's skills), trains on task `digits-check`: each worked answer followed by a heavy-tailed number "
+    "of checks (section 4), at that task's 224-token cap, where F-TIS's filter drops 7-19% of received rows. "
+    "Each peer: 8 prompts a step, G chosen by SAGC (4, 8, 12 or 16; valued per step in the runs before "
+    "2026-12-06, per second of a step since: `sagc.price_time`, the runs' settings say which), up to 8 received "
+    "groups a step, the zoo's learning rate; "
     "held-out sets of 256 prompts per split, greedy pass@1. Cells: Alone; Alone-2x (16 own prompts a step: as "
     "many groups per update as a swarm peer can have, all own, the control for 'a bigger batch'); NoIS (received "
     "groups at weight 1); F-TIS (the paper's: received groups against their own group's mean, per-token weights "
@@ -86,7 +93,8 @@ SECTION_HEAD = (
     "right answers weigh at least 1; named F-TIS-gated until 2026-12-06; the node's default on tasks whose "
     "verifier checks the work, as digits' does, since 2026-12-03: docs/ALGORITHMS.md); imitation, floor 0 and "
     "floor 2 (verified-imitation with its right answers at F-TIS's weight, or at C = 2); F-TIS-or (the filter as "
-    "the seed's summary reads it: every received row at or below its group's mean dropped). "
+    "the seed's summary reads it: every received row at or below its group's mean dropped); HACPO (received rows "
+    "at a clipped sequence ratio, scaled by how capable the partners' groups are against ours: arXiv 2603.02604). "
     "The primary endpoint, fixed before the runs: ID AUC. Equal time compares both runs over the same span of "
     "own step seconds (the shorter run's), one experiment per core.")
 

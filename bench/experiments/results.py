@@ -1,13 +1,15 @@
 """Does joining the swarm pay? docs/RESULTS.md with its tables and plots, by one command (resumable).
 
 The page (the default sections, task `digits`: node/tasks/digits.py):
-0. The verdict: the complementary pair (digit-sub-bpe + digit-add-bpe: each lacks the other's skill) in the
-   page's cells (PAGE_CELLS: Alone, Alone-2x (the bigger-batch control), NoIS, F-TIS, success-gated,
-   verified-imitation: each cell a transfer policy, node/rl/transfer) on --seeds seeds; the LoRA and tokenizer
-   pairs (Alone, F-TIS, verified-imitation) on 2; the fixes tried before
-   (ABLATION_CELLS, at most ABLATION_SEEDS seeds) and the char pair on request (--verdict-cells,
-   --verdict-pairs). Primary endpoint: held-out ID AUC; paired differences at equal steps and equal own time,
-   with the power to see +0.05.
+0. The verdict and the reference ablation: the complementary pair (digit-sub-bpe + digit-add-bpe: each lacks
+   the other's skill), the plausible pair (part-sub + part-add: each has a quarter of the other's skill) and the
+   long pair (check-sub + check-add on digits-check: long, uneven completions) in the reference cells
+   (REFERENCE_CELLS: Alone, Alone-2x (the bigger-batch control), NoIS, F-TIS, F-TIS-or, HACPO,
+   verified-imitation: each cell a transfer policy, node/rl/transfer) on --seeds seeds, and success-gated
+   (Mutual RL's rule) on 3; the LoRA and tokenizer pairs (Alone, F-TIS, verified-imitation) on 2; the fixes
+   tried before (ABLATION_CELLS) and the char pair on request (--verdict-cells, --verdict-pairs). Primary
+   endpoint: held-out ID AUC; paired differences at equal steps and equal own time, with the power to see
+   +0.05; the reference table names the policy that wins on each pair.
 4. SAGC where completions straggle: docs/results/straggler/SECTION.md, written by bench/experiments/straggler.py
    (real `swarm local` processes; the page includes it as it stands).
 
