@@ -97,3 +97,21 @@ def test_the_page_section_has_the_lengths_the_comparison_and_a_plot(tmp_path):
     assert "## 4. SAGC where completions straggle" in text and "| SAGC |" in text
     assert "| SAGC, log2 G a step | 1.00 |" in text  # the same curve as G = 16 up to its target
     assert (tmp_path / "straggler.png").stat().st_size > 10_000
+
+
+def test_sagc_is_compared_with_the_fixed_sizes_rerun_in_its_session(tmp_path):
+    """A rerun folder replaces the earlier session's G = 4 in the comparison: SAGC reaches G = 16's target (0.6)
+    at 20 s, the earlier G = 4 at 10 s (ratio 2.0), the rerun G = 4 at 20 s (ratio 1.0)."""
+    g16 = [(0, 0.2), (20, 0.4), (40, 0.6), (50, 0.6), (60, 0.6)]
+    results = [_result("16", 1, g16), _result("16", 2, g16),
+               *(_result("sagc", s, [(0, 0.2), (10, 0.4), (20, 0.6)], group=4) for s in (1, 2)),
+               *(_result("4", s, [(0, 0.2), (5, 0.4), (10, 0.6)], group=4) for s in (1, 2))]
+    assert straggler.same_session(results, tmp_path / "none") == []
+    (tmp_path / "rerun").mkdir()
+    for s in (1, 2):
+        (tmp_path / "rerun" / f"4_s{s}_n60.json").write_text(json.dumps(
+            _result("4", s, [(0, 0.2), (10, 0.4), (20, 0.6)], group=4)))
+    before = next(line for line in straggler.report(results) if line.startswith("SAGC against"))
+    after = next(line for line in straggler.same_session(results, tmp_path / "rerun")
+                 if line.startswith("SAGC against"))
+    assert "SAGC / G=4 2.00" in before and "SAGC / G=4 1.00" in after
