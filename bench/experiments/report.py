@@ -252,10 +252,9 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
                        ("verified-imitation", "Alone"), ("verified-imitation", "Alone-2x"),
                        ("verified-imitation", "success-gated"), ("verified-imitation", "F-TIS"),
                        ("imitation, floor 0", "F-TIS"), ("imitation, floor 2", "Alone-2x"),
-                       ("imitation, floor 2", "verified-imitation"), ("F-TIS-or", "F-TIS"),
-                       *((cell, control) for cell in REFERENCE_POLICIES for control in ("Alone", "Alone-2x")
-                         if cell not in ("F-TIS", "NoIS", "verified-imitation") or control == "Alone-2x"
-                         and cell == "NoIS")]
+                       ("imitation, floor 2", "verified-imitation"), ("F-TIS-or", "F-TIS")]
+        comparisons = list(dict.fromkeys(comparisons + [(cell, control) for cell in REFERENCE_POLICIES
+                                                        for control in ("Alone", "Alone-2x")]))
         for model in pair:
             for a, b in comparisons:
                 if a not in cells or b not in cells:
