@@ -214,8 +214,11 @@ def verdict_tables(results: dict) -> tuple[list[str], dict, dict]:
         seeds = sorted(set(cells["F-TIS"]) & set(cells["Alone"]))
         first = next(res["run"] for res in results.values() if res["run"]["section"] == "verdict"
                      and tuple(res["run"]["models"]) == pair)
+        notes = "".join([f"; task `{pair_task(pair_name)}`" if pair_name in PAIR_SETTINGS else "",
+                         "; secondary: fewer seeds" if pair_name != primary and pair_name not in REFERENCE_PAIRS
+                         else ""])
         lines += [f"### {pair_name} pair: {' + '.join(pair)} ({len(seeds)} seeds, {first['steps']} steps, evaluated "
-                  f"every {first['eval_every']}{'; secondary: fewer seeds' if pair_name != primary else ''})", "",
+                  f"every {first['eval_every']}{notes})", "",
                   "Per cell, mean ± std over seeds: **ID AUC** (primary endpoint: the mean held-out ID greedy "
                   f"pass@1 over the evaluations after step 0), final ID and OOD (mean of the last {FINAL_POINTS} "
                   "evaluations); mechanisms, mean over steps: G (SAGC's group size), straggler rate (own groups "
