@@ -94,13 +94,13 @@ BASE = {  # every experiment of sections 1-3; the task needs both skills (sums a
 VERDICT_PAIRS = {  # name -> the two zoo models; the first is the primary endpoint's pair (issue 22)
     "complementary": ("digit-sub-bpe", "digit-add-bpe"),  # borrows only + carries only: each lacks the other's
     #  skill (BPE tokenizer: the char pair misreads operand digits past 4 columns, so out of distribution sat at 0-2%)
-    "lora": ("digit-add-bpe-lora", "digit-sub-bpe"),  # LoRA carries expert + full-tuning borrows expert
-    "tokenizer": ("digit-sub-bpe", "digit-add"),  # BPE borrows expert + char carries expert
-    "char": ("digit-sub", "digit-add"),  # the char tokenizer's pair (section 0's primary pair until 2026-12-04)
     "plausible": ("part-sub", "part-add"),  # each has a quarter of the other's skill: its partner's right
     #  working is likely enough under it for importance weights to act (docs/results/transfer-weights)
     "long": ("check-sub", "check-add"),  # the complementary skills with a heavy tail of checks after each answer
     #  (task digits-check: long, uneven completions, where F-TIS's filter drops 7-19% of received rows)
+    "lora": ("digit-add-bpe-lora", "digit-sub-bpe"),  # LoRA carries expert + full-tuning borrows expert
+    "tokenizer": ("digit-sub-bpe", "digit-add"),  # BPE borrows expert + char carries expert
+    "char": ("digit-sub", "digit-add"),  # the char tokenizer's pair (section 0's primary pair until 2026-12-04)
 }
 
 
