@@ -282,3 +282,25 @@ def test_the_benchmark_pool_workers_end_when_the_benchmark_is_killed():
             break
         time.sleep(0.1)
     assert not any(alive(p) for p in workers), "a pool worker outlived the benchmark that started it"
+
+
+def test_a_run_records_its_commit_dirty_only_for_code(tmp_path):
+    """A benchmark rewrites its page's figures under docs/results: that leaves the commit clean; a changed source
+    file marks it dirty; outside a repository the commit is unknown."""
+    def git(*args):
+        subprocess.run(["git", *args], cwd=tmp_path, check=True, capture_output=True)
+
+    assert runs.source_commit(tmp_path) == "unknown"
+    git("init", "-q")
+    (tmp_path / "docs" / "results").mkdir(parents=True)
+    (tmp_path / "docs" / "results" / "figures.json").write_text("{}")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    git("add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "first")
+    head = runs.source_commit(tmp_path)
+    assert len(head) == 7 and not head.endswith("-dirty")
+    (tmp_path / "docs" / "results" / "figures.json").write_text('{"a": 1}')
+    (tmp_path / "docs" / "results" / "new_run.json").write_text("{}")
+    assert runs.source_commit(tmp_path) == head
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert runs.source_commit(tmp_path) == f"{head}-dirty"

@@ -102,8 +102,15 @@ def mixed_runs(results: dict, name: str, label: str) -> dict[int, dict]:
     return out
 
 
-def source_commit() -> str:
-    """The checkout's commit, "-dirty" when it has changes: what a run records as its provenance."""
-    proc = subprocess.run(["git", "describe", "--always", "--dirty", "--abbrev=7"], capture_output=True, text=True,
-                          cwd=ROOT)
-    return proc.stdout.strip() or "unknown"
+RESULTS_DATA = "docs/results"  # what the benchmarks write (raw runs, the pages' figures): not the code they ran
+
+
+def source_commit(root: Path = ROOT) -> str:
+    """The checkout's commit, "-dirty" when its tracked files differ from it outside RESULTS_DATA: what a run
+    records as its provenance (a benchmark rewrites its page's figures there, which says nothing of the code)."""
+    head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], capture_output=True, text=True, cwd=root)
+    if head.returncode != 0:
+        return "unknown"
+    changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".",
+                              f":(exclude){RESULTS_DATA}"], capture_output=True, text=True, cwd=root)
+    return head.stdout.strip() + ("-dirty" if changed.stdout.strip() else "")
