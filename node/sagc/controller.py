@@ -10,8 +10,9 @@ a straggler rate <= delta, where a group straggles when max(lengths) / median(le
   size maximising v(G) - lambda * p~, where v(G) = log2(G) (`price_time` off: the value of a step, right when
   every step costs the same, as at a fixed number of completions a step) or log2(G) * c(current) / c(G)
   (`price_time` on: the value per second of a step, in units of the current size's step; c(G) is the measured
-  seconds of our own steps at size G, generation and learning, forgotten by gamma; an unmeasured size is priced
-  from the nearest measured one in proportion to G, and with nothing measured yet every size costs the same).
+  seconds of our own steps at size G, generation and learning (each new step at G weighs 1 - gamma); an
+  unmeasured size is priced from the nearest measured one in proportion to G, and with nothing measured yet
+  every size costs the same).
 - Other peers' evidence (their groups' length summaries) is kept apart from our own and capped: for any size
   it amounts to at most `max_foreign_evidence` pseudo-observations, however many peers (or one hostile peer
   with a flood of summaries) report it, so a size we try is soon judged by our own groups.
@@ -83,7 +84,7 @@ class SAGC:
         self.foreign = {g: (0.0, 0.0) for g in cfg.candidates}  # other peers' (stragglers, others), capped
         self.lam = 0.0
         self.current = cfg.initial if cfg.initial else cfg.candidates[-1]
-        self.costs: dict[int, float] = {}  # size -> seconds of our own steps at it (forgotten by gamma)
+        self.costs: dict[int, float] = {}  # size -> seconds of our own steps at it (a new step weighs 1 - gamma)
         self.rng = random.Random(cfg.seed)
 
     def neighbourhood(self) -> list[int]:
