@@ -22,7 +22,9 @@ from node.persistence.checkpoint import Checkpointer, resume_peer, save_checkpoi
 ROOT = Path(__file__).resolve().parents[1]
 STEPS, EVERY = 16, 4
 RUN = ["run", "--model", "tiny-add", "--steps", str(STEPS), "--prompts", "8", "--seed", "3",
-       "--checkpoint-every", str(EVERY), "--checkpoint-minutes", "0", "--keep-checkpoints", "100"]
+       "--checkpoint-every", str(EVERY), "--checkpoint-minutes", "0", "--keep-checkpoints", "100",
+       "--set", "sagc.price_time=false"]  # (SAGC's default prices a size by measured seconds, which no two runs
+#                                           share: a resumed run repeats every decision that reads no clock)
 KILL_DURING_WRITE = """
 import pathlib, sys, time
 import node.persistence.checkpoint as c

@@ -124,8 +124,9 @@ class SAGC:
         self.posteriors[size] = Posterior(post.alpha + weight * straggled, post.beta + weight * (not straggled))
 
     def observe_cost(self, size: int, seconds: float) -> None:
-        """One of our own steps at `size` took `seconds` (ignored unless positive and finite)."""
-        if size not in self.posteriors or not math.isfinite(seconds) or seconds <= 0:
+        """One of our own steps at `size` took `seconds` (kept only with `price_time`, and when positive and
+        finite: without it the state reads no clock, so a resumed run repeats the uninterrupted one exactly)."""
+        if not self.cfg.price_time or size not in self.posteriors or not math.isfinite(seconds) or seconds <= 0:
             return
         old = self.costs.get(size)
         self.costs[size] = seconds if old is None else self.cfg.gamma * old + (1 - self.cfg.gamma) * seconds
