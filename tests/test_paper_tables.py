@@ -109,6 +109,16 @@ def test_the_reference_table_names_the_winner_and_checks_the_goal():
     assert report.reference_table({}) == []
 
 
+def test_beyond_noise_is_the_whole_interval_on_one_side():
+    from bench.experiments import report
+
+    assert report.above(0.08, 0.02) and report.above(0.08, 0.02, 0.05) and not report.above(0.06, 0.02, 0.05)
+    assert not report.above(0.02, 0.03) and not report.above(0.5, math.nan)  # within noise; one seed
+    assert report.below(-0.05, 0.02) and not report.below(-0.01, 0.02) and not report.below(-0.5, math.nan)
+    assert report.verdict_word(-0.05, 0.02) == "-0.050 ± 0.020, below 0 beyond noise"
+    assert report.verdict_word(0.08, 0.02, 0.05) == "+0.080 ± 0.020, above +0.05 beyond noise"
+
+
 def test_auc_equal_time_and_power():
     evals = [{"step": 0, "seconds": 0.0, "a": 0.1}, {"step": 10, "seconds": 10.0, "a": 0.3},
              {"step": 20, "seconds": 20.0, "a": 0.5}]

@@ -188,15 +188,25 @@ def models_table(results: dict) -> list[str]:
     return [*lines, ""]
 
 
+def above(mean: float, half: float, at_least: float = 0.0) -> bool:
+    """Whether a paired 95% interval (mean ± half) lies wholly above `at_least` ('beyond noise'; nan: no)."""
+    return not math.isnan(half) and mean - half > at_least
+
+
+def below(mean: float, half: float) -> bool:
+    """Whether a paired 95% interval lies wholly below 0 ('below, beyond noise'; nan: no)."""
+    return not math.isnan(half) and mean + half < 0
+
+
 def verdict_word(mean: float, half: float, at_least: float = 0.0) -> str:
     """'beyond noise' when the 95% interval clears `at_least`, 'below, beyond noise' when it is under 0."""
     if math.isnan(mean):
         return "n/a"
     if math.isnan(half):
         return f"{mean:+.3f} (one seed)"
-    if mean - half > at_least:
+    if above(mean, half, at_least):
         return f"{mean:+.3f} ± {half:.3f}, above {at_least:+.2f} beyond noise"
-    if mean + half < 0:
+    if below(mean, half):
         return f"{mean:+.3f} ± {half:.3f}, below 0 beyond noise"
     return f"{mean:+.3f} ± {half:.3f}, within noise"
 
@@ -320,9 +330,9 @@ def reference_table(figures: dict) -> list[str]:
                 rows.append(f"| {name} | {cell} | {model} | {seeds} | "
                             + " | ".join(fmt_diff(m, h) for m, h, _ in got) + " |")
                 (m_id, h_id, _), _, (m_ood, h_ood, _), (m_alone, h_alone, _) = got
-                harmless &= not (m_alone + h_alone < 0)
+                harmless &= not below(m_alone, h_alone)
                 worst = min(worst, m_id)
-                goal &= m_id - h_id >= GOAL and m_ood - h_ood >= GOAL
+                goal &= m_id - h_id >= GOAL and m_ood - h_ood >= GOAL  # (nan: not met)
             scores[cell] = (harmless, worst, goal)
         safe = [c for c in ran if scores[c][0]]
         best = max(safe or ran, key=lambda c: scores[c][1])
@@ -379,7 +389,7 @@ def verdict_goals(figures: dict, pair_name: str, pair: tuple[str, str]) -> list[
                 lines.append(f"| F-TIS beats {control} by ≥ {EFFECT:.2f} ({endpoint}) | {model} | "
                              f"{verdict_word(mean, half, EFFECT)} |")
         mean, half, _ = get(model, "F-TIS - Alone", "ID AUC, equal steps")
-        lines.append(f"| not below Alone | {model} | {'no' if mean + half < 0 else 'holds'} "
+        lines.append(f"| not below Alone | {model} | {'no' if below(mean, half) else 'holds'} "
                      f"({fmt_diff(mean, half)}) |" if not math.isnan(mean) else f"| not below Alone | {model} | n/a |")
         mean, half, _ = get(model, "F-TIS - NoIS", "ID AUC, equal steps")
         lines.append(f"| F-TIS at least NoIS | {model} | {verdict_word(mean, half)} |")
@@ -431,11 +441,11 @@ def verdict_lines(results: dict, verdict: dict) -> list[str]:
     def word(mean: float, half: float) -> str:
         if math.isnan(mean):
             return "n/a"
-        if not math.isnan(half) and mean - half > 0:
+        if above(mean, half):
             return f"yes ({mean:+.3f}, significant)"
         if mean > 0:
             return f"yes ({mean:+.3f}, within noise)"
-        if not math.isnan(half) and mean + half < 0:
+        if below(mean, half):
             return f"no ({mean:+.3f}, significant)"
         return f"no ({mean:+.3f}, within noise)"
 

@@ -220,13 +220,13 @@ def test_local_swarm_of_vllm_peers_full_and_lora(vllm_available, tmp_path):
     """`swarm local --backend vllm`: each peer is a `swarm join --backend vllm` process; they share groups."""
     out = subprocess.run(
         [sys.executable, str(ROOT / "swarm_cli.py"), "local", "--peers", "2", "--models", "tiny-add,tiny-add-lora",
-         "--steps", "20", "--task", "arith-add", "--out", str(tmp_path), "--backend", "vllm",
+         "--steps", "10", "--task", "arith-add", "--out", str(tmp_path), "--backend", "vllm",
          "--set", "eval.prompts=16"],  # (the engines' start-up is most of it; evaluation checked for form only)
         capture_output=True, text=True, timeout=400, cwd=ROOT, check=False)
     assert out.returncode == 0, out.stdout + out.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     for name, s in summary.items():
-        assert s["steps"] == 20 and s["rejected"] == {}, (name, s)
+        assert s["steps"] == 10 and s["rejected"] == {}, (name, s)
         assert "generation vllm" in (tmp_path / f"{name}.log").read_text(), name
     assert sum(s["groups_received"] for s in summary.values()) > 0, summary
 

