@@ -1,17 +1,19 @@
 import pytest
 import torch
 
-# Seconds each heavy file takes on one worker of this 2-core machine (`pytest -n 2 --durations=60`, sums per file,
-# rounded): the README's command hands whole files to its two workers (--dist loadfile, pyproject.toml) heaviest
-# first, so that a module's shared swarm starts once and no long file starts last. A file not listed costs little.
+# Seconds each heavy file takes on one worker of this 2-core machine (`pytest -n 2 --durations=0`, sums per file,
+# rounded, without the Gemma tests CI skips; 2026-12-07): the README's command hands whole files to its two workers
+# (--dist loadfile, pyproject.toml) heaviest first, so that a module's shared swarm starts once and no long file
+# starts last. A file not listed costs little.
 FILE_SECONDS = {
-    "tests/swarm/test_hostile_process.py": 300, "tests/generation/test_vllm_backend.py": 260,
-    "tests/test_swarm_loopback.py": 180, "tests/test_checkpoint.py": 220, "tests/test_paper_tables.py": 130,
-    "tests/swarm/test_hostile_swarm.py": 180, "tests/test_cli_network.py": 170, "tests/test_peer_learns.py": 150,
-    "tests/test_cli.py": 170, "tests/swarm/test_hostile_poison.py": 120, "tests/swarm/test_nat.py": 120,
-    "tests/swarm/test_sybil.py": 90, "tests/swarm/test_intake.py": 90, "tests/models/test_real_model.py": 40,
-    "tests/swarm/test_blackout.py": 25, "tests/test_export.py": 60, "tests/test_evaluation.py": 90,
-    "tests/test_dashboard.py": 150,
+    "tests/swarm/test_hostile_process.py": 275, "tests/generation/test_vllm_backend.py": 175,
+    "tests/test_checkpoint.py": 115, "tests/test_cli.py": 100, "tests/test_evaluation.py": 95,
+    "tests/test_cli_network.py": 95, "tests/models/test_real_model.py": 85, "tests/swarm/test_hostile_poison.py": 80,
+    "tests/test_swarm_loopback.py": 75, "tests/test_dashboard.py": 60, "tests/swarm/test_hostile_swarm.py": 60,
+    "tests/test_peer_learns.py": 55, "tests/swarm/test_sybil.py": 55, "tests/swarm/test_intake.py": 50,
+    "tests/test_sim_discovery.py": 35, "tests/test_gpu_recipe.py": 30, "tests/test_paper_tables.py": 30,
+    "tests/swarm/test_newcomer.py": 27, "tests/models/test_prompt_encoding.py": 26, "tests/swarm/test_nat.py": 25,
+    "tests/test_export.py": 16, "tests/swarm/test_blackout.py": 13,
 }
 
 
