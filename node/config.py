@@ -173,7 +173,8 @@ class TrainConfig:
     seed: int = 0  # seeds sampling, task order and LoRA initialisation
     mini_batches: int = 1  # optimiser updates per step: the step's rows dealt into this many parts (PPO-style)
     micro_batch_tokens: int = 0  # padded tokens (rows x longest row) per forward/backward pass; gradients of an
-    #                              update's micro-batches accumulate (bounds the learner's memory; 0: no limit)
+    #                              update's micro-batches accumulate (bounds the learner's memory; 0: automatic,
+    #                              a quarter of the device's memory from the model's sizes: node/rl/learner.py)
     length_pieces: int = 4  # an update in one piece runs its forward pass as up to this many passes over rows
     #                         of similar length, when that pads 20% fewer tokens (1: one pass; same gradient)
     gradient_checkpointing: bool = False  # recompute activations in the backward pass (less memory, more time)
@@ -194,7 +195,7 @@ class TrainConfig:
         _check(self.completions_per_step >= 2, "train.completions_per_step", "must be >= 2",
                self.completions_per_step)
         _check(self.mini_batches >= 1, "train.mini_batches", "must be >= 1", self.mini_batches)
-        _check(self.micro_batch_tokens >= 0, "train.micro_batch_tokens", "must be >= 0 (0: no limit)",
+        _check(self.micro_batch_tokens >= 0, "train.micro_batch_tokens", "must be >= 0 (0: automatic)",
                self.micro_batch_tokens)
         _check(self.length_pieces >= 1, "train.length_pieces", "must be >= 1 (1: one forward pass)",
                self.length_pieces)
@@ -605,7 +606,7 @@ PEER_FLAGS = (
     Flag("--mini-batches", "train.mini_batches", "optimiser updates per step (PPO-style; the clip acts from the "
          "second)"),
     Flag("--micro-batch-tokens", "train.micro_batch_tokens", "padded tokens per learner forward/backward pass "
-         "(gradient accumulation; 0: no limit)"),
+         "(gradient accumulation; 0: automatic, a quarter of the device's memory)"),
     Flag("--transfer", "transfer.policy", "what a received group teaches: a transfer policy (`swarm policies`); "
          "auto: verified-imitation where the task's verifier checks the work, else f-tis"),
     Flag("--aggregation", "loss.aggregation", "grpo or dapo"),

@@ -16,6 +16,8 @@ generation seconds a step, decode slots a step, mean group size and the final ac
     python -m bench.experiments.straggler [--seeds 6] [--steps 60] [--policies sagc,4,8,16]
            [--tau 2] [--delta 0.3] [--out docs/results/straggler]
     python -m bench.experiments.straggler --report-only   # the table from the runs already there
+    python -m bench.experiments.straggler --models smollm2-135m --task arith-work-add --prompts 4 \
+           --set model.lora=true --out runs/straggler-real   # a real model's long working (one peer here)
 """
 from __future__ import annotations
 
@@ -53,18 +55,18 @@ def run_key(policy: str, seed: int, steps: int) -> str:
 
 
 def command(policy: str, seed: int, steps: int, every: int, tau: float, delta: float, prompts: int,
-            eval_prompts: int, folder: Path) -> list[str]:
-    """The `swarm local` command of one run."""
+            eval_prompts: int, folder: Path, models=MODELS, task: str = TASK, settings=()) -> list[str]:
+    """The `swarm local` command of one run (`settings`: further SECTION.FIELD=VALUE, e.g. a real model's LoRA)."""
     if policy in SAGC_POLICIES:
         group = ["--group-policy", "sagc", *(x for v in SAGC_POLICIES[policy][1] for x in ("--set", v))]
     else:
         group = ["--group-policy", "fixed", "--group-size", policy]
-    return [sys.executable, str(ROOT / "swarm_cli.py"), "local", "--models", ",".join(MODELS),
-            "--peers", str(len(MODELS)), "--task", TASK, "--steps", str(steps), "--prompts", str(prompts),
+    return [sys.executable, str(ROOT / "swarm_cli.py"), "local", "--models", ",".join(models),
+            "--peers", str(len(models)), "--task", task, "--steps", str(steps), "--prompts", str(prompts),
             *group, "--eval-every", str(every), "--out", str(folder),
             "--set", f"train.seed={1000 * seed}", "--set", f"sagc.seed={seed}", "--set", f"sagc.tau={tau}",
             "--set", f"sagc.delta={delta}", "--set", "eval.splits=train", "--set", "eval.samples=0",
-            "--set", f"eval.prompts={eval_prompts}"]
+            "--set", f"eval.prompts={eval_prompts}", *(x for v in settings for x in ("--set", v))]
 
 
 def summarise_peer(rows) -> dict:
@@ -95,19 +97,20 @@ def run_one(policy: str, seed: int, args, out: Path, budget: float = 0.0) -> dic
     folder = out / "runs" / run_key(policy, seed, args.steps)
     folder.mkdir(parents=True, exist_ok=True)
     steps = args.steps * (16 // 4 if budget else 1)  # (a run on a budget: as many steps as G = 4 could use)
+    models = args.models.split(",")
     cmd = command(policy, seed, steps, args.eval_every, args.tau, args.delta, args.prompts, args.eval_prompts,
-                  folder)
+                  folder, models, args.task, args.settings)
     start = time.perf_counter()
 
     def spent_budget() -> bool:
         spent = [sum(r.step_seconds for r in read_metrics(p)) for p in folder.glob("peer*.jsonl")]
-        return bool(budget) and len(spent) == len(MODELS) and min(spent) >= budget
+        return bool(budget) and len(spent) == len(models) and min(spent) >= budget
 
     code, stopped = run_until(cmd, ROOT, folder / "local.log", spent_budget, LONGEST_RUN)
     wall = time.perf_counter() - start
     peers = {p.stem: summarise_peer(read_metrics(p)) for p in sorted(folder.glob("peer*.jsonl"))}
     short = [name for name, p in peers.items() if len(p["step_seconds"]) < steps and sum(p["step_seconds"]) < budget]
-    if (code != 0 and not stopped) or short or len(peers) != len(MODELS):
+    if (code != 0 and not stopped) or short or len(peers) != len(models):
         raise RuntimeError(f"swarm local ({policy}, seed {seed}) failed (exit {code}; short: {short}): "
                            f"see {folder / 'local.log'}")
     result = {"policy": policy, "seed": seed, "steps": args.steps, "tau": args.tau, "delta": args.delta,
@@ -339,6 +342,10 @@ def main(argv=None) -> int:
     parser.add_argument("--eval-prompts", type=int, default=128)
     parser.add_argument("--policies", default=",".join(ORDER[:-2] + ORDER[-1:]), help="of sagc (the node's default), "
                         "sagc-per-step (the straggler paper's objective) and fixed sizes")
+    parser.add_argument("--models", default=",".join(MODELS), help="the swarm's peers, one each")
+    parser.add_argument("--task", default=TASK)
+    parser.add_argument("--set", dest="settings", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                        help="passed to every run's `swarm local` (repeatable)")
     parser.add_argument("--tau", type=float, default=2.0)
     parser.add_argument("--delta", type=float, default=0.3)
     parser.add_argument("--out", default=str(OUT))

@@ -13,6 +13,11 @@ import torch
 from node.generation.rollouts import Group, Received
 
 Advantages = Callable[[list[float], Received | None], list[float]]  # (a group's rewards, its provenance) -> [A]
+# A learner pass keeps about this many bytes a token for each of its output logits and each unit of a layer's
+# hidden state and feed-forward block (float32 values, their log-softmax and their gradients; measured on
+# SmolLM2-135M and Gemma 3 270M LoRA and a zoo model: 2.0-3.1, 5.9-6.2 and 0.04 MiB a token)
+BYTES_PER_UNIT = 24
+LEARNER_MEMORY_SHARE = 0.25  # of the device's memory, what one pass may take when train.micro_batch_tokens is 0
 
 
 @dataclass
@@ -87,6 +92,12 @@ def take_rows(batch: Batch, rows: torch.Tensor) -> Batch:
     return Batch(batch.input_ids[rows, :width], batch.attention[rows, :width], batch.positions[rows, :t_max],
                  batch.mask[rows, :t_max], batch.logp_gen[rows, :t_max], batch.advantages[rows], batch.own[rows],
                  batch.group[rows], batch.foreign[rows], batch.sender[rows], batch.work_checked[rows])
+
+
+def automatic_token_budget(vocab: int, layers: int, width: int, ffn: int, memory_bytes: int) -> int:
+    """Padded tokens one forward/backward pass may take so that what it keeps (BYTES_PER_UNIT a token for each of
+    the vocab logits and each layer's width + ffn units) stays within memory_bytes; at least 1."""
+    return max(1, int(memory_bytes // (BYTES_PER_UNIT * (vocab + layers * (width + ffn)))))
 
 
 def micro_batches(widths: list[int], budget: int) -> list[list[int]]:

@@ -2,16 +2,18 @@
 LoRA) with the weights and advantages its transfer policy plans (node/rl/transfer: the learner never asks which).
 
 Memory: a batch (own and received groups) is cut into micro-batches of at most `train.micro_batch_tokens`
-padded tokens; their gradients accumulate into one update, so the learner's peak memory follows the budget,
-not what arrived. Several updates per batch (`train.mini_batches`): the batch's rows are dealt into that many
-parts, one optimiser update each; the weights, the filter and the guard's bounds are decided once, from
-log-probs before the first update (node/rl/transfer/plan.py: plan_loss), and the PPO ratio
-R = pi_theta / pi_theta_old, 1 at the first update, is what the clip (eps_low, eps_high) bounds at the later
-ones. One update in one piece (the default for small batches) is a single forward pass.
+padded tokens (0, the default: as many as keep a pass within a quarter of the device's memory, from the model's
+vocabulary and layer sizes); their gradients accumulate into one update, so the learner's peak memory follows the
+budget, not what arrived (a batch within it stays one pass). Several updates per batch (`train.mini_batches`):
+the batch's rows are dealt into that many parts, one optimiser update each; the weights, the filter and the
+guard's bounds are decided once, from log-probs before the first update (node/rl/transfer/plan.py: plan_loss),
+and the PPO ratio R = pi_theta / pi_theta_old, 1 at the first update, is what the clip (eps_low, eps_high)
+bounds at the later ones. One update in one piece (the default for small batches) is a single forward pass.
 """
 from __future__ import annotations
 
 import contextlib
+import os
 import statistics
 
 import torch
@@ -21,11 +23,37 @@ from node.generation.rollouts import Group, Received, length_pieces
 from node.metrics import LossMetrics
 
 from .alignment import HeadGradients, anchor_gradient, forward_with_head_input
-from .batching import Batch, build_batch, micro_batches, mini_batches, senders_of, take_rows
+from .batching import (
+    LEARNER_MEMORY_SHARE,
+    Batch,
+    automatic_token_budget,
+    build_batch,
+    micro_batches,
+    mini_batches,
+    senders_of,
+    take_rows,
+)
 from .loss import aggregate, surrogate
 from .transfer.base import TransferPolicy
 from .transfer.guard import SenderJudge
 from .transfer.plan import LossPlan, plan_loss
+
+
+def device_memory(device: torch.device) -> int:
+    """Bytes of memory on the learner's device: the GPU's own, else the machine's physical memory."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_properties(device).total_memory
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def token_budget(model, configured: int) -> int:
+    """train.micro_batch_tokens, or (0) the automatic budget for this model on its device."""
+    if configured:
+        return configured
+    config = model.config.get_text_config()
+    return automatic_token_budget(model.get_output_embeddings().weight.shape[0], config.num_hidden_layers,
+                                  config.hidden_size, getattr(config, "intermediate_size", 4 * config.hidden_size),
+                                  int(LEARNER_MEMORY_SHARE * device_memory(model.device)))
 
 
 def sequence_logprobs(model, batch: Batch, temperature: float, heads: HeadGradients | None = None) -> torch.Tensor:
@@ -66,7 +94,7 @@ class Learner:
         self.loss_cfg, self.policy, self.trust = loss, policy, trust or TrustConfig()
         self.temperature = temperature
         self.max_grad_norm = train.max_grad_norm
-        self.budget, self.updates = train.micro_batch_tokens, train.mini_batches
+        self.budget, self.updates = token_budget(model, train.micro_batch_tokens), train.mini_batches
         self.length_pieces = train.length_pieces
         self.autocast = train.autocast
         if train.gradient_checkpointing:  # recompute activations in backward: less memory, ~30% more time

@@ -5,7 +5,8 @@ from node.errors import UnknownTaskError
 
 from .arith import _OPS as _ARITH_NAMES
 from .arith import WIDE_OPS as _WIDE_NAMES
-from .arith import ArithmeticTask, WideArithmeticTask
+from .arith import WORK_OPS as _WORK_NAMES
+from .arith import ArithmeticTask, WideArithmeticTask, WorkedArithmeticTask
 from .base import Item, Task, TaskRef, checks_work, completion_cap, item_seed
 from .checked import OPS as _CHECKED_NAMES
 from .checked import CheckedDigitsTask
@@ -18,11 +19,11 @@ from .hub_math import _SPECS as _HUB_NAMES
 __all__ = ["Item", "Task", "TaskRef", "checks_work", "completion_cap", "get_task", "item_seed", "offline_task",
            "task_names"]
 # built from the name alone, offline, in microseconds
-OFFLINE = (*_ARITH_NAMES, *_WIDE_NAMES, *_DIGITS_NAMES, *_CHECKED_NAMES, "count")
+OFFLINE = (*_ARITH_NAMES, *_WIDE_NAMES, *_WORK_NAMES, *_DIGITS_NAMES, *_CHECKED_NAMES, "count")
 
 
 def task_names() -> list[str]:
-    return [*_DIGITS_NAMES, *_CHECKED_NAMES, *_ARITH_NAMES, *_WIDE_NAMES, "count", *_HUB_NAMES,
+    return [*_DIGITS_NAMES, *_CHECKED_NAMES, *_ARITH_NAMES, *_WIDE_NAMES, *_WORK_NAMES, "count", *_HUB_NAMES,
             f"{GYM_PREFIX}<reasoning-gym task, e.g. chain_sum>"]
 
 
@@ -32,6 +33,8 @@ def get_task(name: str, data_files: str = "") -> Task:
         return ArithmeticTask(name)
     if name in _WIDE_NAMES:
         return WideArithmeticTask(name)
+    if name in _WORK_NAMES:
+        return WorkedArithmeticTask(name)
     if name in _DIGITS_NAMES:
         return DigitsTask(name)
     if name in _CHECKED_NAMES:

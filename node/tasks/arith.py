@@ -8,6 +8,10 @@ of the train split are drawn from the same 400 problems as training.
 `arith-wide`: sums and differences of up to two digits in distribution, three out of it, answered with the
 number only, for real models (a 135M-270M model gets some right and has room to learn). Its problems are held out
 by content, as `digits`' are: no held-out prompt is ever a training prompt.
+
+`arith-work`: arith-wide's problems with the working asked for ("Work it out step by step"): a chat model's answers
+run to a few hundred tokens and differ in length from sample to sample, the long-completion regime of real models
+(what straggler-aware group control acts on). Scored on the final answer, as arith-wide is.
 """
 from __future__ import annotations
 
@@ -19,6 +23,7 @@ from .digits import partitioned_problem
 
 _OPS = {"arith": "+-", "arith-add": "+", "arith-sub": "-"}
 WIDE_OPS = {"arith-wide": "+-", "arith-wide-add": "+", "arith-wide-sub": "-"}
+WORK_OPS = {"arith-work": "+-", "arith-work-add": "+", "arith-work-sub": "-"}
 # digits of the longer operand per split, with their weights (the shorter has 1 to as many, uniform)
 WIDE_DIGITS = {"train": {1: 1, 2: 2}, "test": {3: 1}}
 _RANGES = {"train": (0, 19), "test": (20, 99)}
@@ -63,6 +68,8 @@ class WideArithmeticTask(ArithmeticTask):
     first, held out by content (`digits.held_out`); scored like `arith` (the last boxed or bare integer)."""
     max_new_tokens = 16  # a chat model's short sentence around a number of up to five digits
 
+    instruction = "Reply with the number only."
+
     def __init__(self, name: str = "arith-wide"):
         self.name = name
         self.ops = WIDE_OPS[name]
@@ -75,10 +82,22 @@ class WideArithmeticTask(ArithmeticTask):
     def item(self, split: str, index: int) -> Item:
         a, op, b = self.problem(split, index)
         return Item(ref=TaskRef(self.name, self.version, split, index), prompt=f"{a}{op}{b}=",
-                    question=f"What is {a} {op} {b}? Reply with the number only.",
+                    question=f"What is {a} {op} {b}? {self.instruction}",
                     answer=str(a + b if op == "+" else a - b))
 
     @staticmethod
     def kind(item: Item) -> str:
         """"sum" or "difference" (held-out accuracy per operator, as `digits` reports it)."""
         return "difference" if "-" in item.prompt[1:] else "sum"
+
+
+class WorkedArithmeticTask(WideArithmeticTask):
+    """arith-wide's problems (held out by content the same way) with the working asked for: answers of a few
+    hundred tokens whose length varies from sample to sample. The cap leaves that tail visible (a 135M chat
+    model's working: docs/RESULTS.md, real models); the answer is the last boxed or bare integer, as in arith."""
+    max_new_tokens = 384
+    instruction = "Work it out step by step, then give the answer."
+
+    def __init__(self, name: str = "arith-work"):
+        self.name = name
+        self.ops = WORK_OPS[name]

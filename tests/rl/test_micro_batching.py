@@ -9,8 +9,9 @@ import torch
 from node.config import GenerationConfig, LossConfig, TrainConfig
 from node.generation.rollouts import Completion, Group, Received, length_pieces
 from node.generation.transformers_backend import TransformersBackend
-from node.rl.batching import micro_batches, mini_batches
-from node.rl.learner import Learner
+from node.rl import learner as learner_module
+from node.rl.batching import BYTES_PER_UNIT, automatic_token_budget, micro_batches, mini_batches
+from node.rl.learner import Learner, token_budget
 from node.swarm.retokenize import spread_logprob
 
 
@@ -20,6 +21,28 @@ def test_micro_batches_stay_within_the_token_budget():
     assert micro_batches([3, 5, 4, 9, 2], 18) == [[0, 1, 2], [3, 4]]
     assert micro_batches([30], 10) == [[0]]  # longer than the budget: a piece of its own
     assert micro_batches([], 10) == []
+
+
+def test_the_automatic_budget_keeps_a_pass_within_its_memory():
+    # SmolLM2-135M's sizes (49,152 logits, 30 layers of 576 + 1536) in 6 GiB: 24 x 112,512 bytes a token
+    assert automatic_token_budget(49152, 30, 576, 1536, 6 * 2**30) == 6 * 2**30 // (BYTES_PER_UNIT * 112512) == 2385
+    assert automatic_token_budget(262144, 18, 640, 2048, 6 * 2**30) == 864  # Gemma 3 270M: its 262k-wide logits
+    assert automatic_token_budget(49152, 30, 576, 1536, 10) == 1  # never 0 (0 would mean one unbounded pass)
+
+
+def test_a_learner_without_a_budget_takes_the_automatic_one(tiny, monkeypatch):
+    model = tiny[0]
+    config = model.config.get_text_config()
+    vocab = model.get_output_embeddings().weight.shape[0]
+    monkeypatch.setattr(learner_module, "device_memory", lambda device: 4 * 2**20)
+    expected = 2**20 // (BYTES_PER_UNIT * (vocab + config.num_hidden_layers * (config.hidden_size
+                                                                               + config.intermediate_size)))
+    assert token_budget(model, 0) == expected and 1 < expected < 1000
+    assert token_budget(model, 64) == 64  # a configured budget wins
+    learner = Learner(copy.deepcopy(model), 0, TrainConfig(), LossConfig(), None, temperature=1.0, lr=0.0)
+    assert learner.budget == expected
+    monkeypatch.undo()
+    assert token_budget(model, 0) > 10**5  # a tiny model on a real machine: a batch stays one pass
 
 
 def test_length_pieces_sort_rows_when_that_saves_padding():

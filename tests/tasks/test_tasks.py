@@ -3,7 +3,7 @@ import pytest
 
 from node.errors import UnknownTaskError
 from node.evaluation import held_out_items
-from node.tasks import TaskRef, get_task, offline_task
+from node.tasks import TaskRef, completion_cap, get_task, offline_task, task_names
 from node.tasks.digits import held_out
 from node.tasks.hub_math import write_fixture
 
@@ -73,6 +73,23 @@ def test_arith_wide_is_scored_like_arith_and_resolves_offline():
     assert task.score(item, item.answer, finished=False) == 0.0
     assert task.score(item, str(int(item.answer) + 10), finished=True) == 0.0
     assert offline_task("arith-wide") is not None and offline_task("arith-wide").item("test", 3).prompt
+
+
+def test_arith_work_asks_for_the_working_and_scores_the_final_answer():
+    task = get_task("arith-work-add")
+    item = task.item("train", 7)
+    a, op, b = task.problem("train", 7)
+    assert op == "+" and item.answer == str(a + b) and item.prompt == f"{a}+{b}="
+    assert item.question == f"What is {a} + {b}? Work it out step by step, then give the answer."
+    assert completion_cap(task) == 384 and completion_cap(get_task("arith-wide-add")) == 16
+    working = f"Add the ones: {a % 10} + {b % 10}. Then the tens. So {a} + {b} = {item.answer}."
+    assert task.score(item, working, finished=True) == 1.0
+    assert task.score(item, f"{a} + {b} = {item.answer}, checking: {a + b + 1}", finished=True) == 0.0  # last integer
+    assert task.score(item, working, finished=False) == 0.0  # cut at the cap
+    train = {task.problem("train", i) for i in range(300)}
+    assert not any(held_out(*p) for p in train)
+    assert all(held_out(*task.problem("train", i.ref.index)) for i in held_out_items(task, "train", 64))
+    assert offline_task("arith-work") is not None and "arith-work-sub" in task_names()
 
 
 def test_reasoning_gym_task_uses_its_own_scorer():
