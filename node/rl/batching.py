@@ -100,13 +100,17 @@ def automatic_token_budget(vocab: int, layers: int, width: int, ffn: int, memory
     return max(1, int(memory_bytes // (BYTES_PER_UNIT * (vocab + layers * (width + ffn)))))
 
 
-def micro_batches(widths: list[int], budget: int) -> list[list[int]]:
-    """Consecutive row indices in pieces whose padded size (rows x their longest width) stays within `budget`
-    tokens; a row longer than the budget is a piece of its own. budget 0: one piece."""
+def micro_batches(widths: list[int], budget: int, shortest_first: bool = True) -> list[list[int]]:
+    """Row indices in pieces whose padded size (rows x their longest width) stays within `budget` tokens, rows
+    taken shortest first so that a piece pads little (one long completion does not pad the short rows beside
+    it; shortest_first=False: in row order); a row longer than the budget is a piece of its own. budget 0: one
+    piece, in row order."""
     if budget <= 0:
         return [list(range(len(widths)))] if widths else []
     pieces, current, longest = [], [], 0
-    for i, width in enumerate(widths):
+    order = sorted(range(len(widths)), key=widths.__getitem__) if shortest_first else range(len(widths))
+    for i in order:
+        width = widths[i]
         if current and (len(current) + 1) * max(longest, width) > budget:
             pieces.append(current)
             current, longest = [], 0

@@ -17,8 +17,11 @@ from node.swarm.retokenize import spread_logprob
 
 def test_micro_batches_stay_within_the_token_budget():
     assert micro_batches([3, 5, 4, 9, 2], 0) == [[0, 1, 2, 3, 4]]
-    assert micro_batches([3, 5, 4, 9, 2], 10) == [[0, 1], [2], [3], [4]]  # a row of 9 alone; 2 x 5 = 10 fits
-    assert micro_batches([3, 5, 4, 9, 2], 18) == [[0, 1, 2], [3, 4]]
+    # shortest rows first: 2 x 3 = 6 and 2 x 5 = 10 fit, the row of 9 alone (in row order: 4 pieces)
+    assert micro_batches([3, 5, 4, 9, 2], 10) == [[4, 0], [2, 1], [3]]
+    assert micro_batches([3, 5, 4, 9, 2], 18) == [[4, 0, 2], [1, 3]]
+    assert micro_batches([9, 2, 9, 2], 8) == [[1, 3], [0], [2]]  # the two short rows together, not padded to 9
+    assert micro_batches([3, 5, 4, 9, 2], 10, shortest_first=False) == [[0, 1], [2], [3], [4]]
     assert micro_batches([30], 10) == [[0]]  # longer than the budget: a piece of its own
     assert micro_batches([], 10) == []
 
@@ -172,3 +175,12 @@ def test_bf16_autocast_and_gradient_checkpointing_train(tiny, groups, transfer_p
     metrics = learner.step(*groups)
     assert metrics.grad_norm > 0 and torch.isfinite(torch.tensor(metrics.loss))
     assert any(not before[n].equal(p) for n, p in model.named_parameters())
+
+
+def test_the_padding_bench_counts_both_orders_exactly():
+    from bench.perf.padding import count
+
+    # one step of two groups [1, 9]: in row order (1, 9) and (1, 9) pad to 36 tokens; shortest first (1, 1) and
+    # (9, 9) to 20
+    assert count([[1, 9], [1, 9]], budget=20, prompt=0, per_step=2) == {
+        "real": 20, "row_order": 36, "row_pieces": 2, "shortest": 20, "shortest_pieces": 2}
