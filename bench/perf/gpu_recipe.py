@@ -42,7 +42,9 @@ class Recipe:
     backend: str  # ours: vllm on a GPU, transformers for the CPU check
 
 
-GPU = Recipe(models=("smollm2-135m", "gemma3-270m"), task="gym:basic_arithmetic", cap=512, temperature=0.7,
+# arith-work-add: both models inside the 5-50% window (sampled reward 0.28 and 0.19 at 0.7, where
+# gym:basic_arithmetic gives 0.002 and 0.055), working of mean 84 / 29 tokens with 0.8% / 4.3% cut at 384
+GPU = Recipe(models=("smollm2-135m", "gemma3-270m"), task="arith-work-add", cap=384, temperature=0.7,
              prompts=8, group=16, steps=200, backend="vllm")
 CPU_CHECK = Recipe(models=("check-sub", "check-add"), task="digits-check", cap=224, temperature=1.0, prompts=2,
                    group=16, steps=3, backend="transformers")

