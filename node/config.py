@@ -303,7 +303,8 @@ class SwarmConfig:
     #                                progress says alone) until its shard is read again; off (0: whole every
     #                                step) until that is fixed
     max_age: float = 120.0  # received groups older than this when their bundle arrived (seconds since the second
-    #                         their sender drew the item: `created`) are stale
+    #                         their sender drew the item: `created`) are stale; a peer whose steps take longer
+    #                         than a third of it judges by 3 of its own steps instead (node/swarm/exchange.py)
     record_ttl: float = 120.0  # expiration of our published records, seconds (at most protocol MAX_RECORD_TTL)
     max_sender_share: float = 1.0  # completions one sender may contribute to a step, relative to our own
     #                                completions in that step (bounds one sender's share of the gradient)

@@ -167,6 +167,8 @@ class Peer:
                             step_seconds=time.perf_counter() - step_start, loss=loss_metrics, swarm=swarm_metrics,
                             group=group_metrics, eval_before=before,
                             cpu_seconds=time.process_time() - cpu_start + network[1])
+        if self.exchange is not None:
+            self.exchange.own_step_took(result.step_seconds)
         if self.evaluates_after(step):
             result.eval, result.eval_seconds = self.evaluate()
             self.announce_accuracy(result.eval)

@@ -239,6 +239,23 @@ def lengths_table(files: list[Path]) -> list[str]:
 
 
 TAU = 2.0  # the straggler rule the page's lengths table reads (the runs' own tau is in their results)
+REAL_TASK = "arith-work-add"  # the real models' worked answers (node/tasks/arith.py)
+
+
+def real_lengths(files: list[Path]) -> list[str]:
+    """The real models' within-group lengths on their worked answers, where measured (no training runs: a G = 16
+    step of a 135M model takes minutes on this CPU)."""
+    if not files:
+        return []
+    rewards = []
+    for path in files:
+        data = json.loads(path.read_text())
+        rewards.append(f"{data['model']} {statistics.mean(r for g in data['rewards'] for r in g):.0%}")
+    return [f"The real models on `{REAL_TASK}` (1-2 digit sums with the working asked for, temperature 0.7, the "
+            "task's 384-token cap; `python -m bench.experiments.group_lengths --model smollm2-135m --task "
+            f"{REAL_TASK} --prompts 16 --per-step 4 --temperature 0.7`, Gemma with `--backend vllm`): lengths only, "
+            f"before training; sampled rewards {', '.join(rewards)}. SAGC's runs of them are not on this page "
+            "(docs/SAGC.md says why).", "", *lengths_table(files), ""]
 
 
 def plot(results: list[dict], path: Path) -> Path:
@@ -298,6 +315,7 @@ def section(results: list[dict], out: Path) -> list[str]:
         "groups before any training (`python -m bench.experiments.group_lengths --model check-sub`, 128 prompts "
         "x 16 samples, the node's own generation, raw lengths in docs/results/straggler/lengths_*.json):", "",
         *lengths_table(sorted(out.glob("lengths_check-*.json"))), "",
+        *real_lengths(sorted(out.glob(f"lengths_*_{REAL_TASK}.json"))),
         f"Each run: `swarm local` with the two peers (their own processes and DHT nodes, the node's default transfer "
         f"policy), 8 prompts a step, the task's cap of 224 tokens (nothing cut), held-out ID greedy pass@1 on 128 "
         f"prompts every 5 steps. Fixed G = 16 runs {steps} steps; every other policy of its seed runs until each "

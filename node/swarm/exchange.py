@@ -25,6 +25,7 @@ budget. Length summaries are de-duplicated per sender and step; node/sagc/policy
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import logging
 import random
@@ -75,6 +76,7 @@ log = logging.getLogger(__name__)
 SUMMARY_BUNDLE_BYTES = 256 * 1024  # a peer's length summaries of one step (tens of bytes each)
 MEMORY = 100_000  # records, groups and bundles remembered as already handled (each a 16-byte digest)
 KNOWN_SENDERS = 4096  # senders remembered from their announcements
+FRESH_STEPS = 3  # received groups stay fresh for this many of our own steps when those outlast swarm.max_age
 
 
 @dataclass
@@ -195,6 +197,15 @@ class GroupExchange:
     def step(self) -> int:
         """The step under way (the one we last published at; the sender ledger keeps it)."""
         return self.ledger.step
+
+    def own_step_took(self, seconds: float) -> None:
+        """Freshness in our own steps: a received group is stale once older than swarm.max_age or FRESH_STEPS of
+        our steps (the latest's length), whichever is longer. Off-policy drift is what staleness bounds, and it
+        is counted in the receiver's updates: a peer whose steps take minutes (a CPU, a large model, long
+        answers) would otherwise refuse every partner's groups, all older than 120 s by the time it pulls."""
+        age = max(self.cfg.max_age, FRESH_STEPS * seconds)
+        if age != self.receiver.max_age:
+            self.receiver = dataclasses.replace(self.receiver, max_age=age)
 
     def unusable_tokenizer(self, card: WireCard) -> str:
         """Why a card's tokenizer cannot be used here ("" when it is ours, or foreign and usable)."""

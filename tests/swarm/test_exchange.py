@@ -649,6 +649,33 @@ def test_a_distrusted_sender_leaves_the_view_and_does_not_come_back_through_othe
     assert a.exchange.discovery._check_gossiped(b"b", value, reject) is None and not result.rejected
 
 
+def test_a_peer_whose_steps_take_minutes_judges_freshness_in_its_own_steps(hub_and_peers):
+    """Found running SmolLM2 and Gemma on worked answers (steps of 2-3 minutes on a CPU): every partner group was
+    older than swarm.max_age (120 s) when pulled, and refused as `stale`. Freshness is now the longer of max_age
+    and FRESH_STEPS of the receiver's own steps."""
+    hub, a, b = hub_and_peers
+    b.step(40)
+    max_age = a.cfg.swarm.max_age
+
+    def two_max_ages_old(m):
+        m.created = float(int(hub.clock()) - 2 * max_age)
+
+    refused = {}
+    for own_step in (max_age / 2, max_age):  # 3 steps of a: 1.5 max_age (the group is older), then 3 max_age
+        a.exchange.own_step_took(own_step)
+        sender = f"slow-{next(IDENTITIES)}"
+        publish_bundles(hub, sender, groups=pack_bundle([tamper(hub, two_max_ages_old, sender)], 10**6)[0])
+        result = gather(a, 100, 1000)
+        refused[own_step] = dict(result.rejected)
+        hub.transport(sender).withdraw()
+    assert refused == {max_age / 2: {"stale": 1}, max_age: {}}
+    assert [r.group.item.ref.index for r in result.groups][-1:] == [drawn_index(sender.encode(), int(hub.clock()
+                                                                                  - 2 * max_age), 0)]
+    assert a.exchange.receiver.max_age == 3 * max_age
+    a.exchange.own_step_took(1.0)  # fast steps: max_age again
+    assert a.exchange.receiver.max_age == max_age
+
+
 def test_groups_are_judged_fresh_when_their_pull_arrived_not_when_a_slow_step_gets_to_them():
     """Found measuring false rejects in a mixed swarm of real models: a peer pulls while it generates
     (prefetch), and a slow one (Gemma 3 on a busy CPU) got to the bundles minutes later and refused honest groups
