@@ -129,6 +129,7 @@ class Directory:
         ("" when it can); task: ours (an announcement of another is refused as "other-task"; None: any); decode:
         an announcement's bytes to its fields (raises RecordError; a simulation of many peers shares the results)."""
         self.cfg, self.unusable_tokenizer, self.task, self.decode = cfg, unusable_tokenizer, task, decode
+        self.max_age = cfg.max_age  # announcements older than this are stale (Discovery.fresh_for may lengthen it)
         self.cursors = [cursor % count for count in SHARD_LEVELS]
         self.read = BoundedSet(READ_MEMORY)  # digests of announcements read already
         self.valid: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()  # digest -> valid
@@ -231,7 +232,7 @@ class Directory:
         digest = bundle_digest(value)
         if digest in self.valid:  # valid when first read: still so while fresh
             announcement = self.valid[digest]
-            return announcement if now - announcement.created <= self.cfg.max_age else None
+            return announcement if now - announcement.created <= self.max_age else None
         if not self.read.add(digest):
             return None
         try:
@@ -246,7 +247,7 @@ class Directory:
             return "tokenizer", why
         if announcement.created > now + CLOCK_SKEW:
             return "future", "announcement from the future"
-        if now - announcement.created > self.cfg.max_age:
+        if now - announcement.created > self.max_age:
             return None
         remember(self.valid, digest, announcement, VALID_MEMORY)
         return announcement

@@ -55,9 +55,16 @@ class Discovery:
         self.directory = Directory(cfg, rng.randrange(SHARD_LEVELS[-1]), unusable_tokenizer, task, decode)
         self.pulls = Pulls(transport, ledger, rng, limits)
         self.gossip = Gossip(transport, gossip_rng, cfg.max_age, membership) if cfg.gossip else None
+        self.max_age = cfg.max_age  # how long an announcement stays fresh here (fresh_for)
         self.reading: Future | None = None  # the directory read in flight (one at a time, never doubled)
         self.steps = 0  # steps begun (a newcomer is stranded from its second to RESCUE_STEPS)
         self._heard = 0  # pushes taken before this step
+
+    def fresh_for(self, max_age: float) -> None:
+        """Announcements stay fresh for `max_age` seconds from now on (read from the directory or a view)."""
+        self.max_age = self.directory.max_age = max_age
+        if self.gossip is not None:
+            self.gossip.max_age = max_age
 
     # ---- 1. serving ---------------------------------------------------------------------------------------
     def serve(self, value: bytes, created: float) -> None:
@@ -189,7 +196,7 @@ class Discovery:
         if announcement is not None and self.ledger.shunned(announcement.peer_id):
             return None  # (not a refusal: it stays out of our view, and is not pulled)
         if announcement is not None and new:
-            self.ledger.learn(sender, announcement, announcement.created + self.cfg.max_age,
+            self.ledger.learn(sender, announcement, announcement.created + self.max_age,
                               seen=self.transport.now())
             self.learned(sender, announcement)
         return announcement

@@ -38,6 +38,7 @@ from node.config import SwarmConfig, TrustConfig
 from node.errors import first_line
 from node.generation.rollouts import Group, Received, has_variance
 from node.tasks import Task
+from protocol import MAX_RECORD_TTL
 from protocol.bundle2 import pack_groups, unpack_groups
 from protocol.codec import (
     MAX_BUNDLE,
@@ -174,6 +175,7 @@ class GroupExchange:
         self.accuracy = -1.0  # our latest held-out ID accuracy, announced (-1: not evaluated yet)
         self.sleep = sleep
         self.limits = Limits(max_tokens=max_new_tokens)
+        self.record_ttl = cfg.record_ttl  # of our announcements (own_step_took may lengthen it)
         self.receiver = Receiver(tokenizer, frozenset(eos_ids), self.limits, task, cfg.max_age,
                                  ForeignTokenizers(card.tokenizer, max_new_tokens, cfg.foreign_tokenizers))
         self.rng = random.Random(seed)
@@ -199,13 +201,17 @@ class GroupExchange:
         return self.ledger.step
 
     def own_step_took(self, seconds: float) -> None:
-        """Freshness in our own steps: a received group is stale once older than swarm.max_age or FRESH_STEPS of
-        our steps (the latest's length), whichever is longer. Off-policy drift is what staleness bounds, and it
-        is counted in the receiver's updates: a peer whose steps take minutes (a CPU, a large model, long
-        answers) would otherwise refuse every partner's groups, all older than 120 s by the time it pulls."""
+        """Freshness in our own steps: a received group or announcement is stale once older than swarm.max_age or
+        FRESH_STEPS of our steps (the latest's length), whichever is longer, and our own records live as long
+        (swarm.record_ttl or FRESH_STEPS steps, at most MAX_RECORD_TTL). Off-policy drift is what staleness
+        bounds, and it is counted in the receiver's updates: peers whose steps take minutes (a CPU, a large model,
+        long answers) would otherwise refuse every partner's groups, all older than 120 s when pulled, and lose
+        sight of partners whose announcements expire between their steps."""
         age = max(self.cfg.max_age, FRESH_STEPS * seconds)
+        self.record_ttl = min(MAX_RECORD_TTL, max(self.cfg.record_ttl, FRESH_STEPS * seconds))
         if age != self.receiver.max_age:
             self.receiver = dataclasses.replace(self.receiver, max_age=age)
+            self.discovery.fresh_for(age)
 
     def unusable_tokenizer(self, card: WireCard) -> str:
         """Why a card's tokenizer cannot be used here ("" when it is ours, or foreign and usable)."""
@@ -254,7 +260,7 @@ class GroupExchange:
                                         credits=self.credit.credits(), task=self.task, receipts=receipts)
             value = encode_announcement(announcement)
             self.discovery.serve(value, now)
-            self.pending.append(self.transport.announce_async(value, self.cfg.record_ttl,
+            self.pending.append(self.transport.announce_async(value, self.record_ttl,
                                                               levels=self.directory.writes()))
         except (TimeoutError, OSError, RuntimeError, ValueError) as err:
             log.warning("announcing our groups failed (%s); training goes on", err)

@@ -676,6 +676,25 @@ def test_a_peer_whose_steps_take_minutes_judges_freshness_in_its_own_steps(hub_a
     assert a.exchange.receiver.max_age == max_age
 
 
+def test_slow_peers_keep_seeing_each_other_between_steps_longer_than_max_age():
+    """The same run: a partner whose steps outlast swarm.max_age vanished between its announcements (its record
+    expired after record_ttl, and a read found it stale). Slow peers announce for FRESH_STEPS of their steps and
+    judge announcements the same way; fast ones are unchanged."""
+    for slow in (False, True):
+        now = [1000.0]
+        hub = MemorySwarm(clock=lambda: now[0])
+        a, b = peer(hub, "a"), peer(hub, "b")
+        max_age = a.cfg.swarm.max_age
+        if slow:  # steps of one max_age each, as a CPU's on long answers
+            a.exchange.own_step_took(max_age)
+            b.exchange.own_step_took(max_age)
+        b.step(0)
+        now[0] += 2 * max_age  # b's next step is still under way
+        result = gather(a, 16, 64)
+        assert (result.peers, len(result.groups) > 0) == ((1, True) if slow else (0, False)), (slow, result)
+        assert not result.rejected
+
+
 def test_groups_are_judged_fresh_when_their_pull_arrived_not_when_a_slow_step_gets_to_them():
     """Found measuring false rejects in a mixed swarm of real models: a peer pulls while it generates
     (prefetch), and a slow one (Gemma 3 on a busy CPU) got to the bundles minutes later and refused honest groups
