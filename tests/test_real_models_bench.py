@@ -71,3 +71,23 @@ def test_the_sampling_sd_of_one_seeds_difference(tmp_path, capsys):
     sd = ((0.75 * 0.25 + 0.25) / 100) ** 0.5
     assert cells[3] == "+0.250" and float(cells[4]) == pytest.approx(sd, abs=5e-4)
     assert float(cells[5]) == pytest.approx(0.25 / sd, abs=5e-3)
+
+
+def test_real_traces_count_what_sagc_and_the_filter_did():
+    from bench.experiments.real_traces import peer_summary
+
+    def step(g, sequences, filtered, d_mean, d_max, weight, peers=1, rejected=None):
+        return {"group_size": g, "prompts": 2, "gen_seconds": g, "step_seconds": 2 * g,
+                "group": {"straggler_rate": 0.5 if g > 4 else 0.0},
+                "loss": {"sequences": sequences, "filtered": filtered, "div_sum_mean": d_mean, "div_sum_max": d_max,
+                         "received_weight": weight},
+                "swarm": {"peers": peers, "groups_received": 2, "groups_used": 1, "uninformative": 1,
+                          "rejected": rejected or {}}}
+
+    # own rows 16, 8, 8: received 0, 8 and 4 rows
+    p = peer_summary([step(8, 16, 0, 0.0, 0.0, 0.0, peers=0, rejected={"stale": 2}), step(4, 16, 6, 40.0, 90.0, 0.2),
+                      step(4, 12, 1, 10.0, 60.0, 0.6, rejected={"stale": 1})])
+    assert p["sizes"] == {4: 2, 8: 1} and p["straggler"] == pytest.approx(1 / 6) and p["seen"] == 2
+    assert (p["gen_s"], p["step_s"], p["pulled"], p["used"], p["uninformative"]) == (4, 8, 6, 3, 3)
+    assert p["refused"] == {"stale": 3} and p["received_rows"] == 12 and p["filtered"] == 7
+    assert (p["d_mean"], p["d_max"], p["weight"]) == (pytest.approx(25.0), 90.0, pytest.approx(0.4))

@@ -682,7 +682,7 @@ def test_slow_peers_keep_seeing_each_other_between_steps_longer_than_max_age():
     judge announcements the same way; fast ones are unchanged."""
     for slow in (False, True):
         now = [1000.0]
-        hub = MemorySwarm(clock=lambda: now[0])
+        hub = MemorySwarm(clock=lambda now=now: now[0])
         a, b = peer(hub, "a"), peer(hub, "b")
         max_age = a.cfg.swarm.max_age
         if slow:  # steps of one max_age each, as a CPU's on long answers
