@@ -51,9 +51,9 @@ def token_budget(model, configured: int) -> int:
     if configured:
         return configured
     config = model.config.get_text_config()
+    ffn = getattr(config, "intermediate_size", None) or 4 * config.hidden_size  # (GPT-2's configs name none)
     return automatic_token_budget(model.get_output_embeddings().weight.shape[0], config.num_hidden_layers,
-                                  config.hidden_size, getattr(config, "intermediate_size", 4 * config.hidden_size),
-                                  int(LEARNER_MEMORY_SHARE * device_memory(model.device)))
+                                  config.hidden_size, ffn, int(LEARNER_MEMORY_SHARE * device_memory(model.device)))
 
 
 def sequence_logprobs(model, batch: Batch, temperature: float, heads: HeadGradients | None = None) -> torch.Tensor:
