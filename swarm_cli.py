@@ -105,7 +105,9 @@ def _describe(cfg, peer) -> str:
     return (f"peer: model {cfg.model.name} ({peer.loaded.source}, {n_params / 1e6:.2f}M params, "
             f"{'LoRA' if peer.loaded.lora else 'full fine-tuning'}), task {cfg.task.name}, "
             f"{cfg.train.steps or 'unbounded'} steps, G {group} ({cfg.train.batch_mode}), "
-            f"loss {cfg.loss.aggregation}, generation {peer.backend.name}\n{peer.transfer_line()}")
+            f"loss {cfg.loss.aggregation}, generation {peer.backend.name}, learner passes of at most "
+            f"{peer.learner.budget:,} padded tokens ({'set' if cfg.train.micro_batch_tokens else 'automatic'})\n"
+            f"{peer.transfer_line()}")
 
 
 def _resume_point(args) -> Path | None:

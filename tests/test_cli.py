@@ -1,5 +1,6 @@
 """CLI: user errors are one line and a non-zero exit; --help does not import torch."""
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -167,6 +168,7 @@ def test_run_prints_a_summary(tmp_path):
     assert accuracy[0][1] == pytest.approx(rows[0].eval_before["train/greedy"])
     assert accuracy[-1][1] == pytest.approx(rows[-1].eval["train/greedy"])
     assert "reward, first 1 step " in out.stdout and "reward, last 1 step " in out.stdout  # never overlapping
+    assert re.search(r"learner passes of at most [\d,]+ padded tokens \(automatic\)", out.stderr), out.stderr
     assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 3
     assert (tmp_path / "ckpt" / "model" / "swarm-model.json").exists()
     assert (tmp_path / "ckpt" / "swarm-config.toml").exists() and not (tmp_path / "ckpt" / "config.json").exists()
