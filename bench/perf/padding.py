@@ -33,10 +33,11 @@ def count(groups: list[list[int]], budget: int, prompt: int, per_step: int) -> d
     for start in range(0, len(groups), per_step):
         widths = [prompt + n for group in groups[start:start + per_step] for n in group]
         totals["real"] += sum(widths)
-        for key, first in (("row_order", False), ("shortest", True)):
+        for tokens_key, pieces_key, first in (("row_order", "row_pieces", False),
+                                              ("shortest", "shortest_pieces", True)):
             tokens, pieces = padded(widths, budget, first)
-            totals[key] += tokens
-            totals[f"{'row' if key == 'row_order' else key}_pieces"] += pieces
+            totals[tokens_key] += tokens
+            totals[pieces_key] += pieces
     return totals
 
 
