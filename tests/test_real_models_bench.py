@@ -91,3 +91,17 @@ def test_real_traces_count_what_sagc_and_the_filter_did():
     assert (p["gen_s"], p["step_s"], p["pulled"], p["used"], p["uninformative"]) == (4, 8, 6, 3, 3)
     assert p["refused"] == {"stale": 3} and p["received_rows"] == 12 and p["filtered"] == 7
     assert (p["d_mean"], p["d_max"], p["weight"]) == (pytest.approx(25.0), 90.0, pytest.approx(0.4))
+
+
+def test_other_arms_compare_the_same_way(tmp_path, capsys):
+    folder = tmp_path / "seed0"
+    write(folder, "sagc-m", rows(12, {4: 0.5, 8: 0.6, 12: 0.7}, 1.0))  # cheaper steps, more of them
+    write(folder, "g16-m", rows(8, {4: 0.4, 8: 0.5}, 2.0))
+    assert real_models.main([str(folder), "--models", "m", "--arms", "sagc,g16"]) == 0
+    out = capsys.readouterr().out
+    assert f"| {folder} | m | sagc | 8 |" in out and f"| {folder} | m | g16 | 8 |" in out
+    assert "sagc - g16, paired over seeds" in out
+    cells = [c.strip() for c in next(x for x in out.splitlines() if x.startswith("| m |")).strip("|").split("|")]
+    # equal steps (8): final ID 0.6 vs 0.5; equal wall clock (SAGC's whole run, 12 s, ended first): its step-12
+    # evaluation (0.7) against G = 16's last within 12 s, at step 4 (8 s; 0.4)
+    assert cells[2].startswith("+0.100 (one seed)") and cells[5].startswith("+0.300 (one seed)")

@@ -4,9 +4,11 @@ alone, with the same seed and settings, per seed and paired over seeds, at equal
 Each RUN folder holds one seed's metrics, as docs/results/real-models/run-seed.sh writes them: swarm-<model>.jsonl
 and alone-<model>.jsonl for every model. Prints a table per seed, the paired differences (swarm - alone) with
 their 95% interval where there are two seeds or more, what the swarm's trust mechanism did, and draws every
-held-out accuracy curve to --plot.
+held-out accuracy curve to --plot. `--arms A,B` compares two other arms the same way (A - B), e.g. `sagc,g16`:
+a folder's sagc-<model>.jsonl against its g16-<model>.jsonl.
 
     python -m bench.experiments.real_models docs/results/real-models docs/results/real-models/seed1 --plot out.png
+    python -m bench.experiments.real_models docs/results/real-models/work-compare/sagc-seed1 --arms sagc,g16
 """
 from __future__ import annotations
 
@@ -83,8 +85,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", default="smollm2,gemma3")
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--eval-prompts", type=int, default=64, help="prompts per held-out evaluation (eval.prompts)")
+    parser.add_argument("--arms", default="swarm,alone", help="the two arms compared (first - second): each folder's "
+                        "<arm>-<model>.jsonl")
     args = parser.parse_args(argv)
     models = args.models.split(",")
+    first, second = args.arms.split(",")
     diffs: dict[tuple[str, str], list[float]] = {}
     curves, within = [], []
     print("| seed folder | model | run | steps | ID AUC | final ID | OOD AUC | final OOD | step s | received "
@@ -92,16 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for folder in args.runs:
         for model in models:
-            swarm_rows, alone_rows = load(folder / f"swarm-{model}.jsonl"), load(folder / f"alone-{model}.jsonl")
+            swarm_rows, alone_rows = load(folder / f"{first}-{model}.jsonl"), load(folder / f"{second}-{model}.jsonl")
             most = min(len(swarm_rows), len(alone_rows))  # equal steps
-            runs = {"swarm": summary(swarm_rows, most), "alone": summary(alone_rows, most)}
+            runs = {first: summary(swarm_rows, most), second: summary(alone_rows, most)}
             for name, s in runs.items():
                 print(f"| {folder} | {model} | {name} | {s['steps']} | {s['id_auc']:.3f} | {s['id_final']:.3f} | "
                       f"{s['ood_auc']:.3f} | {s['ood_final']:.3f} | {s['step_s']:.1f} | {s['received']} "
                       f"({s['used']}, {s['uninformative']}) | {s['refused']} | {s['harm_max']:.2f} | "
                       f"{s['demoted']} / {s['distrusted']} |")
                 curves.append((folder.name, model, name, s["curve"]))
-            sw, al = runs["swarm"], runs["alone"]
+            sw, al = runs[first], runs[second]
             for split in ("id", "ood"):
                 d, sd = sw[f"{split}_final"] - al[f"{split}_final"], evaluation_sd(sw[f"{split}_final"],
                                                                                      al[f"{split}_final"],
@@ -112,10 +117,10 @@ def main(argv: list[str] | None = None) -> int:
             whole = curve(swarm_rows, "train"), curve(alone_rows, "train")  # equal wall clock: whole runs, up to
             wall = min(points[-1][2] for points in whole)                    # the shorter one's last evaluation
             diffs.setdefault((model, "id_at_wall"), []).append(at_time(whole[0], wall) - at_time(whole[1], wall))
-    print(f"\nwithin a seed: final swarm - alone and the sampling sd of that difference ({args.eval_prompts} "
+    print(f"\nwithin a seed: final {first} - {second} and the sampling sd of that difference ({args.eval_prompts} "
           "prompts a split, binomial)\n| seed folder | model | split | final difference | sd | in sds |\n"
           "|---|---|---|---|---|---|\n" + "\n".join(within))
-    print("\nswarm - alone, paired over seeds (95% t interval), equal steps; 'ID at equal wall clock': the last "
+    print(f"\n{first} - {second}, paired over seeds (95% t interval), equal steps; 'ID at equal wall clock': the last "
           "evaluation each whole run made within the time of the one that ended first")
     print("| model | ID AUC | final ID | OOD AUC | final OOD | ID at equal wall clock |")
     print("|---|---|---|---|---|---|")
@@ -132,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         for ax, model in zip(axes[0], models, strict=True):
             for seed, m, run, points in curves:
                 if m == model:
-                    ax.plot([p[0] for p in points], [p[1] for p in points], "-o" if run == "swarm" else "--x",
+                    ax.plot([p[0] for p in points], [p[1] for p in points], "-o" if run == first else "--x",
                             label=f"{run} ({seed})", markersize=4)
             ax.set(title=model, xlabel="steps", ylabel="held-out ID greedy pass@1")
             ax.legend(fontsize=7)
