@@ -146,7 +146,7 @@ REJECTION_REASONS = {  # every reason a received record is counted as rejected (
     "prompt": "prompt ids that are not the item's prompt",
     "shape": "fields whose sizes disagree",
     "signature": "a signature that does not verify",
-    "stale": "older than swarm.max_age",
+    "stale": "older than our freshness window",
     "summary": "a length summary that does not decode",
     "task": "not an item of our task we can rebuild",
     "tokenizer": "a tokenizer we cannot use",

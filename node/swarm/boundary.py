@@ -5,8 +5,8 @@ Two pure steps, and `admit`, the two together:
   the record decoded under our limits (protocol/codec.py: tokenizer, vocabulary, length
   within our own generation limit, plausible behaviour log-probs), with the sender's tokenizer when it is not
   ours and we may use it (node/swarm/retokenize.py), else "tokenizer";
-- `rebuild_received`: freshness (neither from the future nor older than swarm.max_age), a "stop" completion
-  ending in an end token, no completion padded (an end token before its last token, or "length" completions
+- `rebuild_received`: freshness (neither from the future nor older than our window: freshness.py), a "stop"
+  completion ending in an end token, no completion padded (an end token before its last token, or "length" completions
   cut at different lengths: an honest sampler stops at the first end token and cuts every completion of a group
   at one cap), the task reference's split one of our task's, the prompt ids equal to the item's prompt
   encoded with the sender's tokenizer, each completion
@@ -28,11 +28,13 @@ from node.tasks import Task, checks_work
 from protocol import CLOCK_SKEW
 from protocol.codec import Limits, RecordError, WireGroup, decode_group, peek
 
+from .freshness import Freshness
 from .retokenize import FOREIGN_TOKEN_FACTOR, Foreign, ForeignTokenizers, retokenize
 
 log = logging.getLogger(__name__)
 REFUSED_BECAUSE = {  # what a refusal after decoding means, by reason (for log lines)
-    "future": "stamped in the future", "stale": "older than swarm.max_age", "shape": "a stop without an end token",
+    "future": "stamped in the future", "stale": "older than our freshness window",
+    "shape": "a stop without an end token",
     "task": "not an item of our task we can rebuild", "prompt": "its prompt ids are not the item's prompt",
     "length": "longer than we generate (in its sender's tokens), or than 8x that in ours",
     "padded": "tokens after an end token, or completions cut at different lengths",
@@ -41,14 +43,14 @@ REFUSED_BECAUSE = {  # what a refusal after decoding means, by reason (for log l
 
 @dataclass(frozen=True)
 class Receiver:
-    """What a received record is checked against: ours (tokenizer, end tokens, limits, task, max age) and the
+    """What a received record is checked against: ours (tokenizer, end tokens, limits, task, freshness) and the
     other tokenizers we may use."""
 
     tokenizer: object
     eos_ids: frozenset
     limits: Limits  # max_tokens: our own generation limit
     task: Task  # the task we train on (received references to it reuse it)
-    max_age: float  # seconds (swarm.max_age)
+    freshness: Freshness  # shared with the rest of the peer (its max_age: how old a record may be)
     foreign: ForeignTokenizers
 
 
@@ -90,7 +92,7 @@ def rebuild_received(wire: WireGroup, foreign: Foreign | None, rx: Receiver, now
     re-tokenized into our tokens, with its provenance (sender: its identity); or RecordError."""
     if wire.created > now + CLOCK_SKEW:
         raise _refuse(wire, "future")
-    if now - wire.created > rx.max_age:
+    if now - wire.created > rx.freshness.max_age:
         raise _refuse(wire, "stale")
     stop_ids = foreign.stop_ids if foreign else rx.eos_ids
     if any(c.finish_reason == "stop" and c.token_ids[-1] not in stop_ids for c in wire.completions):

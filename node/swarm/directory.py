@@ -50,6 +50,7 @@ from protocol.codec import (
 )
 
 from .bounded import BoundedSet, remember
+from .freshness import Freshness
 
 READ_BUDGET = 16  # announcements read a step on average while peer sampling fills the view (about 28 KB), and
 #                   by the bootstrap (seeding.py); 64 before 2026-12-05 (whose 6 ms of checks at 10,000 peers made a
@@ -123,13 +124,15 @@ def other_task(theirs: SwarmTask | None, ours: SwarmTask) -> bool:
 
 class Directory:
     def __init__(self, cfg: SwarmConfig, cursor: int, unusable_tokenizer: Callable[[WireCard], str],
-                 task: SwarmTask | None = None, decode: Callable[[bytes], Announcement] = decode_announcement):
+                 task: SwarmTask | None = None, decode: Callable[[bytes], Announcement] = decode_announcement,
+                 freshness: Freshness | None = None):
         """cursor: where the rotations start (drawn at random by the caller, below the finest level's count: each
         level's at cursor mod its count); unusable_tokenizer(card): why a card's tokenizer cannot be used here
         ("" when it can); task: ours (an announcement of another is refused as "other-task"; None: any); decode:
-        an announcement's bytes to its fields (raises RecordError; a simulation of many peers shares the results)."""
+        an announcement's bytes to its fields (raises RecordError; a simulation of many peers shares the results);
+        freshness: the peer's (None: the configured seconds, never lengthened)."""
         self.cfg, self.unusable_tokenizer, self.task, self.decode = cfg, unusable_tokenizer, task, decode
-        self.max_age = cfg.max_age  # announcements older than this are stale (Discovery.fresh_for may lengthen it)
+        self.freshness = Freshness.of(cfg) if freshness is None else freshness  # older announcements are stale
         self.cursors = [cursor % count for count in SHARD_LEVELS]
         self.read = BoundedSet(READ_MEMORY)  # digests of announcements read already
         self.valid: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()  # digest -> valid
@@ -232,7 +235,7 @@ class Directory:
         digest = bundle_digest(value)
         if digest in self.valid:  # valid when first read: still so while fresh
             announcement = self.valid[digest]
-            return announcement if now - announcement.created <= self.max_age else None
+            return announcement if now - announcement.created <= self.freshness.max_age else None
         if not self.read.add(digest):
             return None
         try:
@@ -247,7 +250,7 @@ class Directory:
             return "tokenizer", why
         if announcement.created > now + CLOCK_SKEW:
             return "future", "announcement from the future"
-        if now - announcement.created > self.max_age:
+        if now - announcement.created > self.freshness.max_age:
             return None
         remember(self.valid, digest, announcement, VALID_MEMORY)
         return announcement

@@ -32,6 +32,7 @@ from protocol.codec import Announcement, SwarmTask, WireCard, decode_announcemen
 
 from . import SwarmTransport
 from .directory import RESCUE_STEPS, Directory
+from .freshness import Freshness
 from .gossip import Gossip
 from .membership import NEWCOMER_PUSH_FANOUT, PUSH_FANOUT
 from .pulls import Pulls
@@ -46,25 +47,22 @@ class Discovery:
     def __init__(self, transport: SwarmTransport, cfg: SwarmConfig, ledger: SenderLedger, rng: random.Random,
                  task: SwarmTask | None, unusable_tokenizer: Callable[[WireCard], str], limits: dict[str, int],
                  gossip_rng: random.Random, learned: Learned = lambda sender, announcement: None,
-                 membership: dict | None = None, decode: Callable[[bytes], Announcement] = decode_announcement):
+                 membership: dict | None = None, decode: Callable[[bytes], Announcement] = decode_announcement,
+                 freshness: Freshness | None = None):
         """ledger: the senders we know and how they served us (shared with the exchange, which scores them);
         limits: the largest bundle of each kind pulled from a sender; learned: told of every announcement new to
         us that passed the checks; membership: options of the view (membership.py; a benchmark's control); decode: an
-        announcement's bytes to its fields (directory.py)."""
+        announcement's bytes to its fields (directory.py); freshness: the peer's, which its steps may lengthen
+        (None: the configured seconds)."""
         self.transport, self.cfg, self.ledger, self.learned = transport, cfg, ledger, learned
-        self.directory = Directory(cfg, rng.randrange(SHARD_LEVELS[-1]), unusable_tokenizer, task, decode)
+        self.freshness = Freshness.of(cfg) if freshness is None else freshness
+        self.directory = Directory(cfg, rng.randrange(SHARD_LEVELS[-1]), unusable_tokenizer, task, decode,
+                                   self.freshness)
         self.pulls = Pulls(transport, ledger, rng, limits)
-        self.gossip = Gossip(transport, gossip_rng, cfg.max_age, membership) if cfg.gossip else None
-        self.max_age = cfg.max_age  # how long an announcement stays fresh here (fresh_for)
+        self.gossip = Gossip(transport, gossip_rng, self.freshness, membership) if cfg.gossip else None
         self.reading: Future | None = None  # the directory read in flight (one at a time, never doubled)
         self.steps = 0  # steps begun (a newcomer is stranded from its second to RESCUE_STEPS)
         self._heard = 0  # pushes taken before this step
-
-    def fresh_for(self, max_age: float) -> None:
-        """Announcements stay fresh for `max_age` seconds from now on (read from the directory or a view)."""
-        self.max_age = self.directory.max_age = max_age
-        if self.gossip is not None:
-            self.gossip.max_age = max_age
 
     # ---- 1. serving ---------------------------------------------------------------------------------------
     def serve(self, value: bytes, created: float) -> None:
@@ -196,7 +194,7 @@ class Discovery:
         if announcement is not None and self.ledger.shunned(announcement.peer_id):
             return None  # (not a refusal: it stays out of our view, and is not pulled)
         if announcement is not None and new:
-            self.ledger.learn(sender, announcement, announcement.created + self.max_age,
+            self.ledger.learn(sender, announcement, announcement.created + self.freshness.max_age,
                               seen=self.transport.now())
             self.learned(sender, announcement)
         return announcement

@@ -25,7 +25,6 @@ budget. Length summaries are de-duplicated per sender and step; node/sagc/policy
 from __future__ import annotations
 
 import collections
-import dataclasses
 import functools
 import logging
 import random
@@ -38,7 +37,6 @@ from node.config import SwarmConfig, TrustConfig
 from node.errors import first_line
 from node.generation.rollouts import Group, Received, has_variance
 from node.tasks import Task
-from protocol import MAX_RECORD_TTL
 from protocol.bundle2 import pack_groups, unpack_groups
 from protocol.codec import (
     MAX_BUNDLE,
@@ -69,6 +67,7 @@ from .credit import Credit
 from .discovery import Discovery
 from .display import safe_text
 from .draws import Draws
+from .freshness import Freshness
 from .queues import RoundRobin
 from .retokenize import ForeignTokenizers
 from .senders import SenderLedger
@@ -77,7 +76,6 @@ log = logging.getLogger(__name__)
 SUMMARY_BUNDLE_BYTES = 256 * 1024  # a peer's length summaries of one step (tens of bytes each)
 MEMORY = 100_000  # records, groups and bundles remembered as already handled (each a 16-byte digest)
 KNOWN_SENDERS = 4096  # senders remembered from their announcements
-FRESH_STEPS = 3  # received groups stay fresh for this many of our own steps when those outlast swarm.max_age
 
 
 @dataclass
@@ -175,8 +173,8 @@ class GroupExchange:
         self.accuracy = -1.0  # our latest held-out ID accuracy, announced (-1: not evaluated yet)
         self.sleep = sleep
         self.limits = Limits(max_tokens=max_new_tokens)
-        self.record_ttl = cfg.record_ttl  # of our announcements (own_step_took may lengthen it)
-        self.receiver = Receiver(tokenizer, frozenset(eos_ids), self.limits, task, cfg.max_age,
+        self.freshness = Freshness.of(cfg)  # how old a received record may be, how long ours live (own_step_took)
+        self.receiver = Receiver(tokenizer, frozenset(eos_ids), self.limits, task, self.freshness,
                                  ForeignTokenizers(card.tokenizer, max_new_tokens, cfg.foreign_tokenizers))
         self.rng = random.Random(seed)
         self.seen = BoundedSet(MEMORY)  # digests of records and group identities already handled
@@ -189,7 +187,8 @@ class GroupExchange:
         self.task = SwarmTask(task.name, task.version, max_new_tokens)  # announced: a swarm trains one task
         self.discovery = Discovery(transport, cfg, self.ledger, self.rng, self.task, self.unusable_tokenizer,
                                    {"groups": self.limits.max_bytes, "summaries": SUMMARY_BUNDLE_BYTES},
-                                   random.Random(seed + 1), learned=lambda s, a: self.credit.read(s, a))
+                                   random.Random(seed + 1), learned=lambda s, a: self.credit.read(s, a),
+                                   freshness=self.freshness)
         self.directory, self.pulls, self.gossip = self.discovery.directory, self.discovery.pulls, self.discovery.gossip
         self.credit = Credit(transport, task.name, receipts_file, self.pulls.route)
         self._refused: dict[str, int] = {}  # streams our pull handler refused before this step, by reason
@@ -201,17 +200,9 @@ class GroupExchange:
         return self.ledger.step
 
     def own_step_took(self, seconds: float) -> None:
-        """Freshness in our own steps: a received group or announcement is stale once older than swarm.max_age or
-        FRESH_STEPS of our steps (the latest's length), whichever is longer, and our own records live as long
-        (swarm.record_ttl or FRESH_STEPS steps, at most MAX_RECORD_TTL). Off-policy drift is what staleness
-        bounds, and it is counted in the receiver's updates: peers whose steps take minutes (a CPU, a large model,
-        long answers) would otherwise refuse every partner's groups, all older than 120 s when pulled, and lose
-        sight of partners whose announcements expire between their steps."""
-        age = max(self.cfg.max_age, FRESH_STEPS * seconds)
-        self.record_ttl = min(MAX_RECORD_TTL, max(self.cfg.record_ttl, FRESH_STEPS * seconds))
-        if age != self.receiver.max_age:
-            self.receiver = dataclasses.replace(self.receiver, max_age=age)
-            self.discovery.fresh_for(age)
+        """Our latest step took `seconds`: freshness in our own steps (freshness.py) for the groups and
+        announcements we receive and the announcements we make."""
+        self.freshness.own_step_took(seconds)
 
     def unusable_tokenizer(self, card: WireCard) -> str:
         """Why a card's tokenizer cannot be used here ("" when it is ours, or foreign and usable)."""
@@ -260,7 +251,7 @@ class GroupExchange:
                                         credits=self.credit.credits(), task=self.task, receipts=receipts)
             value = encode_announcement(announcement)
             self.discovery.serve(value, now)
-            self.pending.append(self.transport.announce_async(value, self.record_ttl,
+            self.pending.append(self.transport.announce_async(value, self.freshness.record_ttl,
                                                               levels=self.directory.writes()))
         except (TimeoutError, OSError, RuntimeError, ValueError) as err:
             log.warning("announcing our groups failed (%s); training goes on", err)

@@ -42,6 +42,7 @@ from protocol.codec import Announcement, RecordError, bundle_digest
 from protocol.view import MAX_VIEW_BYTES, MAX_VIEW_ENTRIES, SignedAnnouncement, pack_view, unpack_view
 
 from . import SwarmTransport, finished
+from .freshness import Freshness
 from .membership import PULL_FANOUT, PUSH_FANOUT, Entry, Membership
 
 VIEW_PULL_TIMEOUT = 5.0  # seconds a view pull may take (the step never waits for it)
@@ -58,9 +59,10 @@ class Held:
 
 
 class Gossip:
-    def __init__(self, transport: SwarmTransport, rng: random.Random, max_age: float, options: dict | None = None):
+    def __init__(self, transport: SwarmTransport, rng: random.Random, freshness: Freshness,
+                 options: dict | None = None):
         """options: the view's (Membership's keyword arguments; a benchmark's control turns its defences off)."""
-        self.transport, self.max_age = transport, max_age
+        self.transport, self.freshness = transport, freshness
         self.membership = Membership(transport.own_subkey, rng, **(options or {}))
         self.pulls: dict[bytes, Future] = {}  # identity -> its view pull in flight
         self.pushed: dict[str, Future] = {}  # peer id that pushed to us -> the pull of its view in flight
@@ -82,7 +84,7 @@ class Gossip:
         own = SignedAnnouncement(self.transport.own_subkey, value, self.transport.signature("ann", digest))
         now = self.transport.now()
         held = [self.held[s] for s in vouched if s in self.held]
-        sample = self.membership.sample(MAX_VIEW_ENTRIES, now, Entry(own.subkey, created, now + self.max_age,
+        sample = self.membership.sample(MAX_VIEW_ENTRIES, now, Entry(own.subkey, created, now + self.freshness.max_age,
                                                                       Held(own, None)), held)
         self.transport.serve("view", pack_view([e.payload.signed for e in sample]))
 
@@ -236,7 +238,7 @@ class Gossip:
                 continue
             announcement = check(signed.subkey, signed.value)
             if announcement is not None:
-                entries.append(Entry(signed.subkey, announcement.created, announcement.created + self.max_age,
+                entries.append(Entry(signed.subkey, announcement.created, announcement.created + self.freshness.max_age,
                                      Held(signed, announcement)))
         return entries
 

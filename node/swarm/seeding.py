@@ -34,6 +34,7 @@ from protocol.view import MAX_VIEW_ENTRIES, pack_view
 
 from . import Records, SwarmTransport
 from .directory import Directory, covered  # (the bootstrap's read budget is a reader's)
+from .freshness import Freshness
 from .gossip import Gossip
 
 log = logging.getLogger(__name__)
@@ -45,7 +46,7 @@ LISTED = 16384  # live directory entries remembered for the status line (the new
 class SeedView:
     def __init__(self, transport: SwarmTransport, cfg: SwarmConfig, rng: random.Random):
         self.transport, self.cfg, self.rng = transport, cfg, rng
-        self.gossip = Gossip(transport, rng, cfg.max_age)
+        self.gossip = Gossip(transport, rng, Freshness.of(cfg))  # (a bootstrap takes no steps: never lengthened)
         self.directory = Directory(cfg, rng.randrange(SHARD_LEVELS[-1]), lambda card: "")
         self.candidates: collections.OrderedDict[bytes, Announcement] = collections.OrderedDict()
         self.listed: collections.OrderedDict[bytes, tuple[bytes, float]] = collections.OrderedDict()

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from bench.attacks import hostile
 from node.swarm.boundary import Receiver, admit, decode_received, rebuild_received
+from node.swarm.freshness import Freshness
 from node.swarm.retokenize import ForeignTokenizers
 from protocol.codec import Limits, RecordError, WireCompletion, WireGroup, encode_group
 
@@ -20,7 +21,7 @@ def victim():
 
 
 def receiver(v, max_age: float = 120.0, foreign: bool = True) -> Receiver:
-    return Receiver(v.tokenizer, frozenset({v.eos_id}), Limits(max_tokens=v.max_new_tokens), v.task, max_age,
+    return Receiver(v.tokenizer, frozenset({v.eos_id}), Limits(max_tokens=v.max_new_tokens), v.task, Freshness(max_age, max_age),
                     ForeignTokenizers(v.card.tokenizer, v.max_new_tokens, foreign))
 
 

@@ -671,9 +671,12 @@ def test_a_peer_whose_steps_take_minutes_judges_freshness_in_its_own_steps(hub_a
     assert refused == {max_age / 2: {"stale": 1}, max_age: {}}
     assert [r.group.item.ref.index for r in result.groups][-1:] == [drawn_index(sender.encode(), int(hub.clock()
                                                                                   - 2 * max_age), 0)]
-    assert a.exchange.receiver.max_age == 3 * max_age
+    assert a.exchange.freshness.max_age == 3 * max_age
+    # one window, read by the receiver, the directory and the gossip view alike
+    assert a.exchange.receiver.freshness is a.exchange.directory.freshness is a.exchange.freshness
+    assert a.exchange.gossip is None or a.exchange.gossip.freshness is a.exchange.freshness
     a.exchange.own_step_took(1.0)  # fast steps: max_age again
-    assert a.exchange.receiver.max_age == max_age
+    assert a.exchange.freshness.max_age == max_age
 
 
 def test_slow_peers_keep_seeing_each_other_between_steps_longer_than_max_age():
