@@ -21,8 +21,8 @@ def victim():
 
 
 def receiver(v, max_age: float = 120.0, foreign: bool = True) -> Receiver:
-    return Receiver(v.tokenizer, frozenset({v.eos_id}), Limits(max_tokens=v.max_new_tokens), v.task, Freshness(max_age, max_age),
-                    ForeignTokenizers(v.card.tokenizer, v.max_new_tokens, foreign))
+    return Receiver(v.tokenizer, frozenset({v.eos_id}), Limits(max_tokens=v.max_new_tokens), v.task,
+                    Freshness(max_age, max_age), ForeignTokenizers(v.card.tokenizer, v.max_new_tokens, foreign))
 
 
 def test_an_honest_record_becomes_our_group_rescored_by_our_verifier(victim):
