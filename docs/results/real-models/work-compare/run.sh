@@ -9,7 +9,11 @@
 # others run up to 3 x STEPS and are stopped when those finish (equal wall time; at equal steps they are read
 # at step STEPS). Four processes on two cores: learner passes are capped at 600 padded tokens for every arm
 # (the automatic budget assumes one peer a machine).
-# Usage: [MODELS='smollm2-135m gemma3-270m'] run.sh swarm|sagc OUT [SEED] [STEPS] [EVERY] (MODELS: sagc only).
+# ALONE_STEPS=STEPS (swarm only) runs the alone arm to STEPS and waits for it instead: an alone peer is
+# deterministic at a seed, so its curve is the same; only its timing (equal wall clock) changes, and a slow alone
+# peer is not cut short by its fast twin's load (seed 2's Gemma made 5 steps before the swarm arm ended).
+# Usage: [MODELS='smollm2-135m gemma3-270m'] [ALONE_STEPS=N] run.sh swarm|sagc OUT [SEED] [STEPS] [EVERY]
+# (MODELS: sagc only).
 # Run from the repo root with the README's virtualenv on PATH.
 set -euo pipefail
 WHAT=${1:?swarm or sagc}
@@ -17,6 +21,7 @@ OUT=${2:?output folder}
 SEED=${3:-1}
 STEPS=${4:-8}
 EVERY=${5:-4}
+ALONE_STEPS=${ALONE_STEPS:-$((3 * STEPS))}
 mkdir -p "$OUT"
 C=(--task arith-work-add --prompts 4 --backend vllm --eval-every "$EVERY" --set model.lora=true
    --set train.lora_lr=1e-4 --set generation.temperature=0.7 --set eval.prompts=64 --set eval.samples=0
@@ -28,12 +33,12 @@ if [ "$WHAT" = swarm ]; then
   swarm local --models smollm2-135m,gemma3-270m --peers 2 --steps "$STEPS" "${C[@]}" --out "$OUT/swarm" \
     > "$OUT/swarm.log" 2>&1 &
   S=$!
-  swarm local --models smollm2-135m,gemma3-270m --peers 2 --steps $((3 * STEPS)) "${C[@]}" \
+  swarm local --models smollm2-135m,gemma3-270m --peers 2 --steps "$ALONE_STEPS" "${C[@]}" \
     --set transfer.policy=alone --out "$OUT/alone" > "$OUT/alone.log" 2>&1 &
   A=$!
   PIDS+=("$S" "$A")
   wait "$S"
-  kill -TERM "$A" 2>/dev/null || true
+  if [ "$ALONE_STEPS" -gt "$STEPS" ]; then kill -TERM "$A" 2>/dev/null || true; fi
   wait "$A" || true
 else
   G16=() SAGC=()
