@@ -4,9 +4,14 @@ For every model and held-out split of `digits` (node/tasks/digits.py), greedy co
 are compared step by step with the right working (`worked`); at the first step that differs the mistake is one
 of: an operand digit misread (the column's digits are not the operands' digits there), the carry / borrow term
 (digits right, the carried or borrowed one wrong or missing), the step's arithmetic (terms right, result wrong),
-the number of steps (every step shown right, too few or too many), or the answer after right steps.
+the number of steps (every step shown right, too few or too many), the answer after right steps, or (task
+`digits-check`, node/tasks/checked.py) a check after the right work and answer.
 
-    python -m bench.experiments.error_kinds [--models digit-add,digit-sub] [--prompts 128] [--splits train,test]
+A model is a zoo name or a model directory (`swarm export` makes one of a run's checkpoint), so trained models
+can be compared with their start:
+
+    python -m bench.experiments.error_kinds [--models digit-add,digit-sub|DIR,...] [--task digits|digits-check]
+        [--prompts 128] [--splits train,test]
 """
 from __future__ import annotations
 
@@ -18,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 KINDS = ("right", "operand digit misread", "carry / borrow term", "step arithmetic", "number of steps",
-         "answer after right steps")
+         "answer after right steps", "a check")
 
 
 def terms(step: str) -> tuple[list[str], str]:
@@ -28,10 +33,13 @@ def terms(step: str) -> tuple[list[str], str]:
 
 
 def first_mistake(text: str, a: int, op: str, b: int) -> str:
-    """The kind of a completion's first mistake against the right working of a op b (both 'steps;answer')."""
+    """The kind of a completion's first mistake against the right working of a op b (both 'steps;answer', the
+    completion's maybe followed by `digits-check`'s checks, '|...')."""
+    from node.tasks.checked import SEPARATOR, checks_hold
     from node.tasks.digits import worked
 
-    got_steps, _, got_answer = text.replace(" ", "").partition(";")
+    got_steps, _, got_rest = text.replace(" ", "").partition(";")
+    got_answer, bar, got_checks = got_rest.partition(SEPARATOR)
     want_steps, _, want_answer = worked(a, op, b, 1.0)[0].partition(";")
     got, want = got_steps.split(","), want_steps.split(",")
     for column, (mine, theirs) in enumerate(zip(got, want, strict=False)):
@@ -51,18 +59,22 @@ def first_mistake(text: str, a: int, op: str, b: int) -> str:
         return "operand digit misread"
     if len(got) != len(want):
         return "number of steps"
-    return "answer after right steps" if got_answer != want_answer else "right"
+    if got_answer != want_answer:
+        return "answer after right steps"
+    return "right" if checks_hold(a, op, b, bar + got_checks) else "a check"
 
 
-def classify(model_name: str, split: str, prompts: int, max_new_tokens: int) -> collections.Counter:
+def classify(model_name: str, split: str, prompts: int, max_new_tokens: int,
+             task_name: str = "digits") -> collections.Counter:
     """{(operator, kind): count} over a split's held-out prompts, greedy."""
     import torch
 
     from node.evaluation import held_out_items
     from node.models.loading import load_base
-    from node.tasks.digits import DigitsTask, parse_prompt
+    from node.tasks import get_task
+    from node.tasks.digits import parse_prompt
 
-    task = DigitsTask("digits")
+    task = get_task(task_name)
     model, tokenizer, _ = load_base(model_name)
     model.eval()
     counts: collections.Counter = collections.Counter()
@@ -82,16 +94,21 @@ def main() -> None:
     parser.add_argument("--models", default="digit-add,digit-sub")
     parser.add_argument("--prompts", type=int, default=128, help="held-out prompts per split (both operators)")
     parser.add_argument("--splits", default="train,test", help="train: in distribution; test: out of it")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--task", default="digits", choices=("digits", "digits-check"))
+    parser.add_argument("--max-new-tokens", type=int, default=0, help="completion cap (0: the task's)")
     args = parser.parse_args()
     import torch
 
+    from node.tasks import get_task
+    from node.tasks.base import completion_cap
+
     torch.set_num_threads(1)
+    cap = args.max_new_tokens or completion_cap(get_task(args.task))
     print(f"| model | split | operator | prompts | {' | '.join(KINDS)} |")
     print("|---|---|---|---|" + "---|" * len(KINDS))
     for model in args.models.split(","):
         for split in args.splits.split(","):
-            counts = classify(model, split, args.prompts, args.max_new_tokens)
+            counts = classify(model, split, args.prompts, cap, args.task)
             for op in ("+", "-"):
                 total = sum(n for (o, _), n in counts.items() if o == op)
                 cells = " | ".join(str(counts[(op, kind)]) for kind in KINDS)

@@ -32,3 +32,13 @@ def test_differences_single_digit_steps():
     # a carry after the shorter operand ends: "3+1" is the digit and the carry
     assert first_mistake("7+8=15,6+7+1=14,5+5+1=11,3=3,0=0,7=7;703145", *SUM) == "carry / borrow term"
     assert first_mistake("7+8=15,6+7+1=14,5+5+1=11,5+1=6,0=0,7=7;706145", *SUM) == "operand digit misread"
+
+
+def test_checked_completions_are_read_past_their_checks():
+    # digits-check: the work and answer, then checks; a false check after the right work is its own kind
+    assert first_mistake(RIGHT + "|704145-578=703567|704145-703567=578", *SUM) == "right"
+    assert first_mistake(RIGHT + "|704145-578=703567|704145-703567=577", *SUM) == "a check"
+    assert first_mistake("7+8=15,6+7=13,5+5=10,3+1=4,0=0,7=7;704035|704035-578=703457", *SUM) == \
+        "carry / borrow term"
+    assert first_mistake(RIGHT.replace("704145", "704146") + "|704146-578=703568", *SUM) == \
+        "answer after right steps"
