@@ -64,18 +64,13 @@ def first_mistake(text: str, a: int, op: str, b: int) -> str:
     return "right" if checks_hold(a, op, b, bar + got_checks) else "a check"
 
 
-def classify(model_name: str, split: str, prompts: int, max_new_tokens: int,
-             task_name: str = "digits") -> collections.Counter:
-    """{(operator, kind): count} over a split's held-out prompts, greedy."""
+def greedy_mistakes(model, tokenizer, task, split: str, prompts: int, max_new_tokens: int) -> collections.Counter:
+    """{(operator, kind): count} of a loaded model's greedy completions of a split's held-out prompts."""
     import torch
 
     from node.evaluation import held_out_items
-    from node.models.loading import load_base
-    from node.tasks import get_task
     from node.tasks.digits import parse_prompt
 
-    task = get_task(task_name)
-    model, tokenizer, _ = load_base(model_name)
     model.eval()
     counts: collections.Counter = collections.Counter()
     for item in held_out_items(task, split, prompts):
@@ -87,6 +82,31 @@ def classify(model_name: str, split: str, prompts: int, max_new_tokens: int,
         kind = "right" if task.score(item, text, True) else first_mistake(text, a, op, b)
         counts[(op, kind)] += 1
     return counts
+
+
+def classify(model_name: str, split: str, prompts: int, max_new_tokens: int,
+             task_name: str = "digits") -> collections.Counter:
+    """greedy_mistakes of a zoo model or model directory."""
+    from node.models.loading import load_base
+    from node.tasks import get_task
+
+    model, tokenizer, _ = load_base(model_name)
+    return greedy_mistakes(model, tokenizer, get_task(task_name), split, prompts, max_new_tokens)
+
+
+def table_rows(label: str, split: str, counts: collections.Counter) -> list[str]:
+    """One markdown row per operator: the prompts and each kind's count."""
+    rows = []
+    for op in ("+", "-"):
+        total = sum(n for (o, _), n in counts.items() if o == op)
+        cells = " | ".join(str(counts[(op, kind)]) for kind in KINDS)
+        rows.append(f"| {label} | {'ID' if split == 'train' else 'OOD'} | {op} | {total} | {cells} |")
+    return rows
+
+
+def table_head(first: str = "model") -> str:
+    return (f"| {first} | split | operator | prompts | {' | '.join(KINDS)} |\n"
+            + "|---|---|---|---|" + "---|" * len(KINDS))
 
 
 def main() -> None:
@@ -104,16 +124,11 @@ def main() -> None:
 
     torch.set_num_threads(1)
     cap = args.max_new_tokens or completion_cap(get_task(args.task))
-    print(f"| model | split | operator | prompts | {' | '.join(KINDS)} |")
-    print("|---|---|---|---|" + "---|" * len(KINDS))
+    print(table_head())
     for model in args.models.split(","):
         for split in args.splits.split(","):
             counts = classify(model, split, args.prompts, cap, args.task)
-            for op in ("+", "-"):
-                total = sum(n for (o, _), n in counts.items() if o == op)
-                cells = " | ".join(str(counts[(op, kind)]) for kind in KINDS)
-                label = "ID" if split == "train" else "OOD"
-                print(f"| {model} | {label} | {op} | {total} | {cells} |", flush=True)
+            print("\n".join(table_rows(model, split, counts)), flush=True)
 
 
 if __name__ == "__main__":

@@ -40,8 +40,9 @@ def run_peers(run: Run, scale: dict) -> tuple[list[str], list]:
                    for model, name in zip(run.models, names, strict=True)]
 
 
-def execute(run: Run, scale: dict) -> dict:
-    """Runs one experiment in this process; returns, per peer, its curves and evaluations."""
+def execute(run: Run, scale: dict, after=None) -> dict:
+    """Runs one experiment in this process; returns, per peer, its curves and evaluations. `after(names, peers)`,
+    if given, sees the trained peers before they close (e.g. to read their models)."""
     import torch
 
     from node.system.runtime import quiet_libraries
@@ -87,6 +88,8 @@ def execute(run: Run, scale: dict) -> dict:
                 entry["alignment"].append(r.swarm.alignments)  # peer -> cosine with our own groups' gradient
                 if r.eval:
                     entry["evals"].append({"step": step + 1, "seconds": sum(entry["step_seconds"]), **r.eval})
+        if after is not None:
+            after(names, peers)
     finally:
         for peer in peers:
             peer.close()

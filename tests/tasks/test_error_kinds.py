@@ -42,3 +42,22 @@ def test_checked_completions_are_read_past_their_checks():
         "carry / borrow term"
     assert first_mistake(RIGHT.replace("704145", "704146") + "|704146-578=703568", *SUM) == \
         "answer after right steps"
+
+
+def test_trained_errors_sums_a_cells_counts_over_seeds():
+    import collections
+
+    from bench.experiments.trained_errors import counts_json, summed, table
+
+    one = counts_json(collections.Counter({("+", "right"): 3, ("+", "carry / borrow term"): 1, ("-", "a check"): 2}))
+    two = counts_json(collections.Counter({("+", "right"): 1, ("-", "operand digit misread"): 4}))
+    runs = [{"label": "Alone", "peers": {"check-add": {"test": one}}},
+            {"label": "Alone", "peers": {"check-add": {"test": two}}},
+            {"label": "verified-imitation", "peers": {"check-add": {"test": two}}}]
+    got = summed(runs, "Alone", "check-add", "test")
+    assert got["+"]["right"] == 4 and got["+"]["carry / borrow term"] == 1
+    assert got["-"]["a check"] == 2 and got["-"]["operand digit misread"] == 4
+    assert summed(runs, "Alone", "check-sub", "test")["+"]["right"] == 0  # a peer the cell did not run
+    lines = table([("check-add", "Alone", "test", got)]).splitlines()
+    assert lines[2] == "| check-add | Alone | OOD | + | 5 | 4 | 0 | 1 | 0 | 0 | 0 | 0 |"
+    assert lines[3] == "| check-add | Alone | OOD | - | 6 | 0 | 4 | 0 | 0 | 0 | 0 | 2 |"

@@ -1,0 +1,126 @@
+"""Why a gain in distribution does not reach out of it: the first mistakes of trained peers, by kind.
+
+Trains cells of a verdict pair (the results page's runs: bench/experiments/grid.py's configuration, seeds and
+steps) in this process and classifies each trained peer's greedy completions of the held-out prompts at their
+first wrong step (bench/experiments/error_kinds.py: an operand digit misread, the carry / borrow term, a step's
+arithmetic, the number of steps, the answer, a check), beside the same counts for the weights before training.
+A partner can teach the skill its receiver lacks (the carry / borrow term); if the mistakes left out of
+distribution are of other kinds, no transfer rule moves out-of-distribution accuracy much.
+
+    python -m bench.experiments.trained_errors --pair long --cells Alone,verified-imitation --seeds 2
+        [--steps 150] [--prompts 256] [--workers 2] [--out FILE.json]
+
+One JSON file (per cell, seed, peer and split: the counts of each kind) and a markdown table on stdout.
+"""
+from __future__ import annotations
+
+import argparse
+import collections
+import concurrent.futures
+import json
+import multiprocessing
+import os
+from pathlib import Path
+
+from bench.experiments.error_kinds import KINDS, classify, greedy_mistakes
+
+SPLITS = ("train", "test")
+
+
+def train_and_classify(run, prompts: int) -> dict:
+    """Trains one run (error_kinds' counts of each of its peers, per split, after its last step)."""
+    from bench.experiments.runner import execute
+    from node.tasks.base import completion_cap
+
+    found: dict = {}
+
+    def read(_names, peers):
+        for peer in peers:
+            cap = completion_cap(peer.task)
+            found[peer.cfg.model.name] = {
+                split: counts_json(greedy_mistakes(peer.loaded.model, peer.loaded.tokenizer, peer.task, split,
+                                                   prompts, cap))
+                for split in SPLITS}
+
+    execute(run, {}, after=read)
+    return {"label": run.label, "seed": run.seed, "models": list(run.models), "peers": found}
+
+
+def before_training(model: str, task_name: str, prompts: int) -> dict:
+    from node.tasks import get_task
+    from node.tasks.base import completion_cap
+
+    cap = completion_cap(get_task(task_name))
+    return {split: counts_json(classify(model, split, prompts, cap, task_name)) for split in SPLITS}
+
+
+def counts_json(counts: collections.Counter) -> dict[str, dict[str, int]]:
+    """{operator: {kind: count}}."""
+    return {op: {kind: counts[(op, kind)] for kind in KINDS} for op in ("+", "-")}
+
+
+def summed(results: list[dict], label: str, model: str, split: str) -> dict[str, dict[str, int]]:
+    """A cell's counts for one peer and split, summed over seeds."""
+    out = {op: dict.fromkeys(KINDS, 0) for op in ("+", "-")}
+    for res in results:
+        if res["label"] == label and model in res["peers"]:
+            for op, kinds in res["peers"][model][split].items():
+                for kind, n in kinds.items():
+                    out[op][kind] += n
+    return out
+
+
+def table(rows: list[tuple[str, str, str, dict]]) -> str:
+    """Markdown: one row per (model, what, split, operator), counts of each kind."""
+    lines = [f"| model | weights | split | operator | prompts | {' | '.join(KINDS)} |",
+             "|---|---|---|---|---|" + "---|" * len(KINDS)]
+    for model, what, split, counts in rows:
+        for op, kinds in counts.items():
+            cells = " | ".join(str(kinds[k]) for k in KINDS)
+            lines.append(f"| {model} | {what} | {'ID' if split == 'train' else 'OOD'} | {op} | "
+                         f"{sum(kinds.values())} | {cells} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    from bench.experiments.grid import PAIR_SETTINGS, VERDICT_PAIRS, verdict_plan
+    from node.system.process import die_with_parent
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pair", default="long", choices=tuple(VERDICT_PAIRS))
+    parser.add_argument("--cells", default="Alone,verified-imitation", help="the verdict's cell labels")
+    parser.add_argument("--seeds", type=int, default=2, help="seeds 0 .. N-1 (the page's seeds)")
+    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--prompts", type=int, default=256, help="held-out prompts per split")
+    parser.add_argument("--workers", type=int, default=2, help="runs at once (one core each)")
+    parser.add_argument("--out", default="", help="write the counts here (JSON)")
+    args = parser.parse_args()
+    labels = tuple(args.cells.split(","))
+    runs = verdict_plan(args.seeds, args.steps, args.steps, pairs=(args.pair,), secondary_seeds=args.seeds,
+                        labels=labels)
+    task_name = dict(PAIR_SETTINGS.get(args.pair, ())).get("task.name", "digits")
+    print(f"{len(runs)} runs of the {args.pair} pair ({', '.join(labels)}; {args.seeds} seeds, {args.steps} steps), "
+          f"{args.workers} at a time", flush=True)
+    ctx = multiprocessing.get_context("spawn")
+    results = []
+    with concurrent.futures.ProcessPoolExecutor(args.workers, mp_context=ctx, initializer=die_with_parent,
+                                                initargs=(os.getpid(),)) as pool:
+        futures = {pool.submit(train_and_classify, run, args.prompts): run for run in runs}
+        for fut in concurrent.futures.as_completed(futures):
+            results.append(fut.result())
+            print(f"  {len(results)}/{len(runs)} done: {futures[fut].key}", flush=True)
+    rows = []
+    for model in VERDICT_PAIRS[args.pair]:
+        start_counts = before_training(model, task_name, args.prompts)
+        for split in SPLITS:
+            rows.append((model, "before training", split, start_counts[split]))
+            rows += [(model, f"{label}, {args.seeds} seeds", split, summed(results, label, model, split))
+                     for label in labels]
+    print(table(rows))
+    if args.out:
+        Path(args.out).write_text(json.dumps({"pair": args.pair, "task": task_name, "steps": args.steps,
+                                              "prompts": args.prompts, "runs": results}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
