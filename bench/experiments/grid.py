@@ -12,6 +12,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 REAL_MODELS = ROOT / "docs" / "results" / "real-models" / "SECTION.md"  # measured by experiments/real_models.py, kept
 STRAGGLER = ROOT / "docs" / "results" / "straggler" / "SECTION.md"  # section 4, written by experiments/straggler.py
+OOD_ERRORS = ROOT / "docs" / "results" / "ood-errors" / "SECTION.md"  # section 0: experiments/trained_errors.py
 
 
 PAIRS = {  # name -> the two zoo models of the pair

@@ -17,6 +17,7 @@ from bench.experiments.grid import (
     MIXED_POLICIES,
     MIXED_SCALE,
     MIXES,
+    OOD_ERRORS,
     PAIR_SETTINGS,
     PAIRS,
     REAL_MODELS,
@@ -670,7 +671,8 @@ def report(out: Path, results_md: Path, meta: dict) -> Path:
         *provenance(out, results),
         *([(out / "NOTES.md").read_text().strip(), ""] if (out / "NOTES.md").exists() else []),
         *([SECTION_HEAD, "", *models_table(results), *verdict_lines_,
-           *[f"![{p.stem}]({rel(p)})" for p in verdict_plots], ""]
+           *[f"![{p.stem}]({rel(p)})" for p in verdict_plots], "",
+           *([OOD_ERRORS.read_text().strip(), ""] if OOD_ERRORS.exists() else [])]
           if verdict_lines_ else []),
         *([STRAGGLER.read_text().strip(), ""] if STRAGGLER.exists() else []),
         *([REAL_MODELS.read_text().strip(), ""] if REAL_MODELS.exists() else []),

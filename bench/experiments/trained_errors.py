@@ -20,6 +20,7 @@ import concurrent.futures
 import json
 import multiprocessing
 import os
+import sys
 from pathlib import Path
 
 from bench.experiments.error_kinds import KINDS, classify, greedy_mistakes
@@ -42,8 +43,9 @@ def train_and_classify(run, prompts: int) -> dict:
                                                    prompts, cap))
                 for split in SPLITS}
 
-    execute(run, {}, after=read)
-    return {"label": run.label, "seed": run.seed, "models": list(run.models), "peers": found}
+    log = execute(run, {}, after=read)
+    final = {entry["model"]: entry["evals"][-1] for entry in log.values() if entry["evals"]}  # the node's own
+    return {"label": run.label, "seed": run.seed, "models": list(run.models), "peers": found, "final_eval": final}
 
 
 def before_training(model: str, task_name: str, prompts: int) -> dict:
@@ -84,6 +86,7 @@ def table(rows: list[tuple[str, str, str, dict]]) -> str:
 
 def main() -> None:
     from bench.experiments.grid import PAIR_SETTINGS, VERDICT_PAIRS, verdict_plan
+    from bench.experiments.runs import source_commit
     from node.system.process import die_with_parent
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -119,7 +122,8 @@ def main() -> None:
     print(table(rows))
     if args.out:
         Path(args.out).write_text(json.dumps({"pair": args.pair, "task": task_name, "steps": args.steps,
-                                              "prompts": args.prompts, "runs": results}, indent=1))
+                                              "prompts": args.prompts, "commit": source_commit(),
+                                              "command": " ".join(sys.argv), "runs": results}, indent=1))
 
 
 if __name__ == "__main__":
