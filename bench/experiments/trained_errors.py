@@ -121,9 +121,10 @@ def main() -> None:
                      for label in labels]
     print(table(rows))
     if args.out:
+        command = " ".join(["python -m bench.experiments.trained_errors", *sys.argv[1:]])
         Path(args.out).write_text(json.dumps({"pair": args.pair, "task": task_name, "steps": args.steps,
-                                              "prompts": args.prompts, "commit": source_commit(),
-                                              "command": " ".join(sys.argv), "runs": results}, indent=1))
+                                              "prompts": args.prompts, "commit": source_commit(), "command": command,
+                                              "runs": results}, indent=1))
 
 
 if __name__ == "__main__":
