@@ -94,19 +94,21 @@ def classify(model_name: str, split: str, prompts: int, max_new_tokens: int,
     return greedy_mistakes(model, tokenizer, get_task(task_name), split, prompts, max_new_tokens)
 
 
-def table_rows(label: str, split: str, counts: collections.Counter) -> list[str]:
-    """One markdown row per operator: the prompts and each kind's count."""
-    rows = []
-    for op in ("+", "-"):
-        total = sum(n for (o, _), n in counts.items() if o == op)
-        cells = " | ".join(str(counts[(op, kind)]) for kind in KINDS)
-        rows.append(f"| {label} | {'ID' if split == 'train' else 'OOD'} | {op} | {total} | {cells} |")
-    return rows
+def by_operator(counts: collections.Counter) -> dict[str, dict[str, int]]:
+    """{operator: {kind: count}} of greedy_mistakes' {(operator, kind): count}."""
+    return {op: {kind: counts[(op, kind)] for kind in KINDS} for op in ("+", "-")}
 
 
 def table_head(first: str = "model") -> str:
-    return (f"| {first} | split | operator | prompts | {' | '.join(KINDS)} |\n"
-            + "|---|---|---|---|" + "---|" * len(KINDS))
+    """A markdown table's head: `first` (one or more columns, "a | b"), the split, operator, prompts, each kind."""
+    head = f"| {first} | split | operator | prompts | {' | '.join(KINDS)} |"
+    return head + "\n|" + "---|" * (head.count("|") - 1)
+
+
+def table_rows(label: str, split: str, counts: dict[str, dict[str, int]]) -> list[str]:
+    """One markdown row per operator of by_operator's counts: the prompts and each kind's count."""
+    return [f"| {label} | {'ID' if split == 'train' else 'OOD'} | {op} | {sum(kinds.values())} | "
+            + " | ".join(str(kinds[k]) for k in KINDS) + " |" for op, kinds in counts.items()]
 
 
 def main() -> None:
@@ -128,7 +130,7 @@ def main() -> None:
     for model in args.models.split(","):
         for split in args.splits.split(","):
             counts = classify(model, split, args.prompts, cap, args.task)
-            print("\n".join(table_rows(model, split, counts)), flush=True)
+            print("\n".join(table_rows(model, split, by_operator(counts))), flush=True)
 
 
 if __name__ == "__main__":

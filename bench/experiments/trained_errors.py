@@ -15,7 +15,6 @@ One JSON file (per cell, seed, peer and split: the counts of each kind) and a ma
 from __future__ import annotations
 
 import argparse
-import collections
 import concurrent.futures
 import json
 import multiprocessing
@@ -23,7 +22,7 @@ import os
 import sys
 from pathlib import Path
 
-from bench.experiments.error_kinds import KINDS, classify, greedy_mistakes
+from bench.experiments.error_kinds import KINDS, by_operator, classify, greedy_mistakes, table_head, table_rows
 
 SPLITS = ("train", "test")
 
@@ -39,7 +38,7 @@ def train_and_classify(run, prompts: int) -> dict:
         for peer in peers:
             cap = completion_cap(peer.task)
             found[peer.cfg.model.name] = {
-                split: counts_json(greedy_mistakes(peer.loaded.model, peer.loaded.tokenizer, peer.task, split,
+                split: by_operator(greedy_mistakes(peer.loaded.model, peer.loaded.tokenizer, peer.task, split,
                                                    prompts, cap))
                 for split in SPLITS}
 
@@ -53,12 +52,7 @@ def before_training(model: str, task_name: str, prompts: int) -> dict:
     from node.tasks.base import completion_cap
 
     cap = completion_cap(get_task(task_name))
-    return {split: counts_json(classify(model, split, prompts, cap, task_name)) for split in SPLITS}
-
-
-def counts_json(counts: collections.Counter) -> dict[str, dict[str, int]]:
-    """{operator: {kind: count}}."""
-    return {op: {kind: counts[(op, kind)] for kind in KINDS} for op in ("+", "-")}
+    return {split: by_operator(classify(model, split, prompts, cap, task_name)) for split in SPLITS}
 
 
 def summed(results: list[dict], label: str, model: str, split: str) -> dict[str, dict[str, int]]:
@@ -74,14 +68,9 @@ def summed(results: list[dict], label: str, model: str, split: str) -> dict[str,
 
 def table(rows: list[tuple[str, str, str, dict]]) -> str:
     """Markdown: one row per (model, what, split, operator), counts of each kind."""
-    lines = [f"| model | weights | split | operator | prompts | {' | '.join(KINDS)} |",
-             "|---|---|---|---|---|" + "---|" * len(KINDS)]
-    for model, what, split, counts in rows:
-        for op, kinds in counts.items():
-            cells = " | ".join(str(kinds[k]) for k in KINDS)
-            lines.append(f"| {model} | {what} | {'ID' if split == 'train' else 'OOD'} | {op} | "
-                         f"{sum(kinds.values())} | {cells} |")
-    return "\n".join(lines)
+    return "\n".join([table_head("model | weights"),
+                      *(line for model, what, split, counts in rows
+                        for line in table_rows(f"{model} | {what}", split, counts))])
 
 
 def main() -> None:

@@ -47,10 +47,11 @@ def test_checked_completions_are_read_past_their_checks():
 def test_trained_errors_sums_a_cells_counts_over_seeds():
     import collections
 
-    from bench.experiments.trained_errors import counts_json, summed, table
+    from bench.experiments.error_kinds import by_operator
+    from bench.experiments.trained_errors import summed, table
 
-    one = counts_json(collections.Counter({("+", "right"): 3, ("+", "carry / borrow term"): 1, ("-", "a check"): 2}))
-    two = counts_json(collections.Counter({("+", "right"): 1, ("-", "operand digit misread"): 4}))
+    one = by_operator(collections.Counter({("+", "right"): 3, ("+", "carry / borrow term"): 1, ("-", "a check"): 2}))
+    two = by_operator(collections.Counter({("+", "right"): 1, ("-", "operand digit misread"): 4}))
     runs = [{"label": "Alone", "peers": {"check-add": {"test": one}}},
             {"label": "Alone", "peers": {"check-add": {"test": two}}},
             {"label": "verified-imitation", "peers": {"check-add": {"test": two}}}]
