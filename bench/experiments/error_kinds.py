@@ -7,6 +7,12 @@ of: an operand digit misread (the column's digits are not the operands' digits t
 the number of steps (every step shown right, too few or too many), the answer after right steps, or (task
 `digits-check`, node/tasks/checked.py) a check after the right work and answer.
 
+Beside the first mistake, each column a completion reaches with every step before it right is scored on its
+own (`column_outcomes`): whether that column takes a carry / borrow in, and whether its step is right. The rate
+of right steps at carrying columns, by column, says whether a skill learnt on 1-5 columns still acts at the
+same column of a 6-column problem and at the 6th column itself, apart from how many carries a longer problem
+needs.
+
 A model is a zoo name or a model directory (`swarm export` makes one of a run's checkpoint), so trained models
 can be compared with their start:
 
@@ -64,34 +70,85 @@ def first_mistake(text: str, a: int, op: str, b: int) -> str:
     return "right" if checks_hold(a, op, b, bar + got_checks) else "a check"
 
 
-def greedy_mistakes(model, tokenizer, task, split: str, prompts: int, max_new_tokens: int) -> collections.Counter:
-    """{(operator, kind): count} of a loaded model's greedy completions of a split's held-out prompts."""
+def carries_in(a: int, op: str, b: int, column: int) -> bool:
+    """Whether column `column` (0: units) of a op b takes a carry (a sum) or a borrow (a difference) in."""
+    low = 10**column
+    return (a % low + b % low >= low) if op == "+" else (a % low < b % low)
+
+
+def column_outcomes(text: str, a: int, op: str, b: int) -> list[tuple[int, bool, bool]]:
+    """(column, carries in, step right) for each column of the right working that a completion reaches with every
+    step before it right: the columns after its first wrong step are not scored (they follow from it)."""
+    from node.tasks.digits import worked
+
+    got = text.replace(" ", "").partition(";")[0].split(",")
+    want = worked(a, op, b, 1.0)[0].partition(";")[0].split(",")
+    out = []
+    for column, theirs in enumerate(want):
+        right = column < len(got) and got[column] == theirs
+        out.append((column, carries_in(a, op, b, column), right))
+        if not right:
+            break
+    return out
+
+
+def greedy_completions(model, tokenizer, task, split: str, prompts: int,
+                       max_new_tokens: int) -> list[tuple[int, str, int, str, bool]]:
+    """(a, operator, b, completion, scored right) of a loaded model's greedy completions of a split's held-out
+    prompts."""
     import torch
 
     from node.evaluation import held_out_items
     from node.tasks.digits import parse_prompt
 
     model.eval()
-    counts: collections.Counter = collections.Counter()
+    found = []
     for item in held_out_items(task, split, prompts):
-        a, op, b = parse_prompt(item.prompt)
         ids = tokenizer(item.prompt, return_tensors="pt").input_ids
         with torch.no_grad():
             out = model.generate(ids, max_new_tokens=max_new_tokens, do_sample=False)
         text = tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True)
-        kind = "right" if task.score(item, text, True) else first_mistake(text, a, op, b)
-        counts[(op, kind)] += 1
-    return counts
+        found.append((*parse_prompt(item.prompt), text, bool(task.score(item, text, True))))
+    return found
+
+
+def mistake_counts(completions) -> collections.Counter:
+    """{(operator, kind): count} of greedy_completions' completions."""
+    return collections.Counter((op, "right" if right else first_mistake(text, a, op, b))
+                               for a, op, b, text, right in completions)
+
+
+def column_counts(completions) -> dict[str, dict[str, dict[str, list[int]]]]:
+    """{operator: {"carry" | "no carry": {column: [steps reached, steps right]}}} of greedy_completions'
+    completions (column_outcomes summed; columns as strings, for JSON)."""
+    out: dict = {op: {"carry": {}, "no carry": {}} for op in ("+", "-")}
+    for a, op, b, text, _ in completions:
+        for column, carry, right in column_outcomes(text, a, op, b):
+            cell = out[op]["carry" if carry else "no carry"].setdefault(str(column), [0, 0])
+            cell[0] += 1
+            cell[1] += int(right)
+    return out
+
+
+def greedy_mistakes(model, tokenizer, task, split: str, prompts: int, max_new_tokens: int) -> collections.Counter:
+    """{(operator, kind): count} of a loaded model's greedy completions of a split's held-out prompts."""
+    return mistake_counts(greedy_completions(model, tokenizer, task, split, prompts, max_new_tokens))
+
+
+def completions_of(model_name: str, split: str, prompts: int, max_new_tokens: int,
+                   task_name: str = "digits") -> list[tuple[int, str, int, str, bool]]:
+    """greedy_completions of a zoo model or model directory."""
+    from node.models.loading import load_base
+    from node.tasks import get_task
+
+    model, tokenizer, _ = load_base(model_name)
+    return greedy_completions(model, tokenizer, get_task(task_name), split, prompts, max_new_tokens)
 
 
 def classify(model_name: str, split: str, prompts: int, max_new_tokens: int,
              task_name: str = "digits") -> collections.Counter:
     """greedy_mistakes of a zoo model or model directory."""
-    from node.models.loading import load_base
-    from node.tasks import get_task
-
-    model, tokenizer, _ = load_base(model_name)
-    return greedy_mistakes(model, tokenizer, get_task(task_name), split, prompts, max_new_tokens)
+    return mistake_counts(completions_of(model_name, split, prompts, max_new_tokens, task_name))
 
 
 def by_operator(counts: collections.Counter) -> dict[str, dict[str, int]]:

@@ -62,3 +62,36 @@ def test_trained_errors_sums_a_cells_counts_over_seeds():
     lines = table([("check-add", "Alone", "test", got)]).splitlines()
     assert lines[2] == "| check-add | Alone | OOD | + | 5 | 4 | 0 | 1 | 0 | 0 | 0 | 0 |"
     assert lines[3] == "| check-add | Alone | OOD | - | 6 | 0 | 4 | 0 | 0 | 0 | 0 | 2 |"
+
+
+def test_column_outcomes_score_each_column_reached_with_right_steps_before_it():
+    from bench.experiments.error_kinds import carries_in, column_outcomes
+
+    # 703567 + 578: columns 2, 3 and 4 take a carry in; the thousands' "3+1" is a carry after 578 ends
+    assert [carries_in(*SUM, c) for c in range(6)] == [False, True, True, True, False, False]
+    assert column_outcomes(RIGHT, *SUM) == [(0, False, True), (1, True, True), (2, True, True), (3, True, True),
+                                            (4, False, True), (5, False, True)]
+    # the carry dropped at column 2: scored there, nothing after it
+    assert column_outcomes("7+8=15,6+7=13,5+5=10,3+1=4,0=0,7=7;704035", *SUM) == [(0, False, True), (1, True, False)]
+    assert column_outcomes("nothing", *SUM) == [(0, False, False)]
+    assert column_outcomes("7+8=15", *SUM)[-1] == (1, True, False)  # stopped early: the missing step is wrong
+    # a difference: the borrow comes in at the column after the one that lent ten
+    difference = (788474, "-", 91)
+    assert [carries_in(*difference, c) for c in range(6)] == [False, False, True, False, False, False]
+
+
+def test_column_counts_and_their_table():
+    from bench.experiments.error_kinds import column_counts
+    from bench.experiments.trained_errors import column_table, summed_columns
+
+    done = [(*SUM, RIGHT, True), (*SUM, "7+8=15,6+7=13,5+5=10,3+1=4,0=0,7=7;704035", False)]
+    counts = column_counts(done)
+    assert counts["+"]["carry"] == {"1": [2, 1], "2": [1, 1], "3": [1, 1]}
+    assert counts["+"]["no carry"] == {"0": [2, 2], "4": [1, 1], "5": [1, 1]}
+    assert counts["-"] == {"carry": {}, "no carry": {}}
+    runs = [{"label": label, "columns": {"m": {"test": counts}}} for label in ("Alone", "Alone", "other")]
+    both = summed_columns(runs, "Alone", "m", "test")
+    assert both["+"]["carry"]["1"] == [4, 2]
+    lines = column_table([("m", "Alone", "test", both)]).splitlines()
+    assert lines[2] == "| m | Alone | OOD | + | 2/4 = 0.50 | 2/2 = 1.00 | 2/2 = 1.00 | - | - | 4/4 = 1.00 |"
+    assert lines[3] == "| m | Alone | OOD | - | - | - | - | - | - | - |"
