@@ -105,3 +105,28 @@ def test_other_arms_compare_the_same_way(tmp_path, capsys):
     # equal steps (8): final ID 0.6 vs 0.5; equal wall clock (SAGC's whole run, 12 s, ended first): its step-12
     # evaluation (0.7) against G = 16's last within 12 s, at step 4 (8 s; 0.4)
     assert cells[2].startswith("+0.100 (one seed)") and cells[5].startswith("+0.300 (one seed)")
+
+
+def test_time_to_the_second_arms_accuracy_and_what_group_control_did(tmp_path, capsys):
+    run = rows(6, {3: 0.4, 6: 0.8}, 2.0)
+    for r in run:  # evaluations take time of their own: the clock runs 5 s more after each
+        r["time"] += 5.0 * (r["step"] // 3)
+    assert real_models.own_seconds_curve(run) == [(0, 0.2, 0.0), (3, 0.4, 6.0), (6, 0.8, 12.0)]
+    assert real_models.time_to(real_models.own_seconds_curve(run), 0.4) == 6.0
+    assert real_models.time_to(real_models.own_seconds_curve(run), 0.2) == 6.0  # not the start's evaluation
+    assert real_models.time_to(real_models.own_seconds_curve(run), 0.9) is None
+    fast, slow = rows(9, {3: 0.5, 6: 0.7, 9: 0.6}, 1.0), rows(6, {3: 0.3, 6: 0.6}, 4.0)
+    for r, g in zip(fast, (16, 12, 8, 4, 4, 4, 4, 4, 4), strict=True):
+        r.update(group_size=g, gen_seconds=g / 4, group={"straggler_rate": 0.5 if g > 4 else 0.0})
+    for r in slow:
+        r.update(group_size=16, gen_seconds=3.0, group={"straggler_rate": 0.75})
+    figures = real_models.arm_figures(fast)
+    assert figures["sizes"] == [16, 12, 8, 4, 4, 4, 4, 4, 4] and figures["straggler"] == pytest.approx(1.5 / 9)
+    assert figures["gen_s"] == 1.0 and figures["step_s"] == 1.0
+    write(tmp_path / "seed0", "sagc-m", fast)
+    write(tmp_path / "seed0", "g16-m", slow)
+    assert real_models.main([str(tmp_path / "seed0"), "--models", "m", "--arms", "sagc,g16"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    # g16's final ID at equal steps (6) is 0.6, at 24 s of its own steps; sagc first reaches it after step 6 (6 s)
+    assert f"| {tmp_path / 'seed0'} | m | sagc | 9 | 16 12 8 4 4 4 4 4 4 | 0.17 | 1 | 1 | 6 | 0.25x |" in out
+    assert f"| {tmp_path / 'seed0'} | m | g16 | 6 | 16 16 16 16 16 16 | 0.75 | 3 | 4 | 24 | 1.00x |" in out

@@ -3,9 +3,10 @@ alone, with the same seed and settings, per seed and paired over seeds, at equal
 
 Each RUN folder holds one seed's metrics, as docs/results/real-models/run-seed.sh writes them: swarm-<model>.jsonl
 and alone-<model>.jsonl for every model. Prints a table per seed, the paired differences (swarm - alone) with
-their 95% interval where there are two seeds or more, what the swarm's trust mechanism did, and draws every
-held-out accuracy curve to --plot. `--arms A,B` compares two other arms the same way (A - B), e.g. `sagc,g16`:
-a folder's sagc-<model>.jsonl against its g16-<model>.jsonl.
+their 95% interval where there are two seeds or more, what the swarm's trust mechanism did, what each run's group
+control did (sizes, straggler rate, generation and step seconds) and how long each took to reach the second arm's
+final held-out accuracy, and draws every held-out accuracy curve to --plot. `--arms A,B` compares two other arms
+the same way (A - B), e.g. `sagc,g16`: a folder's sagc-<model>.jsonl against its g16-<model>.jsonl.
 
     python -m bench.experiments.real_models docs/results/real-models docs/results/real-models/seed1 --plot out.png
     python -m bench.experiments.real_models docs/results/real-models/work-compare/sagc-seed1 --arms sagc,g16
@@ -64,6 +65,32 @@ def at_time(points: list[tuple[int, float, float]], seconds: float) -> float:
     return [acc for _, acc, at in points if at <= seconds + 1e-6][-1]
 
 
+def own_seconds_curve(rows: list[dict], split: str = "train") -> list[tuple[int, float, float]]:
+    """curve's points timed by the run's own step seconds (generation and learning, summed to each evaluation;
+    the evaluations' own time left out, so an arm that evaluates more often is not charged for it)."""
+    done_at, total = {0: 0.0}, 0.0
+    for r in rows:
+        total += r["step_seconds"]
+        done_at[r["step"] + 1] = total
+    return [(done, acc, done_at[done]) for done, acc, _ in curve(rows, split)]
+
+
+def time_to(points: list[tuple[int, float, float]], target: float) -> float | None:
+    """The seconds of the first evaluation after training began whose accuracy reaches `target` (None: never)."""
+    return next((at for done, acc, at in points if done > 0 and acc >= target - 1e-9), None)
+
+
+def arm_figures(rows: list[dict]) -> dict:
+    """What a whole run's group control did: the sizes chosen, the mean of its steps' straggler rates, median
+    generation and step seconds."""
+    rates = [r["group"]["straggler_rate"] for r in rows if "straggler_rate" in r.get("group", {})]
+    generation = [r["gen_seconds"] for r in rows if "gen_seconds" in r]
+    return {"sizes": [r.get("group_size", "?") for r in rows],  # (a metrics file from before these were kept)
+            "straggler": statistics.mean(rates) if rates else float("nan"),
+            "gen_s": statistics.median(generation) if generation else float("nan"),
+            "step_s": statistics.median(r["step_seconds"] for r in rows)}
+
+
 def evaluation_sd(p_swarm: float, p_alone: float, prompts: int) -> float:
     """The sampling sd of the difference of two independent greedy pass@1 evaluations on `prompts` prompts each
     (binomial): the noise within one seed, before any seed-to-seed spread."""
@@ -91,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     models = args.models.split(",")
     first, second = args.arms.split(",")
     diffs: dict[tuple[str, str], list[float]] = {}
-    curves, within = [], []
+    curves, within, controls = [], [], []
     print("| seed folder | model | run | steps | ID AUC | final ID | OOD AUC | final OOD | step s | received "
           "(trained on, uninformative) | refused | harm max | demoted / distrusted |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -114,12 +141,25 @@ def main(argv: list[str] | None = None) -> int:
                 within.append(f"| {folder} | {model} | {split.upper()} | {d:+.3f} | {sd:.3f} | {d / sd:+.2f} |")
             for key in ("id_auc", "id_final", "ood_auc", "ood_final"):
                 diffs.setdefault((model, key), []).append(sw[key] - al[key])
+            target = own_seconds_curve(alone_rows[:most])[-1]  # the second arm's final ID, at equal steps
+            for name, arm_rows in ((first, swarm_rows), (second, alone_rows)):
+                f, reached = arm_figures(arm_rows), time_to(own_seconds_curve(arm_rows), target[1])
+                ratio = f"{reached / target[2]:.2f}x" if reached is not None else "not reached"
+                controls.append(f"| {folder} | {model} | {name} | {len(arm_rows)} | {' '.join(map(str, f['sizes']))} | "
+                                f"{f['straggler']:.2f} | {f['gen_s']:.0f} | {f['step_s']:.0f} | "
+                                f"{reached if reached is None else round(reached)} | {ratio} |")
             whole = curve(swarm_rows, "train"), curve(alone_rows, "train")  # equal wall clock: whole runs, up to
             wall = min(points[-1][2] for points in whole)                    # the shorter one's last evaluation
             diffs.setdefault((model, "id_at_wall"), []).append(at_time(whole[0], wall) - at_time(whole[1], wall))
     print(f"\nwithin a seed: final {first} - {second} and the sampling sd of that difference ({args.eval_prompts} "
           "prompts a split, binomial)\n| seed folder | model | split | final difference | sd | in sds |\n"
           "|---|---|---|---|---|---|\n" + "\n".join(within))
+    print(f"\nwhole runs: the group sizes chosen, the mean straggler rate of their steps, median generation and step "
+          f"seconds, and the own step seconds to the first evaluation at or above {second}'s final ID at equal "
+          f"steps (the ratio: to the own seconds of {second}'s final evaluation at equal steps)\n"
+          "| seed folder | model | run | steps | G chosen | straggler rate | generation s | step s | "
+          "seconds to the target | ratio |\n"
+          "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(controls))
     print(f"\n{first} - {second}, paired over seeds (95% t interval), equal steps; 'ID at equal wall clock': the last "
           "evaluation each whole run made within the time of the one that ended first")
     print("| model | ID AUC | final ID | OOD AUC | final OOD | ID at equal wall clock |")
