@@ -130,11 +130,6 @@ def column_counts(completions) -> dict[str, dict[str, dict[str, list[int]]]]:
     return out
 
 
-def greedy_mistakes(model, tokenizer, task, split: str, prompts: int, max_new_tokens: int) -> collections.Counter:
-    """{(operator, kind): count} of a loaded model's greedy completions of a split's held-out prompts."""
-    return mistake_counts(greedy_completions(model, tokenizer, task, split, prompts, max_new_tokens))
-
-
 def completions_of(model_name: str, split: str, prompts: int, max_new_tokens: int,
                    task_name: str = "digits") -> list[tuple[int, str, int, str, bool]]:
     """greedy_completions of a zoo model or model directory."""
@@ -147,12 +142,12 @@ def completions_of(model_name: str, split: str, prompts: int, max_new_tokens: in
 
 def classify(model_name: str, split: str, prompts: int, max_new_tokens: int,
              task_name: str = "digits") -> collections.Counter:
-    """greedy_mistakes of a zoo model or model directory."""
+    """mistake_counts of a zoo model's or model directory's greedy completions."""
     return mistake_counts(completions_of(model_name, split, prompts, max_new_tokens, task_name))
 
 
 def by_operator(counts: collections.Counter) -> dict[str, dict[str, int]]:
-    """{operator: {kind: count}} of greedy_mistakes' {(operator, kind): count}."""
+    """{operator: {kind: count}} of mistake_counts' {(operator, kind): count}."""
     return {op: {kind: counts[(op, kind)] for kind in KINDS} for op in ("+", "-")}
 
 

@@ -141,10 +141,10 @@ def main(argv: list[str] | None = None) -> int:
                 within.append(f"| {folder} | {model} | {split.upper()} | {d:+.3f} | {sd:.3f} | {d / sd:+.2f} |")
             for key in ("id_auc", "id_final", "ood_auc", "ood_final"):
                 diffs.setdefault((model, key), []).append(sw[key] - al[key])
-            target = own_seconds_curve(alone_rows[:most])[-1]  # the second arm's final ID, at equal steps
+            _, target, target_at = own_seconds_curve(alone_rows[:most])[-1]  # the second arm's final ID, equal steps
             for name, arm_rows in ((first, swarm_rows), (second, alone_rows)):
-                f, reached = arm_figures(arm_rows), time_to(own_seconds_curve(arm_rows), target[1])
-                ratio = f"{reached / target[2]:.2f}x" if reached is not None else "not reached"
+                f, reached = arm_figures(arm_rows), time_to(own_seconds_curve(arm_rows), target)
+                ratio = f"{reached / target_at:.2f}x" if reached is not None else "not reached"
                 controls.append(f"| {folder} | {model} | {name} | {len(arm_rows)} | {' '.join(map(str, f['sizes']))} | "
                                 f"{f['straggler']:.2f} | {f['gen_s']:.0f} | {f['step_s']:.0f} | "
                                 f"{reached if reached is None else round(reached)} | {ratio} |")
