@@ -75,9 +75,11 @@ def test_a_real_swarm_through_a_real_browser(tmp_path):
     boot_port, boot_board, peer_board, b_board = free_port(), free_port(), free_port(), free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     address = tmp_path / "boot.addr"
-    boot = subprocess.Popen([*CLI, "bootstrap", "--port", str(boot_port), "--identity", str(tmp_path / "boot.id"),
-                             "--status-every", "1", "--address-file", str(address), "--dashboard-port",
-                             str(boot_board)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
+    with open(tmp_path / "boot.log", "w") as boot_log:  # (the child keeps its own copy of the file)
+        boot = subprocess.Popen([*CLI, "bootstrap", "--port", str(boot_port), "--identity",
+                                 str(tmp_path / "boot.id"), "--status-every", "1", "--address-file", str(address),
+                                 "--dashboard-port", str(boot_board)], stdout=boot_log, stderr=subprocess.STDOUT,
+                                cwd=ROOT)
     def join(name, model, *extra, board=None, log_mode="w"):
         with open(tmp_path / f"{name}.log", log_mode) as log:
             return subprocess.Popen(
@@ -169,7 +171,7 @@ def test_a_real_swarm_through_a_real_browser(tmp_path):
             p.send_signal(signal.SIGTERM)
         codes = [p.wait(timeout=60) for p in [*peers, boot]]
         # every process stops cleanly on SIGTERM (a, b, the bootstrap); on a failure, which one and how each ended
-        assert codes == [0, 0, 0], (codes, *((tmp_path / f"{n}.log").read_text()[-1500:] for n in ("a", "b")))
+        assert codes == [0, 0, 0], (codes, *((tmp_path / f"{n}.log").read_text()[-1500:] for n in ("a", "b", "boot")))
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="needs a headless browser: apt-get install chromium (.ci/run does)")

@@ -2,7 +2,8 @@
 arith-add while a hostile peer publishes, every step, groups of right answers behind '=' padding that the
 verifier ignores, claiming behaviour log-probs of -30 per token (which used to pin every importance weight at
 C and drove the receivers' reward to 0 for good). Its groups must all be refused, and the honest peers must
-learn as they do in a clean run with the same seeds."""
+learn as they do in a clean run with the same seeds: their sampled reward level with it, their held-out greedy
+accuracy well above the untrained model's."""
 import statistics
 
 import pytest
@@ -14,11 +15,13 @@ from node.swarm.dht import SwarmDHT
 
 STEPS = 60
 BAND = 0.08  # |attacked - clean| of the last 20 steps' mean reward; clean vs clean, same seeds: <= 0.04 here
+LEARNT = 0.3  # held-out greedy accuracy (256 prompts) gained over the run: 0.203 -> 0.77-0.82 in 8 runs here
 
 
 def honest_config(model: str, seed: int):
     return build_config({"model": {"name": model}, "task": {"name": "arith-add"},
                          "train": {"group_policy": "fixed", "group_size": 8, "prompts_per_step": 16, "seed": seed},
+                         "eval": {"prompts": 256, "samples": 0, "splits": ["train"]},
                          "swarm": {"received_groups": 16, "gather_deadline": 0.3}})
 
 
@@ -29,8 +32,14 @@ def poison_records(v, step: int, now: float) -> list[bytes]:
             + [hostile.padding_poison(v, i, now, claims="low") for i in indices[4:]])
 
 
+def greedy_accuracy(peer: Peer) -> float:
+    """The peer's held-out greedy accuracy (its eval configuration: fixed prompts that training never draws)."""
+    return peer.evaluate()[0]["train/greedy"]
+
+
 def run_swarm(attack: bool, steps: int = STEPS) -> dict:
-    """Rewards and rejections of the two honest peers, with or without the attacker."""
+    """Rewards, held-out greedy accuracy before and after, and rejections of the two honest peers, with or
+    without the attacker."""
     boot = SwarmDHT(SwarmConfig())
     initial = tuple(boot.visible_maddrs())
     dhts = [SwarmDHT(SwarmConfig(initial_peers=initial)) for _ in range(2)]
@@ -38,7 +47,7 @@ def run_swarm(attack: bool, steps: int = STEPS) -> dict:
     attacker = hostile.HostileDHT(SwarmConfig(initial_peers=initial), card=victim.card) if attack else None
     peers = [Peer(honest_config("tiny-add", 0), transport=dhts[0]),
              Peer(honest_config("tiny-add-lora", 1), transport=dhts[1])]
-    out = {"rewards": [[], []], "rejected": {}, "sent": 0}
+    out = {"rewards": [[], []], "rejected": {}, "sent": 0, "accuracy": [[greedy_accuracy(p)] for p in peers]}
     try:
         for step in range(steps):
             if attacker is not None:
@@ -50,6 +59,8 @@ def run_swarm(attack: bool, steps: int = STEPS) -> dict:
                 out["rewards"][i].append(result.reward)
                 for reason, n in result.swarm.rejected.items():
                     out["rejected"][reason] = out["rejected"].get(reason, 0) + n
+        for accuracy, peer in zip(out["accuracy"], peers, strict=True):
+            accuracy.append(greedy_accuracy(peer))
     finally:
         for peer in peers:
             peer.close()
@@ -69,8 +80,11 @@ def test_the_published_poisoning_attack_is_refused_and_honest_learning_is_unchan
     for c, a in zip(clean["rewards"], attacked["rewards"], strict=True):
         last_clean, last_attacked = statistics.mean(c[-20:]), statistics.mean(a[-20:])
         assert abs(last_attacked - last_clean) <= BAND, (last_clean, last_attacked)
-        assert last_attacked >= statistics.mean(a[:5]) + 0.03  # and they keep learning (+0.0496 at the least
-        #                                                         seen, in a clean-clone CI run of 2026-12-04)
+    # and they learn, judged on fixed held-out prompts (not on a few steps' sampled reward, whose prompts are
+    # drawn anew each step: in a clean-clone CI run of 2026-12-07 the mean of the first 5 steps happened to be
+    # 0.497, against 0.34-0.47 in 8 runs here, and the last 20 steps' 0.519 missed it + 0.03)
+    for before, after in attacked["accuracy"]:
+        assert after >= before + LEARNT, (before, after)
 
 
 BEHAVE, AFTER = 8, 10  # identities behave for BEHAVE steps; they must be distrusted within AFTER steps
