@@ -304,7 +304,8 @@ class SwarmConfig:
     #                                step) until that is fixed
     max_age: float = 120.0  # received groups older than this when their bundle arrived (seconds since the second
     #                         their sender drew the item: `created`) are stale; a peer whose steps take longer
-    #                         than a third of it judges by 3 of its own steps instead (node/swarm/exchange.py)
+    #                         than a third of it judges by 3 of its own steps, and by its updates rather than
+    #                         the seconds between them (node/swarm/freshness.py)
     record_ttl: float = 120.0  # expiration of our published records, seconds (at most protocol MAX_RECORD_TTL)
     max_sender_share: float = 1.0  # completions one sender may contribute to a step, relative to our own
     #                                completions in that step (bounds one sender's share of the gradient)

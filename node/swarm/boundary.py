@@ -50,7 +50,7 @@ class Receiver:
     eos_ids: frozenset
     limits: Limits  # max_tokens: our own generation limit
     task: Task  # the task we train on (received references to it reuse it)
-    freshness: Freshness  # shared with the rest of the peer (its max_age: how old a record may be)
+    freshness: Freshness  # shared with the rest of the peer (its group_window: how old a group may be)
     foreign: ForeignTokenizers
 
 
@@ -92,7 +92,7 @@ def rebuild_received(wire: WireGroup, foreign: Foreign | None, rx: Receiver, now
     re-tokenized into our tokens, with its provenance (sender: its identity); or RecordError."""
     if wire.created > now + CLOCK_SKEW:
         raise _refuse(wire, "future")
-    if now - wire.created > rx.freshness.max_age:
+    if now - wire.created > rx.freshness.group_window(now):
         raise _refuse(wire, "stale")
     stop_ids = foreign.stop_ids if foreign else rx.eos_ids
     if any(c.finish_reason == "stop" and c.token_ids[-1] not in stop_ids for c in wire.completions):

@@ -200,9 +200,9 @@ class GroupExchange:
         return self.ledger.step
 
     def own_step_took(self, seconds: float) -> None:
-        """Our latest step took `seconds`: freshness in our own steps (freshness.py) for the groups and
-        announcements we receive and the announcements we make."""
-        self.freshness.own_step_took(seconds)
+        """Our latest step took `seconds` and its update has ended: freshness in our own steps (freshness.py)
+        for the groups and announcements we receive and the announcements we make."""
+        self.freshness.own_step_took(seconds, self.transport.now())
 
     def unusable_tokenizer(self, card: WireCard) -> str:
         """Why a card's tokenizer cannot be used here ("" when it is ours, or foreign and usable)."""

@@ -6,9 +6,16 @@ long answers) lengthens both to FRESH_STEPS of its own steps (`own_step_took`): 
 which is counted in the receiver's updates, not in seconds. Judged in seconds alone, such a peer would refuse
 every partner's groups (all older than swarm.max_age when pulled) and lose sight of partners whose announcements
 expire between its steps. Fast peers keep the configured values.
+
+A received group is judged by our updates, not by the seconds between them (`group_window`): one created after
+the end of our FRESH_STEPS-th latest update is fresh however long we paused since (a held-out evaluation, a
+checkpoint), since a pause moves no weight. Found running SmolLM2 and Gemma on worked answers: SmolLM2's
+evaluation after its step 3 took 300 s, longer than its 3 steps of 81 s, and it refused as stale all 8 groups
+Gemma sent it, which had seen 1 or 2 of its updates.
 """
 from __future__ import annotations
 
+import collections
 import math
 
 from protocol import MAX_RECORD_TTL
@@ -21,19 +28,35 @@ def in_own_steps(configured: float, step_seconds: float, ceiling: float = math.i
     return min(ceiling, max(configured, FRESH_STEPS * step_seconds))
 
 
+def since_updates(max_age: float, update_ends, now: float) -> float:
+    """How old a received group may be at `now`: `max_age`, or longer, back to the first of `update_ends` (the
+    ends of our latest FRESH_STEPS updates, oldest first) once there are FRESH_STEPS of them."""
+    if len(update_ends) < FRESH_STEPS:
+        return max_age
+    return max(max_age, now - update_ends[-FRESH_STEPS])
+
+
 class Freshness:
     def __init__(self, max_age: float, record_ttl: float):
         """max_age, record_ttl: the configured seconds (swarm.max_age, swarm.record_ttl), never shortened."""
         self.configured = (max_age, record_ttl)
         self.max_age, self.record_ttl = max_age, record_ttl
+        self.update_ends: collections.deque[float] = collections.deque(maxlen=FRESH_STEPS)
 
     @classmethod
     def of(cls, cfg) -> Freshness:
         """From a SwarmConfig."""
         return cls(cfg.max_age, cfg.record_ttl)
 
-    def own_step_took(self, seconds: float) -> None:
-        """Our latest step took `seconds`: received records stay fresh, and ours live, FRESH_STEPS such steps
-        where that is longer than configured (our records at most MAX_RECORD_TTL, which every peer enforces)."""
+    def own_step_took(self, seconds: float, now: float) -> None:
+        """Our latest step took `seconds` and its update ended at `now` (the transport's clock): received
+        records stay fresh, and ours live, FRESH_STEPS such steps where that is longer than configured (our
+        records at most MAX_RECORD_TTL, which every peer enforces)."""
         self.max_age = in_own_steps(self.configured[0], seconds)
         self.record_ttl = in_own_steps(self.configured[1], seconds, MAX_RECORD_TTL)
+        self.update_ends.append(now)
+
+    def group_window(self, now: float) -> float:
+        """How old a received group may be at `now`: max_age, or back to the end of our FRESH_STEPS-th latest
+        update where that is longer (a pause between our steps does not age a group)."""
+        return since_updates(self.max_age, self.update_ends, now)

@@ -679,6 +679,33 @@ def test_a_peer_whose_steps_take_minutes_judges_freshness_in_its_own_steps(hub_a
     assert a.exchange.freshness.max_age == max_age
 
 
+def test_a_pause_between_a_peers_updates_does_not_age_the_groups_it_receives():
+    """Found running SmolLM2 and Gemma on worked answers: SmolLM2's held-out evaluation after its step 3 took
+    300 s, longer than 3 of its 81-s steps, and it refused as stale all 8 groups Gemma sent it, each of which had
+    seen 1 or 2 of its updates. A group older than the window is now stale only if it was also created before
+    the end of the receiver's third-latest update."""
+    now = [1000.0]
+    hub = MemorySwarm(clock=lambda: now[0])
+    a, b = peer(hub, "a"), peer(hub, "b")
+    b.step(0)  # (a record to restamp)
+    step = a.cfg.swarm.max_age / 2  # a's steps: its window in seconds is 3 of them
+    for end in (1060.0, 1120.0, 1180.0):  # a's three updates end
+        now[0] = end
+        a.exchange.own_step_took(step)
+    now[0] = 1400.0  # after a pause of 220 s (an evaluation): no update since 1180
+    refused = {}
+    for created in (1100.0, 1050.0):  # after the end of a's third-latest update (1060), and before it
+        sender = f"paused-{next(IDENTITIES)}"
+        publish_bundles(hub, sender, groups=pack_bundle([tamper(hub, lambda m, c=created: setattr(m, "created", c),
+                                                                sender)], 10**6)[0])
+        refused[created] = dict(gather(a, 100, 1000).rejected)
+        hub.transport(sender).withdraw()
+    assert 3 * step < 1400.0 - 1100.0  # older than 3 of a's steps: stale before this change
+    assert refused == {1100.0: {}, 1050.0: {"stale": 1}}
+    assert a.exchange.freshness.group_window(1400.0) == 1400.0 - 1060.0
+    assert a.exchange.freshness.max_age == 3 * step  # (announcements: judged as before)
+
+
 def test_slow_peers_keep_seeing_each_other_between_steps_longer_than_max_age():
     """The same run: a partner whose steps outlast swarm.max_age vanished between its announcements (its record
     expired after record_ttl, and a read found it stale). Slow peers announce for FRESH_STEPS of their steps and
