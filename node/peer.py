@@ -129,6 +129,8 @@ class Peer:
             shuffle_rewards(groups, self.rng)
         own_summaries = [summarize(g, self.family, step) for g in groups]
         local = groups[: self.cfg.swarm.local_groups] if self.cfg.swarm.local_groups else groups
+        if self.exchange is not None:
+            self.exchange.step_under_way(time.perf_counter() - step_start)
         with sharing:
             received, swarm_metrics = self.share(groups, own_summaries, step, sum(len(g.completions) for g in local))
         taken = received.groups

@@ -199,6 +199,11 @@ class GroupExchange:
         """The step under way (the one we last published at; the sender ledger keeps it)."""
         return self.ledger.step
 
+    def step_under_way(self, seconds: float) -> None:
+        """Our current step has run `seconds` before it shares: freshness covers steps at least that long
+        (freshness.py) for what this step announces and gathers."""
+        self.freshness.step_under_way(seconds)
+
     def own_step_took(self, seconds: float) -> None:
         """Our latest step took `seconds` and its update has ended: freshness in our own steps (freshness.py)
         for the groups and announcements we receive and the announcements we make."""

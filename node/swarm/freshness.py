@@ -2,8 +2,9 @@
 
 A received group or announcement is stale once older than `max_age`, and the peer's own announcement lives
 `record_ttl`; they start at swarm.max_age and swarm.record_ttl. A peer whose steps are long (a CPU, a large model,
-long answers) lengthens both to FRESH_STEPS of its own steps (`own_step_took`): staleness bounds off-policy drift,
-which is counted in the receiver's updates, not in seconds. Judged in seconds alone, such a peer would refuse
+long answers) lengthens both to FRESH_STEPS of its own steps (`own_step_took`; while a step is under way, of a
+step at least as long as it has run: `step_under_way`): staleness bounds off-policy drift, which is counted in
+the receiver's updates, not in seconds. Judged in seconds alone, such a peer would refuse
 every partner's groups (all older than swarm.max_age when pulled) and lose sight of partners whose announcements
 expire between its steps. Fast peers keep the configured values.
 
@@ -55,6 +56,14 @@ class Freshness:
         self.max_age = in_own_steps(self.configured[0], seconds)
         self.record_ttl = in_own_steps(self.configured[1], seconds, MAX_RECORD_TTL)
         self.update_ends.append(now)
+
+    def step_under_way(self, seconds: float) -> None:
+        """Our current step has run `seconds` so far (its generation): it will last at least that, so the
+        windows cover FRESH_STEPS such steps already (never shortened here: own_step_took sets them when the step
+        ends). Before it, a peer's first step on a CPU (minutes) outlived the configured 120 s: its first
+        announcement expired before partners read it, and it judged theirs stale by its own first gather."""
+        self.max_age = max(self.max_age, in_own_steps(self.configured[0], seconds))
+        self.record_ttl = max(self.record_ttl, in_own_steps(self.configured[1], seconds, MAX_RECORD_TTL))
 
     def group_window(self, now: float) -> float:
         """How old a received group may be at `now`: max_age, or back to the end of our FRESH_STEPS-th latest

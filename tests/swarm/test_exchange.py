@@ -706,6 +706,31 @@ def test_a_pause_between_a_peers_updates_does_not_age_the_groups_it_receives():
     assert a.exchange.freshness.max_age == 3 * step  # (announcements: judged as before)
 
 
+def test_peers_whose_first_steps_outlast_max_age_see_each_other_in_their_first_steps():
+    """Found running SmolLM2 and Gemma on worked answers (seed 6): until a peer's first step ended its windows
+    were the configured 120 s, while that step took 6-7 minutes. SmolLM2's first announcement expired 120 s
+    after it was made, and Gemma, which had read it when its own first step began, judged it stale 212 s later at
+    its first gather; neither trained on the other's groups before its third step. A step that has generated for
+    E seconds now counts as at least E long, for what it announces and what it gathers."""
+    for fixed in (False, True):
+        now = [1000.0]
+        hub = MemorySwarm(clock=lambda now=now: now[0])
+        a, b = peer(hub, "a"), peer(hub, "b")
+        max_age = a.cfg.swarm.max_age
+        if fixed:  # (before, the windows stayed at the configuration until the step ended)
+            a.exchange.step_under_way(max_age)  # a generated for max_age, then publishes (in its step)
+        a.step(0)
+        now[0] += 2 * max_age  # b's first step began meanwhile and has generated for max_age
+        if fixed:
+            b.exchange.step_under_way(max_age)
+        result = gather(b, 16, 64)
+        assert (result.peers, len(result.groups)) == ((1, 4) if fixed else (0, 0)), (fixed, result)
+        assert not result.rejected
+    assert b.exchange.freshness.max_age == 3 * max_age  # and the step's end sets them from its length
+    b.exchange.own_step_took(1.0)
+    assert b.exchange.freshness.max_age == max_age
+
+
 def test_slow_peers_keep_seeing_each_other_between_steps_longer_than_max_age():
     """The same run: a partner whose steps outlast swarm.max_age vanished between its announcements (its record
     expired after record_ttl, and a read found it stale). Slow peers announce for FRESH_STEPS of their steps and

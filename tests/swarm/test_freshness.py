@@ -35,3 +35,17 @@ def test_a_group_created_after_our_third_latest_update_ended_is_fresh_however_lo
     assert list(f.update_ends) == [1100.0, 1200.0, 1300.0]  # the latest 3
     assert f.group_window(1700.0) == 600.0  # a pause of 400 s after 1300: groups since 1100 stay fresh
     assert (f.max_age, f.record_ttl) == (300.0, 300.0)  # announcements: unchanged
+
+
+def test_a_step_under_way_lengthens_the_windows_to_its_length_so_far_and_never_shortens_them():
+    f = Freshness(120.0, 90.0)
+    f.step_under_way(10.0)  # a short generation: the configuration
+    assert (f.max_age, f.record_ttl) == (120.0, 90.0)
+    f.step_under_way(100.0)  # a first step that has generated for 100 s will last at least that
+    assert (f.max_age, f.record_ttl) == (300.0, 300.0)
+    f.step_under_way(50.0)
+    assert (f.max_age, f.record_ttl) == (300.0, 300.0)
+    f.step_under_way(10 * MAX_RECORD_TTL)
+    assert f.max_age == pytest.approx(30 * MAX_RECORD_TTL) and f.record_ttl == MAX_RECORD_TTL
+    f.own_step_took(150.0, 1000.0)  # the step's end: its whole length decides
+    assert (f.max_age, f.record_ttl) == (450.0, 450.0)
