@@ -15,7 +15,7 @@ from node.swarm.dht import SwarmDHT
 
 STEPS = 60
 BAND = 0.08  # |attacked - clean| of the last 20 steps' mean reward; clean vs clean, same seeds: <= 0.04 here
-LEARNT = 0.3  # held-out greedy accuracy (256 prompts) gained over the run: 0.203 -> 0.77-0.82 in 8 runs here
+LEARNT = 0.3  # held-out greedy accuracy (256 prompts) gained over the run: 0.203 -> 0.76-0.82 (8 peers, 4 runs here)
 
 
 def honest_config(model: str, seed: int):
@@ -82,7 +82,7 @@ def test_the_published_poisoning_attack_is_refused_and_honest_learning_is_unchan
         assert abs(last_attacked - last_clean) <= BAND, (last_clean, last_attacked)
     # and they learn, judged on fixed held-out prompts (not on a few steps' sampled reward, whose prompts are
     # drawn anew each step: in a clean-clone CI run of 2026-12-07 the mean of the first 5 steps happened to be
-    # 0.497, against 0.34-0.47 in 8 runs here, and the last 20 steps' 0.519 missed it + 0.03)
+    # 0.497, against 0.33-0.47 in 10 runs here, and the last 20 steps' 0.519 missed it + 0.03)
     for before, after in attacked["accuracy"]:
         assert after >= before + LEARNT, (before, after)
 
