@@ -30,8 +30,8 @@ def in_own_steps(configured: float, step_seconds: float, ceiling: float = math.i
 
 
 def since_updates(max_age: float, update_ends, now: float) -> float:
-    """How old a received group may be at `now`: `max_age`, or longer, back to the first of `update_ends` (the
-    ends of our latest FRESH_STEPS updates, oldest first) once there are FRESH_STEPS of them."""
+    """How old a received group may be at `now`: `max_age`, or longer, back to the FRESH_STEPS-th latest of
+    `update_ends` (when our updates ended, oldest first) once there are FRESH_STEPS of them."""
     if len(update_ends) < FRESH_STEPS:
         return max_age
     return max(max_age, now - update_ends[-FRESH_STEPS])
