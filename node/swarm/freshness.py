@@ -50,11 +50,9 @@ class Freshness:
         return cls(cfg.max_age, cfg.record_ttl)
 
     def own_step_took(self, seconds: float, now: float) -> None:
-        """Our latest step took `seconds` and its update ended at `now` (the transport's clock): received
-        records stay fresh, and ours live, FRESH_STEPS such steps where that is longer than configured (our
-        records at most MAX_RECORD_TTL, which every peer enforces)."""
-        self.max_age = in_own_steps(self.configured[0], seconds)
-        self.record_ttl = in_own_steps(self.configured[1], seconds, MAX_RECORD_TTL)
+        """Our latest step took `seconds` and its update ended at `now` (the transport's clock): the windows
+        of such steps (`windows`)."""
+        self.max_age, self.record_ttl = self.windows(seconds)
         self.update_ends.append(now)
 
     def step_under_way(self, seconds: float) -> None:
@@ -62,8 +60,14 @@ class Freshness:
         windows cover FRESH_STEPS such steps already (never shortened here: own_step_took sets them when the step
         ends). Before it, a peer's first step on a CPU (minutes) outlived the configured 120 s: its first
         announcement expired before partners read it, and it judged theirs stale by its own first gather."""
-        self.max_age = max(self.max_age, in_own_steps(self.configured[0], seconds))
-        self.record_ttl = max(self.record_ttl, in_own_steps(self.configured[1], seconds, MAX_RECORD_TTL))
+        max_age, record_ttl = self.windows(seconds)
+        self.max_age, self.record_ttl = max(self.max_age, max_age), max(self.record_ttl, record_ttl)
+
+    def windows(self, step_seconds: float) -> tuple[float, float]:
+        """(max_age, record_ttl) for steps of `step_seconds`: FRESH_STEPS of them where longer than configured,
+        our records at most MAX_RECORD_TTL (which every peer enforces)."""
+        return (in_own_steps(self.configured[0], step_seconds),
+                in_own_steps(self.configured[1], step_seconds, MAX_RECORD_TTL))
 
     def group_window(self, now: float) -> float:
         """How old a received group may be at `now`: max_age, or back to the end of our FRESH_STEPS-th latest
