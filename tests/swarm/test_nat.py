@@ -2,12 +2,14 @@
 interface drops every inbound connection attempt (iptables; this kernel has no netem): they run in client mode,
 pull like anyone, and others pull their bundles through relays, reachable peers the NAT'd peer connected to,
 which pass the pull on over that connection and cannot alter what they relay (the owner signs it)."""
+import ipaddress
 import json
 import os
 import shutil
 import subprocess
 import sys
 import time
+from typing import NamedTuple
 
 import pytest
 
@@ -16,7 +18,6 @@ from node.config import SwarmConfig
 from node.swarm.dht import SwarmDHT
 from protocol.codec import RecordError
 
-HOST_IP, NAT_IP = "10.79.0.1", "10.79.0.2"
 SWARM = "nat-test"
 BUNDLE = bytes(range(256)) * 1600  # 400 KB: two chunks
 
@@ -25,36 +26,58 @@ def sh(*args: str, check: bool = True) -> None:
     subprocess.run(args, check=check, capture_output=True)
 
 
+class Nat(NamedTuple):
+    """The namespace's name and the two ends of its veth pair."""
+    ns: str
+    host_ip: str
+    nat_ip: str
+
+
+def free_subnet(start: int) -> ipaddress.IPv4Network:
+    """A 10.79.X.0/24 that no interface of this host is on, trying X from `start`: a namespace left behind by a
+    run that was killed before its teardown keeps its address here, and a second interface on the same subnet
+    would take the routes away from this one."""
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True).stdout
+    used = [ipaddress.ip_interface(word).network for line in out.splitlines() for word in line.split()[3:4]]
+    for i in range(250):
+        net = ipaddress.ip_network(f"10.79.{(start + i) % 250 + 1}.0/24")
+        if not any(net.overlaps(other) for other in used):
+            return net
+    raise AssertionError("no free 10.79.X.0/24 subnet on this host")
+
+
 @pytest.fixture
 def nat_namespace():
-    """A namespace joined to this host by a veth pair (HOST_IP <-> NAT_IP), dropping inbound TCP connection
-    attempts and new inbound UDP flows: outbound connections work, nobody can dial in. Yields its name."""
+    """A namespace joined to this host by a veth pair (host_ip <-> nat_ip), dropping inbound TCP connection
+    attempts and new inbound UDP flows: outbound connections work, nobody can dial in. Yields a Nat."""
     if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("ip", "iptables")):
         pytest.skip("needs root with ip and iptables (network namespaces)")
     ns, host_if, ns_if = f"swnat{os.getpid()}", f"swn{os.getpid() % 100000}h", f"swn{os.getpid() % 100000}n"
+    net = free_subnet(os.getpid())
+    host_ip, nat_ip = str(net.network_address + 1), str(net.network_address + 2)
     try:
         sh("ip", "netns", "add", ns)
         sh("ip", "link", "add", host_if, "type", "veth", "peer", "name", ns_if)
         sh("ip", "link", "set", ns_if, "netns", ns)
-        sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", host_if)
+        sh("ip", "addr", "add", f"{host_ip}/24", "dev", host_if)
         sh("ip", "link", "set", host_if, "up")
-        for cmd in (("ip", "addr", "add", f"{NAT_IP}/24", "dev", ns_if), ("ip", "link", "set", ns_if, "up"),
+        for cmd in (("ip", "addr", "add", f"{nat_ip}/24", "dev", ns_if), ("ip", "link", "set", ns_if, "up"),
                     ("ip", "link", "set", "lo", "up"),
                     ("iptables", "-A", "INPUT", "-i", ns_if, "-p", "tcp", "--syn", "-j", "DROP")):
             sh("ip", "netns", "exec", ns, *cmd)
         # p2pd listens on TCP only here; new UDP flows are dropped too where conntrack is available
         sh("ip", "netns", "exec", ns, "iptables", "-A", "INPUT", "-i", ns_if, "-p", "udp", "-m", "conntrack",
            "--ctstate", "NEW", "-j", "DROP", check=False)
-        yield ns
+        yield Nat(ns, host_ip, nat_ip)
     finally:
         sh("ip", "link", "del", host_if, check=False)
         sh("ip", "netns", "del", ns, check=False)
 
 
-def nat_side(initial: str, relay: str) -> None:
+def nat_side(initial: str, relay: str, nat_ip: str) -> None:
     """Inside the namespace: a client-mode node serves BUNDLE, pulls once from `relay` (so it holds a connection
     to it), prints its peer id and subkey, then waits to be killed."""
-    node = SwarmDHT(SwarmConfig(name=SWARM, host=NAT_IP, initial_peers=(initial,), client_mode=True))
+    node = SwarmDHT(SwarmConfig(name=SWARM, host=nat_ip, initial_peers=(initial,), client_mode=True))
     node.serve("groups", BUNDLE)
     pulled = node.pull_async(relay, "groups", b"", 1 << 20, timeout=60).result(70)
     print(json.dumps({"peer": node.peer_id, "subkey": node.own_subkey.hex(), "pulled": len(pulled)}), flush=True)
@@ -76,19 +99,21 @@ def relayed_pull(receiver: SwarmDHT, owner: str, signer: bytes, relay: SwarmDHT,
 
 
 def test_a_peer_nobody_can_dial_is_pulled_through_a_relay_that_cannot_alter_its_bundle(nat_namespace):
-    boot = SwarmDHT(SwarmConfig(name=SWARM, host=HOST_IP), bundles=False)  # as `swarm bootstrap`: DHT only
-    initial = next(m for m in boot.visible_maddrs() if HOST_IP in m)
-    relay = SwarmDHT(SwarmConfig(name=SWARM, host=HOST_IP, initial_peers=(initial,)))
+    host_ip = nat_namespace.host_ip
+    boot = SwarmDHT(SwarmConfig(name=SWARM, host=host_ip), bundles=False)  # as `swarm bootstrap`: DHT only
+    initial = next(m for m in boot.visible_maddrs() if f"/{host_ip}/" in m)
+    relay = SwarmDHT(SwarmConfig(name=SWARM, host=host_ip, initial_peers=(initial,)))
     relay.serve("groups", b"relay's own")
-    natted = subprocess.Popen(["ip", "netns", "exec", nat_namespace, sys.executable, __file__, initial,
-                               relay.peer_id], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    natted = subprocess.Popen(["ip", "netns", "exec", nat_namespace.ns, sys.executable, __file__, initial,
+                               relay.peer_id, nat_namespace.nat_ip], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True)
     receiver = None
     try:
         line = natted.stdout.readline()
         assert line, "the NAT'd node did not start"
         nat = json.loads(line)
         assert nat["pulled"] == len(b"relay's own")  # it reaches out
-        receiver = SwarmDHT(SwarmConfig(name=SWARM, host=HOST_IP, initial_peers=(initial,)))  # joins after
+        receiver = SwarmDHT(SwarmConfig(name=SWARM, host=host_ip, initial_peers=(initial,)))  # joins after
         signer = bytes.fromhex(nat["subkey"])
         with pytest.raises(Exception) as direct:  # nobody can dial it
             receiver.pull_async(nat["peer"], "groups", b"", 1 << 20, timeout=20).result(30)
@@ -122,10 +147,10 @@ def test_a_natted_swarm_join_contributes_and_receives(nat_namespace, tmp_path, w
     trains on the other's groups."""
     sp = SwarmProcesses(tmp_path)
     try:
-        sp.start_bootstrap("--host", HOST_IP)
-        sp.start_peer("open", "--model", "tiny-add", "--host", HOST_IP, "--seed", "0", *LIGHT)
-        sp.start_peer("natted", "--model", "tiny-add-lora", "--host", NAT_IP, "--client-mode", "--seed", "1",
-                      *LIGHT, wrap=("ip", "netns", "exec", nat_namespace))
+        sp.start_bootstrap("--host", nat_namespace.host_ip)
+        sp.start_peer("open", "--model", "tiny-add", "--host", nat_namespace.host_ip, "--seed", "0", *LIGHT)
+        sp.start_peer("natted", "--model", "tiny-add-lora", "--host", nat_namespace.nat_ip, "--client-mode",
+                      "--seed", "1", *LIGHT, wrap=("ip", "netns", "exec", nat_namespace.ns))
         deadline = time.monotonic() + 300
         received = {}
         while time.monotonic() < deadline:
@@ -141,4 +166,4 @@ def test_a_natted_swarm_join_contributes_and_receives(nat_namespace, tmp_path, w
 
 
 if __name__ == "__main__":
-    nat_side(sys.argv[1], sys.argv[2])
+    nat_side(sys.argv[1], sys.argv[2], sys.argv[3])
