@@ -293,7 +293,7 @@ class GroupExchange:
     def gather(self, budget: int, sender_cap: int) -> GatherResult:
         """Fresh groups of other peers, up to `budget` groups and `sender_cap` completions from any one
         sender, waiting at most gather_deadline and working within the per-step budget; never spins."""
-        result, work = GatherResult(), self.work_budget()
+        result = GatherResult()
         queues = RoundRobin(self.rng, self.seen, self.done_bundles)
         taken = queues.taken  # sender -> completions accepted this step
         outcome: dict[bytes, list[int]] = collections.defaultdict(lambda: [0, 0, 0])  # accepted, informative,
@@ -301,6 +301,11 @@ class GroupExchange:
         reject = functools.partial(self._reject, result)
         self.discovery.take_views(reject)  # first: views pulled meanwhile may name senders, pulled at once
         late, failed = self.discovery.read(max(deadline - self.transport.now(), 0.0), reject)
+        # The budget bounds the work on received records, so its clock starts here: checking a new partner's
+        # announcement builds its tokenizer once (a GGUF one, Gemma's, takes 3-5 CPU seconds), which used to
+        # spend the whole budget (2 s) before any of its records was read, so each SmolLM2 peer of the
+        # SmolLM2 + Gemma swarm lost the step it first saw Gemma (node/models/loading.py caches what it builds).
+        work = self.work_budget()
         result.late_fetches += late
         if failed:
             result.rejected["fetch"] += failed

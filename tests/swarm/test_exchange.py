@@ -446,6 +446,29 @@ def test_groups_flow_between_peers_with_different_tokenizers():
     assert off.exchange.unusable_tokenizer(char.exchange.card).endswith("is not ours (swarm.foreign_tokenizers is off)")
 
 
+def test_building_a_partners_tokenizer_is_not_work_charged_to_its_records(monkeypatch):
+    """The per-step CPU budget bounds the work on received records. A new partner's tokenizer is built when its
+    announcement is first checked (Gemma's GGUF one: 3-5 CPU seconds here); charged to the budget, it spent all of
+    it before the partner's records were read, and the step took none of them (every SmolLM2 + Gemma seed)."""
+    import node.models.loading as loading
+
+    built = loading.resolve_source
+
+    def slow_to_build(source, fingerprint):  # 0.6 s of this thread's CPU, as a large tokenizer costs
+        start = time.thread_time()
+        while time.thread_time() - start < 0.6:
+            pass
+        return built(source, fingerprint)
+
+    monkeypatch.setattr(loading, "resolve_source", slow_to_build)
+    hub = MemorySwarm()
+    char, bpe = peer(hub, "char"), peer(hub, "bpe", model="tiny-add-bpe", max_receive_cpu=0.4)
+    char.step(0)
+    got = bpe.step(0)
+    assert got.swarm.budget_hit == "" and got.swarm.foreign_used == 4 and got.swarm.rejected == {}, got.swarm
+    # (the records themselves stay bounded: test_work_on_received_records_has_a_per_step_budget)
+
+
 def bpe_card(source="zoo:bpe", fingerprint=None) -> WireCard:
     from node.models.tokenizer import build_tokenizer, tokenizer_fingerprint
 
