@@ -23,7 +23,7 @@ from .models.loading import display_name, encode_prompt, load_model, source_of
 from .models.zoo import recommended_lr
 from .rl.learner import Learner
 from .rl.transfer.registry import build_policy, resolved_config
-from .sagc.policy import make_group_policy, prompts_for, summarize
+from .sagc.policy import make_group_policy, prompts_for, size_seconds, summarize
 from .swarm import SwarmTransport
 from .swarm.exchange import GatherResult, GroupExchange, make_card
 from .tasks import checks_work, completion_cap, get_task
@@ -157,8 +157,10 @@ class Peer:
                                        if verdicts.alignments else 0.0)
         self.backend.sync(self.loaded.model)  # the next step samples from the updated weights
         learn_seconds = time.perf_counter() - start
+        own_tokens = sum(sum(g.lengths) for g in local)
         group_metrics = self.policy.after_step(own_summaries, received.summaries, self.family,
-                                               seconds=gen_seconds + learn_seconds)
+                                               seconds=size_seconds(gen_seconds, learn_seconds, own_tokens,
+                                                                    loss_metrics.tokens))
         tokens = sum(sum(g.lengths) for g in groups)
         padded = self.backend.decode_slots(groups)  # decode slots spent on our own groups
         network = [end - start for start, end in zip(network_start, self.network_cpu(), strict=True)]

@@ -10,7 +10,8 @@ a straggler rate <= delta, where a group straggles when max(lengths) / median(le
   size maximising v(G) - lambda * p~, where v(G) = log2(G) (`price_time` off: the value of a step, right when
   every step costs the same, as at a fixed number of completions a step) or log2(G) * c(current) / c(G)
   (`price_time` on: the value per second of a step, in units of the current size's step; c(G) is the measured
-  seconds of our own steps at size G, generation and learning (each new step at G weighs 1 - gamma); an
+  seconds of our own steps at size G, generation and the own groups' share of learning (policy.size_seconds;
+  each new step at G weighs 1 - gamma); an
   unmeasured size is priced from the nearest measured one in proportion to G, and with nothing measured yet
   every size costs the same).
 - Other peers' evidence (their groups' length summaries) is kept apart from our own and capped: for any size

@@ -63,6 +63,16 @@ def sender_scale(n_summaries: int, cap: int) -> float:
     return min(1.0, cap / n_summaries) if n_summaries else 0.0
 
 
+def size_seconds(gen_seconds: float, learn_seconds: float, own_tokens: int, learned_tokens: int) -> float:
+    """What our own groups cost a step, the price of their size (SAGC's `price_time`): generation, and the
+    share of learning that is theirs (their tokens among all the tokens learned). Learning on received groups
+    is not the size's doing: priced into it, a step that took 3 partners' long answers made its size look
+    twice as dear as the larger size of the step before, and Gemma kept G = 12-16 in the swarm where alone it
+    went down to 4 (7 seeds of SmolLM2 + Gemma on worked answers)."""
+    share = min(1.0, own_tokens / learned_tokens) if learned_tokens > 0 else 1.0
+    return gen_seconds + learn_seconds * share
+
+
 def prompts_for(batch_mode: str, group_size: int, prompts_per_step: int, completions_per_step: int) -> int:
     """fixed_prompts: the prompt count is fixed and G scales the completions; fixed_completions: the
     completions per step stay about constant and the prompt count follows G."""

@@ -83,3 +83,12 @@ def test_sizes_outside_the_candidates_are_ignored_and_rates_are_own():
     fixed = FixedGroups(8, tau=2.0)
     after = fixed.after_step([summary(8, True)] * 3 + [summary(8, False)], {}, "x")
     assert fixed.choose() == 8 and after == GroupMetrics(straggler_rate=0.75)
+
+
+def test_the_seconds_a_size_costs_exact():
+    from node.sagc.policy import size_seconds
+
+    assert size_seconds(126.0, 613.0, 1826, 6291) == pytest.approx(126.0 + 613.0 * 1826 / 6291)  # ~304 s, not 739
+    assert size_seconds(100.0, 50.0, 300, 300) == 150.0  # nothing received: the whole step
+    assert size_seconds(10.0, 20.0, 50, 40) == 30.0  # (own rows the loss left out: never above the whole step)
+    assert size_seconds(10.0, 20.0, 50, 0) == 30.0  # a skipped update

@@ -29,3 +29,29 @@ def test_fixed_policy_and_fixed_completions_mode():
     assert [r.group_size for r in fixed] == [16, 16, 16] and fixed[0].group.lam == 0 and fixed[0].group.p_mean == {}
     sagc = steps("sagc", 12, batch_mode="fixed_completions")
     assert all(r.prompts * r.group_size in range(56, 73) for r in sagc)  # about 64 completions per step
+
+
+def test_a_size_is_priced_by_its_own_groups_not_by_learning_received_ones():
+    """SAGC values a size per second of what the size costs: generation and the own groups' share of learning.
+    A peer that learns a partner's groups too pays for them at every size; priced into the size it chose, that
+    made the size look dear."""
+    from node.sagc.policy import size_seconds
+    from node.swarm.memory import MemorySwarm
+    from protocol import ANNOUNCE_SHARDS
+
+    hub = MemorySwarm()
+
+    def swarm_peer(name, model):
+        cfg = build_config({"model": {"name": model}, "task": {"name": "arith"},
+                            "train": {"group_policy": "sagc", "prompts_per_step": 4, "seed": len(name)},
+                            "swarm": {"gather_deadline": 0.2, "shards_per_step": ANNOUNCE_SHARDS,
+                                      "informative_only": False}})
+        return Peer(cfg, transport=hub.transport(name))
+
+    a, b = swarm_peer("a", "tiny-add"), swarm_peer("bb", "tiny-sub")
+    a.step(0)
+    got = b.step(0)
+    assert got.swarm.groups_used > 0 and got.loss.tokens > got.tokens  # it learned a's groups as well as its own
+    priced = b.policy.controller.costs[got.group_size]
+    assert priced == size_seconds(got.gen_seconds, got.learn_seconds, got.tokens, got.loss.tokens)
+    assert priced < got.gen_seconds + got.learn_seconds
