@@ -21,6 +21,7 @@ Needs root (network namespaces); cleans up its namespaces and processes on any e
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
 import signal
@@ -29,6 +30,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench.network.subnets import host_networks, in_use
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -52,8 +55,7 @@ def make_namespace() -> None:
     """A bridge on this host (HOST_IP) and two namespaces on it, the reader's and the bootstrap's: this run's
     own (another run's are left alone; a subnet already in use here is one clear error)."""
     remove_namespace()
-    taken = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
-    if f" {SUBNET}." in taken:
+    if in_use(ipaddress.ip_network(f"{SUBNET}.0/24"), host_networks()):
         sys.exit(f"bench.network.gossip: subnet {SUBNET}.0/24 is in use on this host; run again (another run's tag)")
     sh("ip", "link", "add", BRIDGE, "type", "bridge")
     sh("ip", "addr", "add", f"{HOST_IP}/24", "dev", BRIDGE)

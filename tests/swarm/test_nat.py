@@ -13,6 +13,7 @@ from typing import NamedTuple
 
 import pytest
 
+from bench.network.subnets import free_subnet
 from node.app.local_swarm import SwarmProcesses
 from node.config import SwarmConfig
 from node.swarm.dht import SwarmDHT
@@ -33,17 +34,14 @@ class Nat(NamedTuple):
     nat_ip: str
 
 
-def free_subnet(start: int) -> ipaddress.IPv4Network:
-    """A 10.79.X.0/24 that no interface of this host is on, trying X from `start`: a namespace left behind by a
-    run that was killed before its teardown keeps its address here, and a second interface on the same subnet
-    would take the routes away from this one."""
-    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=True).stdout
-    used = [ipaddress.ip_interface(word).network for line in out.splitlines() for word in line.split()[3:4]]
-    for i in range(250):
-        net = ipaddress.ip_network(f"10.79.{(start + i) % 250 + 1}.0/24")
-        if not any(net.overlaps(other) for other in used):
-            return net
-    raise AssertionError("no free 10.79.X.0/24 subnet on this host")
+def test_a_namespace_subnet_skips_one_a_leftover_interface_is_on():
+    taken = [ipaddress.ip_network("10.79.8.0/24"), ipaddress.ip_network("10.79.9.0/25"),
+             ipaddress.ip_network("192.168.1.0/24")]
+    assert free_subnet("10.79", 7, taken) == ipaddress.ip_network("10.79.10.0/24")  # X = 8 and 9 are taken
+    assert free_subnet("10.79", 249, taken) == ipaddress.ip_network("10.79.250.0/24")
+    assert free_subnet("10.79", 250, taken) == ipaddress.ip_network("10.79.1.0/24")  # wraps within 1-250
+    with pytest.raises(ValueError, match="no free"):
+        free_subnet("10.79", 0, [ipaddress.ip_network("10.79.0.0/16")])
 
 
 @pytest.fixture
@@ -53,7 +51,7 @@ def nat_namespace():
     if os.geteuid() != 0 or not all(shutil.which(tool) for tool in ("ip", "iptables")):
         pytest.skip("needs root with ip and iptables (network namespaces)")
     ns, host_if, ns_if = f"swnat{os.getpid()}", f"swn{os.getpid() % 100000}h", f"swn{os.getpid() % 100000}n"
-    net = free_subnet(os.getpid())
+    net = free_subnet("10.79", os.getpid())  # a run killed before its teardown may hold one
     host_ip, nat_ip = str(net.network_address + 1), str(net.network_address + 2)
     try:
         sh("ip", "netns", "add", ns)
