@@ -46,6 +46,13 @@ SWARM = "gossip-bench"
 SETTLE = 6  # periods the publishers run before the reader joins (the same with or without silent servers)
 
 
+def helper_env() -> dict[str, str]:
+    """The environment of this bench's helper processes (this file run as a script): unbuffered, and the
+    repository on the path, so that they import the bench package as the driver does."""
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": path}
+
+
 # ---- the namespaces -----------------------------------------------------------------------------------------
 def sh(*args: str) -> None:
     subprocess.run(args, check=True, capture_output=True)
@@ -215,19 +222,18 @@ def read(initial: str, steps: int, period: float, n: int) -> int:
 
 
 # ---- the exchange: announcements and pulls -----------------------------------------------------------
-def valid_groups(v, rng, groups: int, tokens: int):
-    """`groups` valid, informative groups of 8 completions of `tokens` tokens for random arith-add items, what
-    any receiver with our tokenizer accepts and learns from: half a right answer behind '=' padding the
-    verifier ignores, then EOS (finish "stop", rewarded), half a wrong answer, then digits, cut at `tokens`
-    (finish "length", not rewarded). (Right answers followed by digits scored 0 under the reader's verifier:
+def valid_groups(v, rng, items: list, tokens: int):
+    """Valid, informative groups of 8 completions of `tokens` tokens for `items` (arith-add items the publisher
+    drew through its exchange: GroupExchange.draw_items, since receivers refuse groups of items a sender did
+    not draw), what any receiver with our tokenizer accepts and learns from: half a right answer behind '='
+    padding the verifier ignores, then EOS (finish "stop", rewarded), half a wrong answer, then digits, cut at
+    `tokens` (finish "length", not rewarded). (Right answers followed by digits scored 0 under the reader's verifier:
     every group was uninformative, and "groups / step" counted the two real trainers' groups only.)"""
     from node.generation.rollouts import Completion, Group
 
     digits = v.ids("0123456789")
     out = []
-    for _ in range(groups):
-        index = int(rng.integers(2**31))
-        item = v.task.item("train", index)
+    for item in items:
         comps = []
         for j in range(8):
             if j % 2:
@@ -237,7 +243,7 @@ def valid_groups(v, rng, groups: int, tokens: int):
                 ids = (v.ids(str(int(item.answer) + 1)) + rng.choice(digits, tokens).tolist())[:tokens]
                 finish = "length"
             comps.append(Completion(ids, [-0.5] * len(ids), finish, reward=float(j % 2)))
-        out.append(Group(item, v.prompt(index), comps))
+        out.append(Group(item, v.prompt(item.ref.index), comps))
     return out
 
 
@@ -284,7 +290,7 @@ def new_publish(initial: str, n: int, seed: int, period: float, groups: int, tok
     while True:
         started = time.monotonic()
         for _, exchange in nodes:
-            exchange.publish(valid_groups(v, rng, groups, tokens), [], step)
+            exchange.publish(valid_groups(v, rng, exchange.draw_items(v.task, "train", groups), tokens), [], step)
             if gossip:
                 exchange.keep_view()  # peer sampling as a training peer does it (pulls no groups)
         step += 1
@@ -337,7 +343,7 @@ def new_read(initial: str, steps: int, period: float, groups: int, tokens: int, 
             exchange.prefetch()
             time.sleep(period / 2)  # generating
             gather_start = time.monotonic()
-            exchange.publish(valid_groups(v, rng, groups, tokens), [], step)
+            exchange.publish(valid_groups(v, rng, exchange.draw_items(v.task, "train", groups), tokens), [], step)
             result = exchange.gather(32, 64)
             swarm_seconds = time.monotonic() - gather_start
             time.sleep(max(period - (time.monotonic() - started), 0.05))
@@ -405,7 +411,7 @@ def measure_new(n: int, args, out: Path) -> dict:
     from node.metrics import read_metrics
     from protocol import ANNOUNCE_SHARDS
 
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = helper_env()
     me = [sys.executable, str(Path(__file__).resolve())]
     boot, initial = start_bootstrap(out)
     procs = [boot]
@@ -491,7 +497,7 @@ def measure_new(n: int, args, out: Path) -> dict:
 
 # ---- the driver -------------------------------------------------------------------------------------------
 def measure(n: int, args) -> dict:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = helper_env()
     me = [sys.executable, str(Path(__file__).resolve())]
     publishers = subprocess.Popen([*me, "--publish", str(n), "--groups", str(args.groups), "--tokens",
                                    str(args.tokens), "--period", str(args.period)], stdout=subprocess.PIPE,

@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 from typing import NamedTuple
 
 import pytest
@@ -19,6 +20,7 @@ from node.config import SwarmConfig
 from node.swarm.dht import SwarmDHT
 from protocol.codec import RecordError
 
+ROOT = Path(__file__).resolve().parents[2]
 SWARM = "nat-test"
 BUNDLE = bytes(range(256)) * 1600  # 400 KB: two chunks
 
@@ -102,9 +104,9 @@ def test_a_peer_nobody_can_dial_is_pulled_through_a_relay_that_cannot_alter_its_
     initial = next(m for m in boot.visible_maddrs() if f"/{host_ip}/" in m)
     relay = SwarmDHT(SwarmConfig(name=SWARM, host=host_ip, initial_peers=(initial,)))
     relay.serve("groups", b"relay's own")
-    natted = subprocess.Popen(["ip", "netns", "exec", nat_namespace.ns, sys.executable, __file__, initial,
-                               relay.peer_id, nat_namespace.nat_ip], stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True)
+    natted = subprocess.Popen(["ip", "netns", "exec", nat_namespace.ns, sys.executable, "-m", "tests.swarm.test_nat",
+                               initial, relay.peer_id, nat_namespace.nat_ip], stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, cwd=ROOT)  # (ROOT: bench importable)
     receiver = None
     try:
         line = natted.stdout.readline()
